@@ -1,0 +1,175 @@
+"""The vocabulary: messages made of content blocks, in the Anthropic Messages shape.
+
+A content block is a plain ``dict`` (JSON-compatible) with a ``"type"`` key:
+
+* ``{"type": "text", "text": str}``
+* ``{"type": "image", "source": {"type": "base64", "media_type": str, "data": str}}`` or
+  ``{"type": "image", "source": {"type": "url", "url": str}}``
+* ``{"type": "tool_use", "id": str, "name": str, "input": dict}``
+* ``{"type": "tool_result", "tool_use_id": str, "content": str | list[block], "is_error": bool}``
+* ``{"type": "thinking", "thinking": str, "signature": str}``
+* ``{"type": "redacted_thinking", "data": str}``
+* any other ``type`` is kept verbatim as an opaque block: priced, rendered by a default
+  rule, never dropped.
+
+A :class:`Message` is a role plus a tuple of blocks.  Messages are immutable values; the
+store assigns ``seq`` when it appends them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import InvalidMessage
+
+__all__ = [
+    "Block",
+    "Message",
+    "ROLES",
+    "KNOWN_BLOCK_TYPES",
+    "text_block",
+    "image_block",
+    "validate_block",
+    "iter_blocks_deep",
+    "tool_use_ids",
+    "tool_result_ids",
+    "canonical_json",
+    "DATA_URI_RE",
+]
+
+Block = dict[str, Any]
+
+ROLES = ("system", "user", "assistant")
+KNOWN_BLOCK_TYPES = frozenset(
+    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+#: A base64 ``data:`` URI of an image inside text.  Group 1 is the media subtype,
+#: group 2 the base64 payload.
+DATA_URI_RE = re.compile(
+    r"data:image/(png|jpe?g|gif|webp|bmp|svg\+xml);base64,([A-Za-z0-9+/]+={0,2})",
+    re.IGNORECASE,
+)
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize ``value`` deterministically (sorted keys, no spaces, UTF-8 kept)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of an agent history.
+
+    Attributes:
+        role: ``"system"``, ``"user"`` or ``"assistant"``.
+        content: the content blocks, in order (a tuple of dicts; do not mutate them).
+        seq: the store-assigned position (0-based), ``None`` before the message is stored.
+        source_id: the id the source transcript gave the message, if any.
+        meta: small source facts kept for inspection (timestamps, model); not rendered.
+    """
+
+    role: str
+    content: tuple[Block, ...]
+    seq: int | None = None
+    source_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessage(
+                f"message role must be one of {', '.join(ROLES)}; found {self.role!r}"
+            )
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+        for index, block in enumerate(self.content):
+            validate_block(block, where=f"content[{index}]")
+
+    def with_seq(self, seq: int) -> Message:
+        """Return a copy of this message carrying the store position ``seq``."""
+        return replace(self, seq=seq)
+
+    def fingerprint(self) -> str:
+        """Return the sha256 hex digest of the role and content (the identity used for dedup)."""
+        payload = canonical_json({"role": self.role, "content": list(self.content)})
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def text(self) -> str:
+        """Return the concatenated ``text`` blocks (for display and summaries)."""
+        return "\n".join(b["text"] for b in self.content if b.get("type") == "text")
+
+    @property
+    def has_tool_use(self) -> bool:
+        return any(b.get("type") == "tool_use" for b in self.content)
+
+
+def text_block(text: str) -> Block:
+    """Return a ``text`` content block."""
+    return {"type": "text", "text": text}
+
+
+def image_block(media_type: str, data_b64: str) -> Block:
+    """Return an ``image`` content block with an inline base64 source."""
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data_b64}}
+
+
+def validate_block(block: Any, *, where: str = "block") -> None:
+    """Check the shape of one content block.
+
+    Raises:
+        InvalidMessage: the block is not a dict with a string ``type``, or a known type
+            lacks a required field (the message names the field and what was found).
+    """
+    if not isinstance(block, dict):
+        raise InvalidMessage(f"{where}: a content block must be an object; found {type(block).__name__}")
+    kind = block.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidMessage(f"{where}: a content block needs a string 'type'; found {kind!r}")
+    if kind == "text":
+        if not isinstance(block.get("text"), str):
+            raise InvalidMessage(f"{where}: a text block needs a string 'text'")
+    elif kind == "image":
+        source = block.get("source")
+        if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
+            raise InvalidMessage(f"{where}: an image block needs a source of type 'base64' or 'url'")
+        if source["type"] == "base64" and not (
+            isinstance(source.get("data"), str) and isinstance(source.get("media_type"), str)
+        ):
+            raise InvalidMessage(f"{where}: a base64 image source needs 'media_type' and 'data' strings")
+        if source["type"] == "url" and not isinstance(source.get("url"), str):
+            raise InvalidMessage(f"{where}: a url image source needs a string 'url'")
+    elif kind == "tool_use":
+        if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+            raise InvalidMessage(f"{where}: a tool_use block needs string 'id' and 'name'")
+    elif kind == "tool_result":
+        if not isinstance(block.get("tool_use_id"), str):
+            raise InvalidMessage(f"{where}: a tool_result block needs a string 'tool_use_id'")
+        content = block.get("content", "")
+        if isinstance(content, list):
+            for index, inner in enumerate(content):
+                validate_block(inner, where=f"{where}.content[{index}]")
+        elif not isinstance(content, str):
+            raise InvalidMessage(f"{where}: tool_result content must be a string or a list of blocks")
+
+
+def iter_blocks_deep(blocks: Sequence[Block]) -> Iterator[Block]:
+    """Yield every block, descending into ``tool_result`` content lists."""
+    for block in blocks:
+        yield block
+        if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            yield from iter_blocks_deep(block["content"])
+
+
+def tool_use_ids(message: Message) -> list[str]:
+    """Return the ids of the ``tool_use`` blocks of ``message``, in order."""
+    return [b["id"] for b in message.content if b.get("type") == "tool_use"]
+
+
+def tool_result_ids(message: Message) -> list[str]:
+    """Return the ``tool_use_id`` of each ``tool_result`` block of ``message``, in order."""
+    return [b["tool_use_id"] for b in message.content if b.get("type") == "tool_result"]

@@ -1,0 +1,100 @@
+"""One exceptions module for the whole package.
+
+Every error the library raises derives from :class:`CompactionError`; each leaf also
+inherits the natural built-in (``ValueError``, ``LookupError``, ``RuntimeError``) so that
+callers can catch either kind.  Messages say what was expected, what was found and what
+to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CompactionError",
+    "InvalidTranscript",
+    "UnknownFormat",
+    "InvalidMessage",
+    "StoreError",
+    "EncodingDataMissing",
+    "OverBudget",
+    "InvariantViolation",
+    "RecipeError",
+    "SummarizerError",
+    "ImageError",
+]
+
+
+class CompactionError(Exception):
+    """Base of every error raised by :mod:`compaction`."""
+
+
+class InvalidTranscript(ValueError, CompactionError):
+    """A transcript file, line or message could not be parsed.
+
+    Attributes:
+        path: the file, or ``None`` for in-memory input.
+        line: the 1-based line number (JSONL) or message index, if known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
+class UnknownFormat(InvalidTranscript):
+    """The transcript format could not be detected; pass ``--format`` explicitly."""
+
+
+class InvalidMessage(ValueError, CompactionError):
+    """A message or content block does not have the expected shape."""
+
+
+class StoreError(RuntimeError, CompactionError):
+    """The SQLite store could not be opened, read or written."""
+
+
+class EncodingDataMissing(LookupError, CompactionError):
+    """The BPE rank file of an encoding is missing from the package or fails its sha256 check."""
+
+
+class OverBudget(ValueError, CompactionError):
+    """Even the smallest rendering allowed does not fit the token budget.
+
+    Attributes:
+        stage: which part could not shrink (``"live window"``, ``"pinned"``, ...).
+        budget: the token budget asked for (tokens).
+        needed: the tokens the part that cannot shrink needs on its own.
+    """
+
+    def __init__(self, message: str, *, stage: str, budget: int, needed: int) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.budget = budget
+        self.needed = needed
+
+
+class InvariantViolation(AssertionError, CompactionError):
+    """A request about to ship breaks coverage, tool pairing, the budget or an image cap.
+
+    This is a bug in the engine, never a user error: it is raised instead of shipping.
+    """
+
+
+class RecipeError(ValueError, CompactionError):
+    """A recipe (configuration) file or setting is invalid; the message names file and key."""
+
+
+class SummarizerError(RuntimeError, CompactionError):
+    """A summarizer failed to produce an acceptable summary."""
+
+
+class ImageError(ValueError, CompactionError):
+    """An image block is malformed (bad base64, unknown media type, unreadable header)."""

@@ -1,0 +1,1 @@
+"""Transcript formats: detect, parse into :class:`~compaction.blocks.Message` lists."""
