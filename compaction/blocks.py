@@ -52,8 +52,7 @@ KNOWN_BLOCK_TYPES = frozenset(
 #: A base64 ``data:`` URI of an image inside text.  Group 1 is the media subtype,
 #: group 2 the base64 payload.
 DATA_URI_RE = re.compile(
-    r"data:image/(png|jpe?g|gif|webp|bmp|svg\+xml);base64,([A-Za-z0-9+/]+={0,2})",
-    re.IGNORECASE,
+    r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+/]+={0,2})"
 )
 
 

@@ -1,0 +1,73 @@
+"""compaction: keep long-running LLM agents inside their context window without losing what they said.
+
+The store keeps every message; compaction is a render decision.  Before each model call,
+:func:`compile_request` builds a request within a token budget from the pinned system
+messages, summaries of older history (a hierarchy: L1 summaries of chunks, L2 merges of
+L1s, ...) and the newest messages verbatim.
+
+Example:
+    >>> from compaction import Store, Recipe, Compactor, compile_request, load_transcript
+    >>> store = Store(":memory:")
+    >>> store.append(load_transcript("examples/pi__pi-mono__before-compaction.jsonl").messages)  # doctest: +SKIP
+    >>> Compactor(store, Recipe()).tick()  # doctest: +SKIP
+    >>> compile_request(store, Recipe(budget_tokens=16000)).tokens <= 16000  # doctest: +SKIP
+    True
+"""
+
+__version__ = "0.1.0"
+
+from .blocks import Message
+from .compactor import Compactor, TickReport
+from .compile import CompiledRequest, compile_request
+from .errors import (
+    CompactionError,
+    EncodingDataMissing,
+    ImageError,
+    InvalidMessage,
+    InvalidTranscript,
+    InvariantViolation,
+    OverBudget,
+    RecipeError,
+    StoreError,
+    SummarizerError,
+    UnknownFormat,
+)
+from .formats import load_transcript
+from .pipeline import RunResult, run_pipeline
+from .policy import ImageSettings
+from .recipe import Recipe, load_recipe
+from .store import Store
+from .summarizers import ExtractiveSummarizer
+from .tokens.counting import count_text
+from .wire import GatedRequest, gate
+
+__all__ = [
+    "__version__",
+    "Message",
+    "Store",
+    "Recipe",
+    "load_recipe",
+    "Compactor",
+    "TickReport",
+    "compile_request",
+    "CompiledRequest",
+    "run_pipeline",
+    "RunResult",
+    "load_transcript",
+    "ImageSettings",
+    "ExtractiveSummarizer",
+    "GatedRequest",
+    "gate",
+    "count_text",
+    "CompactionError",
+    "EncodingDataMissing",
+    "ImageError",
+    "InvalidMessage",
+    "InvalidTranscript",
+    "InvariantViolation",
+    "OverBudget",
+    "RecipeError",
+    "StoreError",
+    "SummarizerError",
+    "UnknownFormat",
+]

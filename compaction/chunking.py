@@ -1,0 +1,120 @@
+"""Where a history may be cut: safe boundaries, tool rounds and chunks.
+
+A *boundary* ``i`` lies between message ``i - 1`` and message ``i``.  It is *safe* when no
+``tool_use`` before it has its ``tool_result`` after it: chunk ends, the live-window start
+and split points are only ever safe boundaries, so no request separates a call from its
+result.  A ``tool_use`` that is never answered anywhere does not block (the wire gate turns
+it into loud text).
+
+Chunks close at a token target and a minimum message count, at a safe boundary, never past
+the open tail.  Closed chunks are stored as level-1 summaries, so boundaries are stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .store import MessageFacts
+
+__all__ = ["safe_boundaries", "Chunk", "close_chunks", "split_point"]
+
+
+def safe_boundaries(facts: Sequence[MessageFacts]) -> list[bool]:
+    """Return ``safe[i]`` for boundaries ``i = 0 .. len(facts)`` (relative to ``facts[0]``).
+
+    Boundary 0 and ``len(facts)`` are always safe.  Cost: O(messages + tool ids).
+    """
+    n = len(facts)
+    first_use: dict[str, int] = {}
+    last_result: dict[str, int] = {}
+    for index, fact in enumerate(facts):
+        for tool_id in fact.tool_uses:
+            first_use.setdefault(tool_id, index)
+        for tool_id in fact.tool_results:
+            last_result[tool_id] = index
+    delta = [0] * (n + 2)
+    for tool_id, use in first_use.items():
+        result = last_result.get(tool_id)
+        if result is not None and result > use:
+            delta[use + 1] += 1
+            delta[result + 1] -= 1
+        elif result is None and use + 1 < n:
+            # never right after an unanswered tool_use (its result may still arrive)
+            delta[use + 1] += 1
+            delta[use + 2] -= 1
+    safe = [True] * (n + 1)
+    open_rounds = 0
+    for boundary in range(n + 1):
+        open_rounds += delta[boundary]
+        safe[boundary] = open_rounds == 0
+    return safe
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A range of messages ``[start_seq, end_seq)`` closed for a level-1 summary."""
+
+    start_seq: int
+    end_seq: int
+    tokens: int
+
+
+def close_chunks(
+    facts: Sequence[MessageFacts],
+    *,
+    limit_seq: int,
+    target_tokens: int,
+    min_messages: int,
+    message_tokens: Sequence[int] | None = None,
+) -> list[Chunk]:
+    """Close chunks over ``facts`` (which start at the summarized frontier) up to ``limit_seq``.
+
+    Args:
+        facts: messages from the frontier on, in order.
+        limit_seq: no chunk ends after this seq (the open tail starts here).
+        target_tokens: a chunk closes at the first safe boundary at or past this size (tokens).
+        min_messages: and only once it holds at least this many messages.
+        message_tokens: the size of each message (tokens); default ``text_tokens``.
+
+    Returns:
+        The closed chunks, contiguous from ``facts[0].seq``; the remainder stays open.
+    """
+    if not facts:
+        return []
+    sizes = list(message_tokens) if message_tokens is not None else [f.text_tokens for f in facts]
+    safe = safe_boundaries(facts)
+    base = facts[0].seq
+    chunks: list[Chunk] = []
+    start = 0
+    running = 0
+    for index in range(len(facts)):
+        running += sizes[index]
+        boundary = index + 1
+        if base + boundary > limit_seq:
+            break
+        count = boundary - start
+        if safe[boundary] and running >= target_tokens and count >= min_messages:
+            chunks.append(Chunk(base + start, base + boundary, running))
+            start = boundary
+            running = 0
+    return chunks
+
+
+def split_point(facts: Sequence[MessageFacts], sizes: Sequence[int]) -> int | None:
+    """Return the safe boundary nearest the token midpoint of ``facts`` (relative index), or None.
+
+    ``None`` means the range is one indivisible tool round (or one message).
+    """
+    safe = safe_boundaries(facts)
+    total = sum(sizes)
+    best: int | None = None
+    best_distance = 0.0
+    running = 0
+    for boundary in range(1, len(facts)):
+        running += sizes[boundary - 1]
+        if safe[boundary]:
+            distance = abs(running - total / 2)
+            if best is None or distance < best_distance:
+                best, best_distance = boundary, distance
+    return best

@@ -1,0 +1,297 @@
+"""The ``compaction`` command: a thin shell over the library.
+
+Each library error becomes one clear line on stderr and exit code 1 (2 for usage errors);
+long work shows a progress bar on a terminal and stays quiet in pipes; ``--json`` where a
+machine reads the output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .compactor import Compactor
+from .compile import CompiledRequest, compile_request, raw_history_tokens
+from .errors import CompactionError
+from .formats import FORMATS
+from .pipeline import import_transcript, run_pipeline
+from .recipe import Recipe, load_recipe
+from .store import Store
+
+BOOL = click.Choice(["true", "false"], case_sensitive=False)
+
+
+def _fail(err: Exception) -> None:
+    click.echo(f"compaction: error: {err}", err=True)
+    sys.exit(1)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except CompactionError as err:
+        _fail(err)
+    except OSError as err:
+        _fail(err)
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Any]:
+    """Yield a ``progress(done, total)`` callback: a bar on a terminal, nothing in a pipe."""
+    if not sys.stdout.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _recipe(path: str | None, **overrides: Any) -> Recipe:
+    recipe = load_recipe(path) if path else Recipe()
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if "vision" in changes:
+        changes["vision"] = changes["vision"].lower() == "true"
+    if changes.get("output_format") == "anthropic" and "model" not in changes and recipe.model == "gpt-4o":
+        changes["model"] = "claude-sonnet-4-5"
+    return recipe.replace(**changes) if changes else recipe
+
+
+def _implementation() -> str:
+    try:
+        from .tokens.estimate import IMPLEMENTATION
+    except ImportError:  # pragma: no cover - the estimator is part of the package
+        return "unknown"
+    return IMPLEMENTATION
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, message=f"%(prog)s %(version)s (speedups: {_implementation()})")
+def main() -> None:
+    """Keep long-running LLM agents inside their context window without losing what they said.
+
+    Import a transcript into a store, compress it into a hierarchy of summaries, and compile
+    the next model request under a token budget.  `compaction run` does all of it at once.
+    """
+
+
+recipe_option = click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
+store_option = click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file.")
+
+
+@main.command("import")
+@click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
+@store_option
+@click.option("--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected from the content).")
+@click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+def import_command(transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool) -> None:
+    """Append a transcript's messages to a store (importing it again adds nothing)."""
+    with _errors(), Store(store_path) as store:
+        parsed, added = import_transcript(store, transcript, format=input_format, lenient=lenient)
+        report = {"format": parsed.format, "messages": len(parsed.messages), "added": added,
+                  "skipped": parsed.skipped, "store_messages": len(store)}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
+               f"({report['store_messages']} in the store)")
+    if parsed.skipped:
+        click.echo(f"skipped {parsed.skipped} malformed lines:", err=True)
+        for problem in parsed.problems[:20]:
+            click.echo(f"  {problem}", err=True)
+
+
+@main.command()
+@store_option
+@recipe_option
+@click.option("--keep-tail-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Leave this many of the newest tokens unsummarized.")
+@click.option("--vision", type=BOOL, help="false: no image reaches the summarizer (placeholders).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+def compress(store_path: str, recipe_path: str | None, keep_tail_tokens: int, vision: str | None, as_json: bool) -> None:
+    """Summarize closed chunks into level-1 summaries and merge them upward."""
+    with _errors(), Store(store_path) as store, _progress("compressing") as progress:
+        recipe = _recipe(recipe_path, vision=vision)
+        report = Compactor(store, recipe).tick(keep_tail_tokens=keep_tail_tokens, progress=progress)
+    data = {"l1_added": report.l1_added, "merged": report.merged, "failures": report.failures,
+            "requests": report.requests, "max_request_tokens": report.max_request_tokens}
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        merged = ", ".join(f"L{k}: {v}" for k, v in sorted(report.merged.items())) or "none"
+        click.echo(f"L1 summaries added: {report.l1_added}; merges: {merged}; failures: {report.failures}")
+
+
+def _write_request(compiled: CompiledRequest, out: str | None) -> None:
+    if out:
+        Path(out).write_bytes(compiled.request.payload)
+    else:
+        sys.stdout.buffer.write(compiled.request.payload + b"\n")
+
+
+@main.command("compile")
+@store_option
+@recipe_option
+@click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request.")
+@click.option("--to", "output_format", type=click.Choice(["openai", "anthropic"]), help="Request format.")
+@click.option("--model", help="Model named in the request (also selects image pricing).")
+@click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
+@click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
+def compile_command(store_path: str, recipe_path: str | None, budget: int | None, output_format: str | None,
+                    model: str | None, vision: str | None, max_live_images: int | None, out: str | None) -> None:
+    """Compile the store into the next model request within the token budget."""
+    with _errors(), Store(store_path) as store:
+        recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model,
+                         vision=vision, max_live_images=max_live_images)
+        compiled = compile_request(store, recipe)
+    _write_request(compiled, out)
+    if out:
+        click.echo(f"wrote {out}: {compiled.tokens} tokens of {compiled.budget}", err=True)
+
+
+@main.command()
+@store_option
+@recipe_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
+    """Show what a store holds: messages, tokens, summaries per level, images, failures."""
+    with _errors(), Store(store_path) as store:
+        recipe = _recipe(recipe_path)
+        levels: dict[int, int] = {}
+        for summary in store.summaries():
+            levels[summary.level] = levels.get(summary.level, 0) + 1
+        data = {"messages": len(store), "raw_tokens": raw_history_tokens(store, recipe),
+                "encoding": recipe.encoding, "summaries": {str(k): v for k, v in sorted(levels.items())},
+                "image_blobs": store.image_count(), "failures": store.failures()}
+    if as_json:
+        click.echo(json.dumps(data))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"store {store_path}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("messages", str(data["messages"]))
+    table.add_row(f"tokens raw ({recipe.encoding})", f"{data['raw_tokens']:,}")
+    for level, count in sorted(levels.items()):
+        table.add_row(f"L{level} summaries", str(count))
+    table.add_row("image blobs", str(data["image_blobs"]))
+    table.add_row("chunks left raw (summarizer failures)", str(len(data["failures"])))
+    Console().print(table)
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
+@click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request (required here or in the recipe).")
+@recipe_option
+@click.option("--vision", type=BOOL, help="false: a text-only model; every image becomes a placeholder.")
+@click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here.")
+@click.option("--to", "output_format", type=click.Choice(["openai", "anthropic"]), help="Request format (default openai).")
+@click.option("--model", help="Model named in the request (also selects image pricing).")
+@click.option("--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected).")
+@click.option("--store", "store_path", default=":memory:", show_default=True, type=click.Path(dir_okay=False),
+              help="Keep the store in this SQLite file.")
+@click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def run(transcript: str, budget: int | None, recipe_path: str | None, vision: str | None, max_live_images: int | None,
+        out: str | None, output_format: str | None, model: str | None, input_format: str | None, store_path: str,
+        lenient: bool, as_json: bool) -> None:
+    """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
+    with _errors(), _progress("compressing") as progress:
+        recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model,
+                         vision=vision, max_live_images=max_live_images)
+        result = run_pipeline(transcript, recipe, store_path=store_path, format=input_format,
+                              lenient=lenient, progress=progress)
+    compiled = result.compiled
+    if out:
+        Path(out).write_bytes(compiled.request.payload)
+    shown_levels: dict[int, int] = {}
+    for summary in compiled.summaries:
+        shown_levels[summary.level] = shown_levels.get(summary.level, 0) + 1
+    report = {
+        "transcript": transcript,
+        "format": result.transcript.format,
+        "messages": compiled.total_messages,
+        "skipped": result.transcript.skipped,
+        "tokens_before": result.tokens_before,
+        "tokens_after": compiled.tokens,
+        "budget": compiled.budget,
+        "summaries": {str(k): v for k, v in sorted(result.summaries_per_level.items())},
+        "summaries_shown": {str(k): v for k, v in sorted(shown_levels.items())},
+        "live_window_messages": compiled.total_messages - compiled.live_start,
+        "images_shown": compiled.request.images_shown,
+        "images_replaced": compiled.request.images_replaced,
+        "request_format": compiled.request.format,
+        "out": out,
+        "seconds": round(result.seconds, 3),
+    }
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"compaction run: {transcript}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("format", result.transcript.format)
+    table.add_row("messages", f"{compiled.total_messages:,}" + (f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""))
+    table.add_row(f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}")
+    table.add_row("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})")
+    for level, count in sorted(result.summaries_per_level.items()):
+        table.add_row(f"L{level} summaries (shown)", f"{count} ({shown_levels.get(level, 0)})")
+    table.add_row("live window", f"{compiled.total_messages - compiled.live_start} messages")
+    table.add_row("images shown / replaced", f"{compiled.request.images_shown} / {compiled.request.images_replaced}")
+    table.add_row("request", f"{compiled.request.format} -> {out}" if out else f"{compiled.request.format} (not written: use --out FILE)")
+    table.add_row("time", f"{result.seconds:.2f} s")
+    Console().print(table)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True)
+@click.option("--method", type=click.Choice(["exact", "estimate"]), default="exact", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> None:
+    """Count the tokens of text files (exact with tiktoken, or the fast estimate)."""
+    from .tokens.counting import count_text
+
+    rows = []
+    with _errors():
+        for name in files:
+            text = Path(name).read_text(encoding="utf-8", errors="replace")
+            if method == "exact":
+                tokens = count_text(text, encoding)
+            else:
+                from .tokens.estimate import estimate_tokens
+
+                tokens = estimate_tokens(text, encoding)
+            rows.append({"file": name, "characters": len(text), "tokens": tokens})
+    if as_json:
+        click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows}))
+    else:
+        for row in rows:
+            click.echo(f"{row['tokens']:>10}  {row['file']}")
+        if len(rows) > 1:
+            click.echo(f"{sum(r['tokens'] for r in rows):>10}  total")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,359 @@
+"""The hierarchy: close chunks into level-1 summaries and merge summaries upward.
+
+:meth:`Compactor.tick` (``compaction compress``) does one round of work:
+
+1. Close chunks from the summarized frontier up to the open tail (see
+   :mod:`compaction.chunking`) and summarize each into a level-1 summary.  A chunk whose
+   request would not fit the summarizer's own context window is split at a safe boundary
+   (tool rounds are indivisible) and its halves are stitched; a single round too large is
+   cut into parts of text, each summarized, then stitched.  No summarizer request exceeds
+   ``summarizer_context_tokens``.
+2. When ``merge_fanout`` contiguous summaries of one level exist past the next level's
+   frontier, merge them into one summary of the next level; levels are unbounded.
+
+Every prompt passes the wire gate with the compression image settings, so under
+``image_policy = "placeholders"`` no summarizer sees an image.  The store's messages are
+never edited; summaries are added beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .blocks import Block, Message, canonical_json
+from .chunking import Chunk, close_chunks, safe_boundaries, split_point
+from .errors import CompactionError, SummarizerError
+from .policy import ImageSettings
+from .recipe import Recipe
+from .store import MessageFacts, Store, StoredSummary
+from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
+from .summarizers.extractive import ExtractiveSummarizer
+from .tokens.counting import count_text
+from .tokens.image_pricing import price_image
+from .wire import GatedRequest, OutboundRequest, gate
+
+__all__ = ["Compactor", "TickReport", "compression_image_settings", "l1_frontier"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class TickReport:
+    """What one :meth:`Compactor.tick` did.
+
+    Attributes:
+        l1_added: level-1 summaries created.
+        merged: level -> summaries created at that level (2 and up).
+        failures: chunks that could not be summarized and stay raw.
+        requests: summarizer requests sent (after the gate).
+        max_request_tokens: the largest summarizer request (tokens).
+    """
+
+    l1_added: int = 0
+    merged: dict[int, int] = field(default_factory=dict)
+    failures: int = 0
+    requests: int = 0
+    max_request_tokens: int = 0
+
+
+def compression_image_settings(recipe: Recipe) -> ImageSettings:
+    """Return the image settings of compression prompts (L1, merge, split) from ``recipe``."""
+    return ImageSettings(
+        policy=recipe.image_policy,
+        max_images=recipe.max_compression_images,
+        max_bytes=recipe.max_compression_image_bytes,
+        assumed_url_image_bytes=recipe.assumed_url_image_bytes,
+    )
+
+
+def l1_frontier(l1: Sequence[StoredSummary]) -> int:
+    """Return the end of the contiguous chain of level-1 summaries from seq 0 (0 if none)."""
+    frontier = 0
+    for summary in sorted(l1, key=lambda s: s.start_seq):
+        if summary.start_seq != frontier:
+            break
+        frontier = summary.end_seq
+    return frontier
+
+
+class Compactor:
+    """Build and extend the summary hierarchy of a store.
+
+    Args:
+        store: the store (only summaries and failures are written to it).
+        recipe: the settings (chunk target, fan-out, summary bound, image policy, ...).
+        summarizer: defaults to :class:`~compaction.summarizers.ExtractiveSummarizer`.
+
+    Example:
+        >>> Compactor(store, Recipe()).tick(keep_tail_tokens=2000)  # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store, recipe: Recipe, summarizer: Summarizer | None = None) -> None:
+        self.store = store
+        self.recipe = recipe
+        self.encoding = recipe.encoding
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(recipe.encoding)
+        self.images = compression_image_settings(recipe)
+        self.model = recipe.summarizer.model or recipe.model
+        self.request_limit = recipe.summarizer_context_tokens - recipe.summary_max_tokens
+        if self.request_limit < 256:
+            raise CompactionError(
+                f"summarizer_context_tokens ({recipe.summarizer_context_tokens}) leaves no room for a request "
+                f"beside summary_max_tokens ({recipe.summary_max_tokens}); raise it"
+            )
+        self._report = TickReport()
+
+    # -- public ---------------------------------------------------------------------------
+    def tick(
+        self, *, keep_tail_tokens: int = 0, close_tail: bool = False, progress: Progress | None = None
+    ) -> TickReport:
+        """Summarize closed chunks and merge upward; return what was done.
+
+        Args:
+            keep_tail_tokens: leave at least this many of the newest tokens unsummarized
+                (they will be shown raw).  The user's newest prompt and an unanswered call
+                are never summarized.
+            close_tail: also close the remainder before the open tail as one chunk, even
+                below the chunk target (used when the budget needs everything summarized).
+            progress: called as ``progress(done, total)`` in messages while chunks are summarized.
+        """
+        self._report = TickReport()
+        self._summarize_chunks(keep_tail_tokens, close_tail, progress)
+        self._merge_levels()
+        return self._report
+
+    # -- level 1 --------------------------------------------------------------------------
+    def _sizes(self, facts: Sequence[MessageFacts]) -> list[int]:
+        sizes = []
+        for fact in facts:
+            if fact.role == "system":
+                sizes.append(0)
+                continue
+            images = sum(price_image(i.width, i.height, self.model).tokens for i in fact.images)
+            sizes.append(fact.text_tokens + images)
+        return sizes
+
+    def _summarize_chunks(self, keep_tail_tokens: int, close_tail: bool, progress: Progress | None) -> None:
+        store = self.store
+        n = store.next_seq()
+        if n < 2:
+            return
+        frontier = l1_frontier(store.summaries(level=1))
+        facts = store.facts(frontier, n, encoding=self.encoding)
+        if not facts:
+            return
+        sizes = self._sizes(facts)
+        safe = safe_boundaries(facts)
+        # The open tail: the newest message when it is the user's prompt or an unanswered
+        # call, anything after the last safe boundary, and keep_tail_tokens of the newest.
+        limit = len(facts)
+        if facts[-1].is_prompt or facts[-1].tool_uses:
+            limit -= 1
+        tail = sum(sizes[limit:])
+        while limit > 0 and (not safe[limit] or tail < keep_tail_tokens):
+            limit -= 1
+            tail += sizes[limit]
+        chunks = close_chunks(
+            facts,
+            limit_seq=frontier + limit,
+            target_tokens=self.recipe.chunk_target_tokens,
+            min_messages=self.recipe.chunk_min_messages,
+            message_tokens=sizes,
+        )
+        closed = chunks[-1].end_seq if chunks else frontier
+        if close_tail and closed < frontier + limit:
+            rest = sizes[closed - frontier : limit]
+            chunks.append(Chunk(closed, frontier + limit, sum(rest)))
+        done = 0
+        total = sum(c.end_seq - c.start_seq for c in chunks)
+        for chunk in chunks:
+            chunk_facts = facts[chunk.start_seq - frontier : chunk.end_seq - frontier]
+            chunk_sizes = sizes[chunk.start_seq - frontier : chunk.end_seq - frontier]
+            try:
+                result = self._summarize_range(chunk.start_seq, chunk.end_seq, chunk_facts, chunk_sizes)
+            except SummarizerError as err:
+                store.record_failure(1, chunk.start_seq, chunk.end_seq, str(err))
+                self._report.failures += 1
+                break  # the frontier stops here; later chunks wait for this one
+            store.add_summary(1, chunk.start_seq, chunk.end_seq, result.text, result.provenance)
+            self._report.l1_added += 1
+            done += chunk.end_seq - chunk.start_seq
+            if progress:
+                progress(done, total)
+
+    def _call(self, request: OutboundRequest, kind: str) -> SummaryResult:
+        gated = gate(request, self.images, format="openai", model=self.model, encoding=self.encoding)
+        if gated.tokens > self.request_limit + self.recipe.summary_max_tokens:
+            raise CompactionError(f"internal: a {kind} request of {gated.tokens} tokens passed planning")
+        self._report.requests += 1
+        self._report.max_request_tokens = max(self._report.max_request_tokens, gated.tokens)
+        result = self.summarizer.summarize(gated, kind=kind, max_tokens=self.recipe.summary_max_tokens)
+        if not result.text.strip():
+            raise SummarizerError(f"the summarizer returned an empty {kind} summary")
+        return result
+
+    def _fits(self, request: OutboundRequest) -> bool:
+        gated = gate(request, self.images, format="openai", model=self.model, encoding=self.encoding)
+        return gated.tokens <= self.request_limit
+
+    def _l1_request(self, messages: Sequence[Message], start: int, end: int, kind: str = "l1") -> OutboundRequest:
+        body = tuple((m.role, m.content) for m in messages if m.role != "system")
+        ask = ({"type": "text", "text": f"Write the state record of the conversation above (messages {start}–{end - 1})."},)
+        return OutboundRequest(kind, l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),))
+
+    def _summarize_range(
+        self, start: int, end: int, facts: Sequence[MessageFacts], sizes: Sequence[int]
+    ) -> SummaryResult:
+        messages = self.store.messages(start, end)
+        if all(m.role == "system" for m in messages):
+            return SummaryResult("Done:\n- (only pinned system messages, shown raw)", {"summarizer": "none"})
+        request = self._l1_request(messages, start, end)
+        if self._fits(request):
+            try:
+                return self._call(request, "l1")
+            except SummarizerError:
+                if split_point(facts, sizes) is None:
+                    raise
+        point = split_point(facts, sizes)
+        if point is not None:
+            left = self._summarize_range(start, start + point, facts[:point], sizes[:point])
+            right = self._summarize_range(start + point, end, facts[point:], sizes[point:])
+            return self._stitch([left, right], start, end)
+        return self._summarize_parts(messages, start, end)
+
+    def _summarize_parts(self, messages: Sequence[Message], start: int, end: int) -> SummaryResult:
+        """Summarize one indivisible round too large for one request, as parts of flat text."""
+        pieces: list[Block] = []
+        for message in messages:
+            if message.role == "system":
+                continue
+            pieces.extend(_flatten(message))
+        part_limit = max(128, (self.request_limit - 300) // 2)
+        parts: list[list[Block]] = []
+        current: list[Block] = []
+        used = 0
+        for piece in _split_texts(pieces, part_limit, self.encoding):
+            cost = count_text(piece["text"], self.encoding) if piece["type"] == "text" else 1000
+            if current and used + cost > part_limit:
+                parts.append(current)
+                current, used = [], 0
+            current.append(piece)
+            used += cost
+        if current:
+            parts.append(current)
+        results = []
+        for index, part in enumerate(parts):
+            header = {"type": "text", "text": (
+                f"Part {index + 1} of {len(parts)} of messages {start}–{end - 1} of the history "
+                "(one tool round too large to send whole):")}
+            ask = {"type": "text", "text": "Write the state record of this part."}
+            request = OutboundRequest("split", l1_system_prompt(self.recipe.summary_max_tokens),
+                                      (("user", (header, *part)), ("user", (ask,))))
+            results.append(self._call(request, "split"))
+        return self._stitch(results, start, end)
+
+    def _stitch(self, results: Sequence[SummaryResult], start: int, end: int) -> SummaryResult:
+        if len(results) == 1:
+            return results[0]
+        request = self._merge_request([r.text for r in results], [f"part {i + 1}" for i in range(len(results))], "stitch")
+        if not self._fits(request) and len(results) > 2:
+            half = len(results) // 2
+            return self._stitch([self._stitch(results[:half], start, end), self._stitch(results[half:], start, end)], start, end)
+        result = self._call(request, "stitch")
+        provenance = {**result.provenance, "parts": len(results)}
+        return SummaryResult(result.text, provenance)
+
+    # -- merges ---------------------------------------------------------------------------
+    def _merge_request(self, texts: Sequence[str], labels: Sequence[str], kind: str) -> OutboundRequest:
+        blocks: list[Block] = [{"type": "text", "text": f"Merge these {len(texts)} consecutive records into one."}]
+        blocks.extend({"type": "text", "text": f"[Record of {label}]\n{text}"} for label, text in zip(labels, texts))
+        return OutboundRequest(kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),))
+
+    def _merge_levels(self) -> None:
+        fanout = self.recipe.merge_fanout
+        level = 1
+        while True:
+            lower = [s for s in self.store.summaries(level=level)]
+            if len(lower) < fanout:
+                break
+            upper = self.store.summaries(level=level + 1)
+            frontier = max((s.end_seq for s in upper), default=0)
+            chain: list[StoredSummary] = []
+            position = frontier
+            for summary in lower:
+                if summary.start_seq == position:
+                    chain.append(summary)
+                    position = summary.end_seq
+            for index in range(0, len(chain) - fanout + 1, fanout):
+                group = chain[index : index + fanout]
+                labels = [f"messages {s.start_seq}–{s.end_seq - 1}" for s in group]
+                request = self._merge_request([s.text for s in group], labels, "merge")
+                try:
+                    result = self._call(request, "merge")
+                except SummarizerError as err:
+                    self.store.record_failure(level + 1, group[0].start_seq, group[-1].end_seq, str(err))
+                    self._report.failures += 1
+                    return
+                provenance = {**result.provenance, "children": [s.id for s in group]}
+                self.store.add_summary(level + 1, group[0].start_seq, group[-1].end_seq, result.text, provenance)
+                self._report.merged[level + 1] = self._report.merged.get(level + 1, 0) + 1
+            level += 1
+
+
+def _flatten(message: Message) -> list[Block]:
+    """Render one message as text pieces (and its image blocks) for split-part requests."""
+    out: list[Block] = []
+    for block in message.content:
+        kind = block.get("type")
+        if kind == "text":
+            out.append({"type": "text", "text": f"[{message.role}] {block['text']}"})
+        elif kind == "tool_use":
+            out.append({"type": "text", "text": f"[{message.role} called tool {block['name']} (id {block['id']})] "
+                        f"{canonical_json(block.get('input', {}))}"})
+        elif kind == "tool_result":
+            content = block.get("content", "")
+            status = "error" if block.get("is_error") else "result"
+            if isinstance(content, str):
+                out.append({"type": "text", "text": f"[tool {status} for {block['tool_use_id']}]\n{content}"})
+            else:
+                out.append({"type": "text", "text": f"[tool {status} for {block['tool_use_id']}]"})
+                for inner in content:
+                    if inner.get("type") == "text":
+                        out.append({"type": "text", "text": inner["text"]})
+                    elif inner.get("type") == "image":
+                        out.append(inner)
+        elif kind == "image":
+            out.append(block)
+        elif kind == "thinking":
+            out.append({"type": "text", "text": f"[{message.role} thinking] {block.get('thinking', '')}"})
+        elif kind == "redacted_thinking":
+            continue
+        else:
+            out.append({"type": "text", "text": f"[{kind} block] {canonical_json(block)}"})
+    return out
+
+
+def _split_texts(pieces: Sequence[Block], limit: int, encoding: str) -> list[Block]:
+    """Cut text pieces longer than ``limit`` tokens at line (or character) boundaries."""
+    out: list[Block] = []
+    for piece in pieces:
+        if piece["type"] != "text":
+            out.append(piece)
+            continue
+        out.extend({"type": "text", "text": t} for t in _cut(piece["text"], limit, encoding))
+    return out
+
+
+def _cut(text: str, limit: int, encoding: str) -> list[str]:
+    tokens = count_text(text, encoding)
+    if tokens <= limit:
+        return [text]
+    parts = max(2, -(-tokens // limit))
+    size = max(1, len(text) // parts)
+    cut = text.rfind("\n", size // 2, size + size // 4)
+    cut = cut + 1 if cut > 0 else size
+    return _cut(text[:cut], limit, encoding) + _cut(text[cut:], limit, encoding)
+
+

@@ -1,0 +1,122 @@
+"""Image policy and caps, decided newest first.
+
+``image_policy = "live"`` ships images, subject to caps; ``"placeholders"`` (a text-only
+model, recipe ``vision = false``) ships none: each image becomes a loud text placeholder.
+
+Caps keep the newest images first.  Because every decision depends only on images newer
+than the one being decided, the same :class:`ImageBudget` walk serves the compile planner
+(which extends the live window one message at a time, newest to oldest) and the wire gate
+(which decides the final list): both reach the same decisions, so what is priced is what
+ships.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import RecipeError
+
+__all__ = ["ImageSettings", "ImageBudget", "Decision", "placeholder_text", "IMAGE_POLICIES"]
+
+IMAGE_POLICIES = ("live", "placeholders")
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """The image policy and caps for one kind of outbound request.
+
+    Attributes:
+        policy: ``"live"`` or ``"placeholders"``.
+        max_images: keep at most this many images (``None`` = unlimited, 0 = none).
+        max_bytes: keep images while their total size stays within this many bytes.
+        strip_depth_tokens: replace images whose message lies deeper than this many tokens
+            from the newest message (``None`` = no depth cap).
+        assumed_url_image_bytes: the size a URL image counts for under ``max_bytes`` (a URL
+            image is never 0 bytes).
+
+    Raises:
+        RecipeError: an unknown policy or a negative cap.
+    """
+
+    policy: str = "live"
+    max_images: int | None = None
+    max_bytes: int | None = None
+    strip_depth_tokens: int | None = None
+    assumed_url_image_bytes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.policy not in IMAGE_POLICIES:
+            raise RecipeError(f"image_policy must be 'live' or 'placeholders'; found {self.policy!r}")
+        for name in ("max_images", "max_bytes", "strip_depth_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise RecipeError(f"{name} must be a whole number >= 0 or None; found {value!r}")
+        if self.assumed_url_image_bytes <= 0:
+            raise RecipeError("assumed_url_image_bytes must be > 0")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether one image ships; ``reason`` says why not when it does not."""
+
+    keep: bool
+    reason: str = ""
+
+
+class ImageBudget:
+    """Decide images newest first under :class:`ImageSettings`.
+
+    Call :meth:`decide` for each image in reverse document order, giving the tokens of
+    everything newer than the image's message (its depth).
+    """
+
+    def __init__(self, settings: ImageSettings) -> None:
+        self.settings = settings
+        self.kept = 0
+        self.kept_bytes = 0
+
+    def decide(self, byte_size: int | None, depth_tokens: int) -> Decision:
+        """Return the decision for the next (older) image.
+
+        Args:
+            byte_size: decoded bytes, or ``None`` for a URL image (counted as the assumed size).
+            depth_tokens: tokens of the messages newer than this image's message.
+        """
+        s = self.settings
+        if s.policy == "placeholders":
+            return Decision(False, "the model is text-only (image_policy = placeholders)")
+        if s.strip_depth_tokens is not None and depth_tokens > s.strip_depth_tokens:
+            return Decision(False, f"older than the image depth cap ({s.strip_depth_tokens} tokens)")
+        if s.max_images is not None and self.kept >= s.max_images:
+            return Decision(False, f"over the image count cap ({s.max_images} newest kept)")
+        size = s.assumed_url_image_bytes if byte_size is None else byte_size
+        if s.max_bytes is not None and self.kept_bytes + size > s.max_bytes:
+            return Decision(False, f"over the image byte cap ({s.max_bytes} bytes)")
+        self.kept += 1
+        self.kept_bytes += size
+        return Decision(True)
+
+
+def placeholder_text(
+    *,
+    media_type: str | None,
+    width: int | None,
+    height: int | None,
+    byte_size: int | None,
+    short_hash: str,
+    source: str,
+    url: str | None,
+    reason: str,
+) -> str:
+    """Return the loud text that stands for an image that is not shown.
+
+    It names the media type, pixel size, bytes, a short content hash (or the URL) and the
+    reason, and says the image is kept in the store.  Never empty.
+    """
+    size = f"{width}x{height} px" if width and height else "size unknown"
+    if source == "url":
+        what = f"image from URL {url} ({media_type or 'media type unknown'}, {size})"
+    else:
+        nbytes = f"{byte_size:,} bytes" if byte_size is not None else "bytes unknown"
+        what = f"image {media_type or 'of unknown type'}, {size}, {nbytes}, sha256 {short_hash}"
+    return f"[image not shown: {what}; reason: {reason}. The image is kept in the store.]"

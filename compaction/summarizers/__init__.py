@@ -1,0 +1,6 @@
+"""Summarizers: the offline extractive default and an OpenAI-compatible HTTP summarizer."""
+
+from .base import Summarizer, SummaryResult
+from .extractive import ExtractiveSummarizer
+
+__all__ = ["Summarizer", "SummaryResult", "ExtractiveSummarizer"]

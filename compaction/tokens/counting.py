@@ -1,0 +1,123 @@
+"""Exact token counts of texts and of messages' non-image content.
+
+Text is counted exactly with the offline tiktoken encoding (``encode_ordinary``: special
+token text counts as ordinary text, as in a chat request).  Image blocks and ``data:``
+image URIs inside text are *not* counted here: they are priced from their pixel size by
+:mod:`compaction.tokens.image_pricing`, after the image policy decided whether each is shown.
+
+Per-message framing follows OpenAI's cookbook recipe for chat requests ("How to count
+tokens with tiktoken", https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken):
+3 tokens a message plus the role, 3 tokens to prime the reply.  Tool calls and tool
+results carry their ids and names; we count them, with a small framing constant, so the
+estimate errs on the safe side for both the OpenAI Chat and the Anthropic Messages shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+
+from ..blocks import DATA_URI_RE, Block, Message, canonical_json
+from .encodings import DEFAULT_ENCODING, get_encoding
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "REQUEST_OVERHEAD",
+    "TOOL_CALL_OVERHEAD",
+    "count_text",
+    "count_texts",
+    "strip_data_uris",
+    "block_text_tokens",
+    "message_text_tokens",
+]
+
+#: Tokens of framing per message: 3 per the cookbook, plus 1 for the role.
+MESSAGE_OVERHEAD = 4
+#: Tokens that prime the reply (``<|start|>assistant<|message|>``).
+REQUEST_OVERHEAD = 3
+#: Framing of one tool call beyond its id, name and arguments (type, function wrapper).
+TOOL_CALL_OVERHEAD = 8
+
+
+@lru_cache(maxsize=65536)
+def _count_cached(text: str, encoding: str) -> int:
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Return the exact number of tokens of ``text`` in ``encoding``.
+
+    Args:
+        text: any string; special-token text is counted as ordinary text.
+        encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
+
+    Returns:
+        The token count (tokens), equal to ``len(tiktoken_encoding.encode_ordinary(text))``.
+
+    Raises:
+        EncodingDataMissing: unknown encoding or missing package data.
+    """
+    if not text:
+        return 0
+    if len(text) <= 4096:
+        return _count_cached(text, encoding)
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_texts(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Return the exact token count of each text (tokens), in order."""
+    return [count_text(t, encoding) for t in texts]
+
+
+def strip_data_uris(text: str) -> str:
+    """Return ``text`` with every ``data:image/...;base64,`` URI removed (they are priced as images)."""
+    if ";base64," not in text:
+        return text
+    return DATA_URI_RE.sub("", text)
+
+
+def _string_tokens(text: str, encoding: str) -> int:
+    return count_text(strip_data_uris(text), encoding)
+
+
+def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
+    """Return the tokens of one block's non-image content, with its framing (tokens).
+
+    Images (top-level, nested in ``tool_result`` or as ``data:`` URIs) count 0 here.
+    An unknown block type is priced as its canonical JSON, so it is never free.
+    """
+    kind = block.get("type")
+    if kind == "text":
+        return _string_tokens(block["text"], encoding)
+    if kind == "image":
+        return 0
+    if kind == "tool_use":
+        # Priced as the OpenAI wire form of the call (arguments as an escaped JSON string),
+        # which is never cheaper than the Anthropic form.
+        wire = json.dumps(
+            {
+                "id": block.get("id", ""),
+                "type": "function",
+                "function": {"name": block.get("name", ""), "arguments": canonical_json(block.get("input", {}))},
+            },
+            ensure_ascii=False,
+        )
+        return TOOL_CALL_OVERHEAD + _string_tokens(wire, encoding)
+    if kind == "tool_result":
+        content = block.get("content", "")
+        tokens = MESSAGE_OVERHEAD + count_text(block.get("tool_use_id", ""), encoding)
+        if isinstance(content, str):
+            return tokens + _string_tokens(content, encoding)
+        return tokens + sum(block_text_tokens(inner, encoding) for inner in content)
+    if kind == "thinking":
+        return count_text(block.get("thinking", ""), encoding)
+    if kind == "redacted_thinking":
+        # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
+        return count_text(block.get("data", ""), encoding)
+    return _string_tokens(canonical_json(block), encoding)
+
+
+def message_text_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
+    """Return the tokens of ``message`` without its images, framing included (tokens)."""
+    return MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in message.content)
