@@ -118,5 +118,5 @@ def placeholder_text(
         what = f"image from URL {url} ({media_type or 'media type unknown'}, {size})"
     else:
         nbytes = f"{byte_size:,} bytes" if byte_size is not None else "bytes unknown"
-        what = f"image {media_type or 'of unknown type'}, {size}, {nbytes}, sha256 {short_hash}"
+        what = f"{media_type or 'image of unknown type'}, {size}, {nbytes}, sha256 {short_hash}"
     return f"[image not shown: {what}; reason: {reason}. The image is kept in the store.]"

@@ -23,13 +23,21 @@ from .base import SUMMARY_HEADINGS, SummaryResult
 
 __all__ = ["ExtractiveSummarizer"]
 
-_ERROR_RE = re.compile(r"\b(error|exception|traceback|failed|failure|not found|denied|fatal|panic)\b", re.I)
+# An error line in tool output: a line that *starts* like an error report, not source code
+# that merely mentions errors (``catch (error)``).
+_ERROR_RE = re.compile(
+    r"^\s*(?:\w+(?:\.\w+)*)?(?:error|exception|fatal|panic)\b[:\s]|traceback \(most recent call last\)|"
+    r"\bfailed\b|\bFAIL\b|command not found|no such file or directory|permission denied|exit (?:code|status) [1-9]",
+    re.I,
+)
 _DECISION_RE = re.compile(
     r"\b(i'll|i will|let's|let me|decided|decision|plan|instead|because|root cause|the fix|the issue|"
     r"should|must|going to|approach)\b",
     re.I,
 )
 _PATH_RE = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b")
+_RAN_RE = re.compile(r"Ran `([^`\n]*)`\n")
+_EXIT_RE = re.compile(r"exited with code [1-9]|command cancelled")
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _ARG_KEYS = ("path", "file_path", "filePath", "command", "cmd", "pattern", "query", "url", "file", "filename")
 
@@ -62,8 +70,10 @@ def _result_text(block: Block) -> str:
 def _outcome(block: Block) -> tuple[str, str | None]:
     """Return (outcome phrase, error line or None) of a tool_result."""
     text = _result_text(block)
-    lines = [line for line in text.splitlines() if line.strip()]
-    error_line = next((line for line in lines[:200] if _ERROR_RE.search(line)), None)
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("```")]
+    # Errors show at the start or the end of an output; the middle is usually content.
+    window = lines[:5] + lines[-15:] if len(lines) > 20 else lines
+    error_line = next((line for line in window if _ERROR_RE.search(line)), None)
     size = f"{len(lines)} lines" if len(lines) != 1 else "1 line"
     if block.get("is_error"):
         first = error_line or (lines[0] if lines else "no output")
@@ -93,8 +103,10 @@ class ExtractiveSummarizer:
             SummarizerError: the request holds nothing to summarize.
         """
         messages = list(request.messages)
-        if kind in ("l1", "split"):
+        if kind == "l1":
             sections = self._record(messages[:-1] if len(messages) > 1 else messages)
+        elif kind == "split":
+            sections = self._record_part(messages[:-1] if len(messages) > 1 else messages)
         elif kind in ("merge", "stitch"):
             sections = self._merge(messages)
         else:
@@ -124,6 +136,14 @@ class ExtractiveSummarizer:
                     text = block["text"]
                     if role == "user":
                         if text.startswith("[") and "summar" in text[:80].lower():
+                            continue
+                        ran = _RAN_RE.match(text)
+                        if ran:  # a command the user ran (pi's "Ran `cmd`" rendering)
+                            fake = {"content": text[ran.end():], "is_error": bool(_EXIT_RE.search(text[-300:]))}
+                            outcome, error = _outcome(fake)
+                            sections["Done"].append(f"user ran `{_clip(ran.group(1), 100)}` → {outcome}")
+                            if error:
+                                sections["Errors"].append(f"`{_clip(ran.group(1), 60)}`: {error}")
                             continue
                         sections["Asked"].append(_clip(text, 240))
                     elif role == "assistant":
@@ -155,6 +175,27 @@ class ExtractiveSummarizer:
             if last_texts:
                 sections["Open"].append("latest request: " + _clip(last_texts[-1], 200))
         sections["Identifiers"] = [", ".join(identifiers[:25])] if identifiers else []
+        return sections
+
+    def _record_part(self, messages: Sequence[tuple[str, Sequence[Block]]]) -> dict[str, list[str]]:
+        """Record one part of an oversized round: what it is, its size, errors and names in it."""
+        sections: dict[str, list[str]] = {h: [] for h in SUMMARY_HEADINGS}
+        texts = [b["text"] for _role, blocks in messages for b in blocks if b.get("type") == "text"]
+        if not texts:
+            return sections
+        header, body = texts[0], "\n".join(texts[1:])
+        lines = [line for line in body.splitlines() if line.strip() and not line.startswith("```")]
+        first = next((line for line in lines if not line.startswith("[")), lines[0] if lines else "")
+        sections["Done"].append(f"{_clip(header, 160)} {len(lines)} lines; first: {_clip(first, 120)}")
+        for marker in (line for line in lines if line.startswith("[") and " called tool " in line):
+            sections["Done"].append(_clip(marker, 200))
+        errors = [line for line in lines if _ERROR_RE.search(line)]
+        sections["Errors"].extend(_clip(line, 160) for line in errors[:3])
+        names: list[str] = []
+        for path in _PATH_RE.findall(body[:20000]):
+            if path not in names:
+                names.append(path)
+        sections["Identifiers"] = [", ".join(names[:12])] if names else []
         return sections
 
     # -- merge -----------------------------------------------------------------------------
