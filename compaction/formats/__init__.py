@@ -1,1 +1,186 @@
-"""Transcript formats: detect, parse into :class:`~compaction.blocks.Message` lists."""
+"""Transcript formats: detect a transcript's format and parse it into messages.
+
+Each format lives in its own module whose docstring describes the source format and the
+mapping to :class:`~compaction.blocks.Message`:
+
+================  ============================================================
+``openai``        OpenAI Chat Completions messages (JSON array, ``{"messages"}``, JSONL)
+``anthropic``     Anthropic Messages (same containers; top-level ``system``)
+``pi``            pi coding-agent session JSONL (tree-shaped; active branch)
+``claude-code``   Claude Code session JSONL (split assistant lines joined)
+``codex``         Codex CLI rollout JSONL (``response_item`` records)
+``agent-tars``    Agent TARS event stream (JSON array of events)
+``swe-agent``     SWE-agent ``.traj`` (``history`` of Chat Completions messages)
+``openhands``     OpenHands evaluation ``output.jsonl`` (runs concatenated)
+``aider``         aider ``.aider.chat.history.md``
+================  ============================================================
+
+Rules every format shares (``_common.finish``): unknown block types are kept verbatim;
+messages with no content are dropped, tool results never; consecutive user messages made only
+of ``tool_result`` blocks merge into one; tool ids are unique within a transcript (reused ids
+are renamed ``<id>#2`` ... consistently on both sides); messages come out in order with
+``seq=None``, ``source_id`` from the source and small ``meta`` (timestamp, model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..blocks import Message
+from ..errors import InvalidTranscript, UnknownFormat
+from . import agent_tars, aider, anthropic, claude_code, codex, openai, openhands, pi, swe_agent
+from ._common import Context, Draft, finish
+from ._detect import detect_text, looks_binary
+
+__all__ = ["FORMATS", "ParsedTranscript", "detect_format", "load_transcript", "parse_messages"]
+
+_PARSERS: dict[str, Callable[[str, Context], list[Draft]]] = {
+    module.NAME: module.parse
+    for module in (openai, anthropic, pi, claude_code, codex, agent_tars, swe_agent, openhands, aider)
+}
+
+#: The names of the formats :func:`load_transcript` reads.
+FORMATS: tuple[str, ...] = tuple(_PARSERS)
+
+_HEAD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ParsedTranscript:
+    """The messages of one transcript and what parsing them skipped.
+
+    Attributes:
+        messages: the messages, in order, with ``seq=None``.
+        format: the format name used (one of :data:`FORMATS`).
+        skipped: malformed lines or messages skipped (only under ``lenient=True``).
+        problems: one ``"path:line: what is wrong"`` line per skipped item.
+    """
+
+    messages: list[Message]
+    format: str
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _unknown(path: str | None, why: str) -> UnknownFormat:
+    return UnknownFormat(
+        f"cannot tell the transcript format ({why}); expected one of: {', '.join(FORMATS)}; "
+        "pass format= (--format) explicitly if the file is one of them",
+        path=path,
+    )
+
+
+def _decode(data: bytes, path: str | None) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InvalidTranscript(
+            f"not UTF-8 text (byte {err.start}: {err.reason}); transcripts are UTF-8 JSON, JSONL or Markdown",
+            path=path,
+        ) from err
+
+
+def detect_format(path: str | Path, head: bytes | None = None) -> str:
+    """Return the format of a transcript, told from its content, not its file name.
+
+    Args:
+        path: the transcript file (read for its head when ``head`` is not given; also named
+            in errors).
+        head: the first bytes of the file (64 KiB is plenty), if already read.
+
+    Returns:
+        One of :data:`FORMATS`.
+
+    Raises:
+        UnknownFormat: the content matches no format (binary data, random text); the message
+            names the file and lists the formats.
+
+    Example:
+        >>> detect_format("examples/pi__pi-mono__before-compaction.jsonl")  # doctest: +SKIP
+        'pi'
+    """
+    name = str(path)
+    if head is None:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+        return _detect(head, name, lambda: Path(path).read_text("utf-8-sig", errors="replace"))
+    return _detect(head, name, None)
+
+
+def _detect(head: bytes, name: str | None, whole: Callable[[], str | None] | None) -> str:
+    if not head.strip():
+        raise _unknown(name, "the file is empty")
+    if looks_binary(head):
+        raise _unknown(name, "the content is binary, not text")
+    text = head.decode("utf-8-sig", errors="replace")
+    found = detect_text(text)
+    if found is None and whole is not None and text.lstrip().startswith(("{", "[")):
+        found = detect_text(text, whole())
+    if found is None:
+        raise _unknown(name, "the content matches none of them")
+    return found
+
+
+def load_transcript(path: str | Path, format: str | None = None, lenient: bool = False) -> ParsedTranscript:
+    """Read a transcript file into messages.
+
+    Args:
+        path: the transcript file.
+        format: one of :data:`FORMATS`; ``None`` detects it from the content.
+        lenient: skip malformed lines or messages (counted in ``skipped``, described in
+            ``problems``) instead of raising.
+
+    Returns:
+        The messages, the format used and what was skipped.
+
+    Raises:
+        UnknownFormat: ``format`` is not a known name, or detection found none.
+        InvalidTranscript: a malformed line or message (strict mode), naming the file, the
+            1-based line and what is wrong; or a whole-document JSON file that does not parse.
+
+    Example:
+        >>> parsed = load_transcript("session.jsonl")  # doctest: +SKIP
+        >>> parsed.format, len(parsed.messages)  # doctest: +SKIP
+        ('pi', 977)
+    """
+    name = str(path)
+    if format is not None and format not in _PARSERS:
+        raise UnknownFormat(f"unknown format {format!r}; expected one of: {', '.join(FORMATS)}", path=name)
+    data = Path(path).read_bytes()
+    if format is None:
+        format = _detect(data[:_HEAD_BYTES], name, lambda: _decode(data, name))
+    text = _decode(data, name)
+    ctx = Context(name, lenient)
+    messages = finish(_PARSERS[format](text, ctx), ctx)
+    return ParsedTranscript(messages=messages, format=format, skipped=ctx.skipped, problems=ctx.problems)
+
+
+def parse_messages(data: list[dict[str, Any]], format: str = "openai") -> list[Message]:
+    """Convert in-memory OpenAI Chat Completions or Anthropic Messages dicts into messages.
+
+    Args:
+        data: the message dicts, in order.
+        format: ``"openai"`` or ``"anthropic"``.
+
+    Returns:
+        The messages, with the shared rules applied (tool-result runs merged, ids unique).
+
+    Raises:
+        UnknownFormat: ``format`` is neither.
+        InvalidTranscript: a malformed message, named by its index (``messages[3]``).
+
+    Example:
+        >>> parse_messages([{"role": "user", "content": "hi"}])[0].role
+        'user'
+    """
+    if format not in ("openai", "anthropic"):
+        raise UnknownFormat(f"parse_messages reads 'openai' or 'anthropic' messages, not {format!r}")
+    if not isinstance(data, list):
+        raise InvalidTranscript(f"expected a list of message dicts, found {type(data).__name__}")
+    ctx = Context(None, lenient=False)
+    items = [(message, None, f"messages[{index}]") for index, message in enumerate(data)]
+    convert = openai.convert_all if format == "openai" else anthropic.convert_all
+    return finish(convert(items, ctx), ctx)

@@ -1,0 +1,294 @@
+"""Shared machinery of the transcript parsers: drafts, error policy, JSON helpers, tool pairing.
+
+Every parser turns source text into a list of :class:`Draft` (a mutable message under
+construction that remembers the source line it came from).  :func:`finish` then applies the
+rules every format shares, in this order:
+
+1. each draft's blocks are validated; a malformed one is reported at its line;
+2. drafts with no content at all are dropped (they carry nothing);
+3. consecutive user drafts made only of ``tool_result`` blocks merge into one message, so the
+   answer to a parallel fan-out is one message, as the Messages API wants it;
+4. reused tool ids are made unique (see :func:`uniquify_tool_ids`);
+5. the drafts become immutable :class:`~compaction.blocks.Message` values.
+
+The error policy lives in :class:`Context`: strict parsing raises
+:class:`~compaction.errors.InvalidTranscript` naming the file and line; lenient parsing skips
+the item, counts it and records one ``"path:line: what"`` line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..blocks import Block, Message, validate_block
+from ..errors import InvalidMessage, InvalidTranscript
+
+__all__ = [
+    "Context",
+    "Draft",
+    "Malformed",
+    "finish",
+    "iter_jsonl",
+    "load_json_document",
+    "first_line_is_object",
+    "image_from_url",
+    "parse_arguments",
+    "text_blocks",
+    "uniquify_tool_ids",
+]
+
+
+class Malformed(Exception):
+    """Raised inside a parser for one malformed line or message; the caller reports it."""
+
+
+@dataclass
+class Draft:
+    """A message under construction.
+
+    Attributes:
+        role: ``"system"``, ``"user"`` or ``"assistant"``.
+        content: the content blocks, in order.
+        source_id: the id the source gave the message or event, if any.
+        meta: small facts for inspection (timestamp, model).
+        line: where the draft came from (1-based line, or ``None``), for error messages.
+        where: a description of the location when there is no line (``"messages[3]"``).
+    """
+
+    role: str
+    content: list[Block]
+    source_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None
+    where: str | None = None
+
+
+class Context:
+    """The error policy and bookkeeping of one parse.
+
+    Args:
+        path: the file being parsed, or ``None`` for in-memory input.
+        lenient: skip malformed items (and record them) instead of raising.
+    """
+
+    def __init__(self, path: str | None, lenient: bool = False) -> None:
+        self.path = path
+        self.lenient = lenient
+        self.skipped = 0
+        self.problems: list[str] = []
+
+    def problem(self, what: str, *, line: int | None = None, where: str | None = None) -> None:
+        """Report one malformed item: raise under strict parsing, record it under lenient."""
+        text = f"{where}: {what}" if where else what
+        if not self.lenient:
+            hint = "; fix it or load the transcript with lenient=True to skip it"
+            raise InvalidTranscript(text + hint, path=self.path, line=line)
+        self.skipped += 1
+        prefix = self.path if self.path is not None else "<memory>"
+        if line is not None:
+            prefix += f":{line}"
+        self.problems.append(f"{prefix}: {text}")
+
+
+# -- JSON helpers ---------------------------------------------------------------------------
+
+
+def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL text.
+
+    A line that is not valid JSON, or not a JSON object, is reported through ``ctx``.
+    """
+    loads = json.loads
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = loads(line)
+        except json.JSONDecodeError as err:
+            ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
+            continue
+        if not isinstance(value, dict):
+            ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
+            continue
+        yield number, value
+
+
+def load_json_document(text: str, ctx: Context) -> Any:
+    """Parse a whole-file JSON document; a syntax error is fatal even under lenient parsing."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidTranscript(
+            f"invalid JSON: {err.msg} at column {err.colno}; the whole file is one JSON document, "
+            "so nothing can be skipped: repair the file",
+            path=ctx.path,
+            line=err.lineno,
+        ) from err
+
+
+def first_line_is_object(text: str) -> bool:
+    """Return whether the first non-blank line is a complete JSON object (JSONL, not a document)."""
+    for line in text.split("\n", 50)[:50]:
+        if line.strip():
+            try:
+                return isinstance(json.loads(line), dict)
+            except json.JSONDecodeError:
+                return False
+    return False
+
+
+def _clip(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- block helpers -----------------------------------------------------------------------------
+
+
+def text_blocks(text: Any) -> list[Block]:
+    """Return ``[text block]`` for a non-empty string, ``[]`` for an empty one or ``None``."""
+    if text is None or text == "":
+        return []
+    if not isinstance(text, str):
+        raise Malformed(f"expected text, found {type(text).__name__} {_clip(text)}")
+    return [{"type": "text", "text": text}]
+
+
+def image_from_url(url: Any) -> Block:
+    """Return an image block for an image URL: a base64 ``data:`` URI or a remote URL."""
+    if not isinstance(url, str) or not url:
+        raise Malformed(f"an image needs a URL string, found {_clip(url)}")
+    if url.startswith("data:"):
+        header, sep, payload = url[5:].partition(",")
+        if sep and header.endswith(";base64"):
+            media_type = header[: -len(";base64")] or "application/octet-stream"
+            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": payload}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def parse_arguments(arguments: Any) -> dict[str, Any]:
+    """Return tool-call arguments as a dict: JSON text parsed, or ``{"_raw_arguments": text}``."""
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError:
+            return {"_raw_arguments": arguments}
+        if isinstance(value, dict):
+            return value
+        return {"_raw_arguments": arguments}
+    return {"_raw_arguments": json.dumps(arguments, ensure_ascii=False)}
+
+
+# -- the shared post-processing ------------------------------------------------------------------
+
+
+def _is_tool_results_only(draft: Draft) -> bool:
+    return (
+        draft.role == "user"
+        and bool(draft.content)
+        and all(block.get("type") == "tool_result" for block in draft.content)
+    )
+
+
+def _merge_tool_result_runs(drafts: list[Draft]) -> list[Draft]:
+    merged: list[Draft] = []
+    for draft in drafts:
+        previous = merged[-1] if merged else None
+        if previous is not None and _is_tool_results_only(previous) and _is_tool_results_only(draft):
+            previous.content = previous.content + draft.content
+            ids = previous.meta.setdefault("source_ids", [previous.source_id])
+            ids.append(draft.source_id)
+            continue
+        merged.append(draft)
+    for draft in merged:
+        ids = draft.meta.get("source_ids")
+        if ids is not None and not any(ids):
+            del draft.meta["source_ids"]
+    return merged
+
+
+def uniquify_tool_ids(drafts: list[Draft]) -> None:
+    """Make tool ids unique within a transcript, consistently on both sides of each pair.
+
+    The first ``tool_use`` with an id keeps it; a later ``tool_use`` reusing it gets
+    ``"<id>#2"``, ``"<id>#3"`` ... (skipping any id the transcript already has).  A
+    ``tool_result`` answers an unanswered use of its id from the latest message that has one,
+    the first such use in that message: a sequential reuse (``use, result, use, result``), a
+    parallel one (``use, use, result, result``) and a reuse after a call that was never
+    answered (an aborted turn, a run's final ``finish``) all pair up the way the source meant.
+    Blocks are replaced, never mutated.
+    """
+    taken = {
+        block["id"]
+        for draft in drafts
+        for block in draft.content
+        if block.get("type") == "tool_use" and isinstance(block.get("id"), str)
+    }
+    uses: dict[str, int] = {}
+    unanswered: dict[str, list[tuple[int, str]]] = {}  # original id -> [(draft index, new id)]
+    latest: dict[str, str] = {}
+    for position, draft in enumerate(drafts):
+        changed = False
+        content = list(draft.content)
+        for index, block in enumerate(content):
+            kind = block.get("type")
+            if kind == "tool_use":
+                original = block["id"]
+                count = uses.get(original, 0) + 1
+                uses[original] = count
+                new_id = original
+                if count > 1:
+                    suffix = count
+                    new_id = f"{original}#{suffix}"
+                    while new_id in taken:
+                        suffix += 1
+                        new_id = f"{original}#{suffix}"
+                    taken.add(new_id)
+                    content[index] = {**block, "id": new_id}
+                    changed = True
+                unanswered.setdefault(original, []).append((position, new_id))
+                latest[original] = new_id
+            elif kind == "tool_result":
+                original = block["tool_use_id"]
+                waiting = unanswered.get(original)
+                if waiting:
+                    newest = waiting[-1][0]
+                    first = len(waiting) - 1
+                    while first > 0 and waiting[first - 1][0] == newest:
+                        first -= 1
+                    target: str = waiting.pop(first)[1]
+                else:
+                    target = latest[original] if original in latest else str(original)
+                if target != original:
+                    content[index] = {**block, "tool_use_id": target}
+                    changed = True
+        if changed:
+            draft.content = content
+
+
+def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
+    """Validate, drop empty drafts, merge tool-result runs, uniquify tool ids, build messages."""
+    valid: list[Draft] = []
+    for draft in drafts:
+        if not draft.content:
+            continue
+        try:
+            for index, block in enumerate(draft.content):
+                validate_block(block, where=f"content[{index}]")
+        except InvalidMessage as err:
+            ctx.problem(f"malformed {draft.role} message: {err}", line=draft.line, where=draft.where)
+            continue
+        valid.append(draft)
+    valid = _merge_tool_result_runs(valid)
+    uniquify_tool_ids(valid)
+    return [
+        Message(role=draft.role, content=tuple(draft.content), source_id=draft.source_id, meta=draft.meta)
+        for draft in valid
+    ]

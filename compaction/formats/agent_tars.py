@@ -1,0 +1,152 @@
+"""Agent TARS event stream (a JSON array of events; also accepted as JSONL, one event a line).
+
+Each event has ``id``, ``type`` and ``timestamp`` (epoch milliseconds).  The events that make
+the model conversation:
+
+* ``user_message``: ``content`` a string or OpenAI-style parts (``text``, ``image_url`` with
+  base64 ``data:`` URIs -> image blocks);
+* ``environment_input``: input the environment gave the model (same content shapes) -> a user
+  message;
+* ``assistant_thinking_message``: final reasoning text -> a ``thinking`` block (no signature)
+  at the start of the next assistant message;
+* ``assistant_message``: ``content`` text plus ``toolCalls`` (Chat Completions tool calls)
+  -> text and ``tool_use`` blocks;
+* ``tool_call``: the execution record of a call the assistant message already announced: a
+  duplicate, ignored; a ``tool_call`` no assistant message announced becomes its own
+  assistant ``tool_use``;
+* ``tool_result``: ``toolCallId``, ``content`` (a string, parts, or any JSON value, kept as
+  JSON text), ``error`` -> a user message holding a ``tool_result`` (``is_error`` if ``error``).
+
+Streaming deltas (``*_streaming_*``), ``system`` log lines, run and plan markers and any other
+type are ignored.  Agent TARS reuses one tool-call id across turns (the example uses one id
+for all six calls); ``_common.uniquify_tool_ids`` renames the later uses and their results
+consistently (``<id>#2`` ...).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..blocks import Block
+from ._common import (
+    Context,
+    Draft,
+    Malformed,
+    first_line_is_object,
+    iter_jsonl,
+    load_json_document,
+    text_blocks,
+)
+from .openai import OpenAIConverter, content_parts
+
+__all__ = ["NAME", "parse"]
+
+NAME = "agent-tars"
+
+
+def _result_content(content: Any) -> str | list[Block]:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(p, dict) and "type" in p for p in content):
+        return content_parts(content)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _events(text: str, ctx: Context) -> list[tuple[Any, int | None, str | None]]:
+    if first_line_is_object(text) and text.strip().count("\n") > 0:
+        return [(event, line, None) for line, event in iter_jsonl(text, ctx)]
+    document = load_json_document(text, ctx)
+    if isinstance(document, dict) and isinstance(document.get("events"), list):
+        document = document["events"]
+    if not isinstance(document, list):
+        raise Malformed(f"expected a JSON array of events, found {type(document).__name__}")
+    return [(event, None, f"events[{index}]") for index, event in enumerate(document)]
+
+
+def parse(text: str, ctx: Context) -> list[Draft]:
+    """Parse an Agent TARS event stream into drafts."""
+    try:
+        events = _events(text, ctx)
+    except Malformed as err:
+        ctx.problem(str(err))
+        return []
+    converter = OpenAIConverter()
+    drafts: list[Draft] = []
+    announced: dict[str, int] = {}  # tool-call id -> announced calls not yet seen as tool_call events
+    thinking: list[Block] = []
+    for event, line, where in events:
+        try:
+            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+                raise Malformed("an event must be an object with a string 'type'")
+            kind = event["type"]
+            if kind in ("user_message", "environment_input"):
+                draft = Draft("user", content_parts(event.get("content")))
+                if kind == "environment_input":
+                    draft.meta["kind"] = "environment_input"
+            elif kind == "assistant_thinking_message":
+                thinking.extend(
+                    {"type": "thinking", "thinking": b["text"], "signature": ""}
+                    for b in text_blocks(event.get("content"))
+                )
+                continue
+            elif kind == "assistant_message":
+                message = {
+                    "role": "assistant",
+                    "content": event.get("content"),
+                    "tool_calls": event.get("toolCalls"),
+                }
+                draft = converter.convert(message)
+                draft.content[:0] = thinking
+                thinking = []
+                for block in draft.content:
+                    if block["type"] == "tool_use":
+                        announced[block["id"]] = announced.get(block["id"], 0) + 1
+            elif kind == "tool_call":
+                call_id = event.get("toolCallId")
+                if not isinstance(call_id, str) or not isinstance(event.get("name"), str):
+                    raise Malformed("a tool_call event needs string 'toolCallId' and 'name'")
+                if announced.get(call_id, 0) > 0:
+                    announced[call_id] -= 1
+                    continue
+                arguments = event.get("arguments")
+                draft = Draft(
+                    "assistant",
+                    [
+                        {
+                            "type": "tool_use",
+                            "id": call_id,
+                            "name": event["name"],
+                            "input": arguments if isinstance(arguments, dict) else {},
+                        }
+                    ],
+                )
+            elif kind == "tool_result":
+                call_id = event.get("toolCallId")
+                if not isinstance(call_id, str):
+                    raise Malformed("a tool_result event needs a string 'toolCallId'")
+                content = _result_content(event.get("content"))
+                error = event.get("error")
+                if error and isinstance(content, list):
+                    content = content + text_blocks(f"Error: {error}")
+                elif error:
+                    content = f"{content}\nError: {error}" if content else f"Error: {error}"
+                result = {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": content,
+                    "is_error": bool(error),
+                }
+                draft = Draft("user", [result])
+            else:
+                continue
+        except Malformed as err:
+            ctx.problem(str(err), line=line, where=where)
+            continue
+        draft.line, draft.where = line, where
+        if isinstance(event.get("id"), str):
+            draft.source_id = event["id"]
+        if event.get("timestamp") is not None:
+            draft.meta["timestamp"] = event["timestamp"]
+        drafts.append(draft)
+    return drafts

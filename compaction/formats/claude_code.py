@@ -1,0 +1,110 @@
+"""Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``).
+
+One event a line.  ``user`` and ``assistant`` events carry ``message``: an Anthropic message
+whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_result``,
+``thinking``, ``image`` ...), kept as they are.  Events carry ``uuid``, ``parentUuid``,
+``sessionId``, ``timestamp``, ``isSidechain``; assistant messages carry ``message.id`` and
+``message.model``.
+
+* Newer versions write each content block of one assistant response on its own line, all
+  sharing one ``message.id``: they are joined back into one message, at the place of the
+  first line (a block repeated on a later line, same ``tool_use`` id or identical, is kept once).
+* Each tool result is its own ``user`` line; consecutive ones merge into one message later
+  (``_common.finish``), so a parallel fan-out is answered by one message.
+* Sidechain events (``isSidechain: true``, sub-agent conversations) are skipped, and so is an
+  event whose ``uuid`` was already taken (sessions resumed into a new file repeat events).
+* Events that are not messages (``summary``, ``system``, ``file-history-snapshot``,
+  ``queue-operation`` and any other ``type``) are skipped without being counted as problems.
+* A line that is not a JSON object with a string ``type``, or a user/assistant event whose
+  ``message`` is missing, has no ``content`` or holds something other than blocks, is
+  malformed.
+
+The order is the file's order (``parentUuid`` chains are not followed: compaction and
+resumes restart them, and the fixtures leave them ``null``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..blocks import canonical_json
+from ._common import Context, Draft, Malformed, iter_jsonl
+from .anthropic import content_blocks
+
+__all__ = ["NAME", "parse"]
+
+NAME = "claude-code"
+
+
+def _event_draft(event: dict[str, Any]) -> Draft:
+    kind = event["type"]
+    message = event.get("message")
+    if not isinstance(message, dict):
+        raise Malformed(f"a {kind} event needs a 'message' object, found {type(message).__name__}")
+    if "content" not in message:
+        raise Malformed(f"the {kind} event's message has no 'content'")
+    role = message.get("role", kind)
+    if role != kind:
+        raise Malformed(f"a {kind} event holds a message with role {role!r}")
+    draft = Draft(kind, content_blocks(message["content"]))
+    if isinstance(event.get("uuid"), str):
+        draft.source_id = event["uuid"]
+    if isinstance(event.get("timestamp"), str):
+        draft.meta["timestamp"] = event["timestamp"]
+    if isinstance(message.get("model"), str):
+        draft.meta["model"] = message["model"]
+    if isinstance(message.get("id"), str):
+        draft.meta["message_id"] = message["id"]
+    return draft
+
+
+def _join(target: Draft, extra: Draft) -> None:
+    """Append the blocks of a later line of the same assistant message, without repeats."""
+    seen_ids = {b["id"] for b in target.content if b.get("type") == "tool_use" and "id" in b}
+    seen = {canonical_json(b) for b in target.content}
+    content = list(target.content)
+    for block in extra.content:
+        if block.get("type") == "tool_use" and block.get("id") in seen_ids:
+            continue
+        key = canonical_json(block)
+        if key in seen:
+            continue
+        seen.add(key)
+        content.append(block)
+    target.content = content
+    ids = target.meta.setdefault("source_ids", [target.source_id])
+    ids.append(extra.source_id)
+
+
+def parse(text: str, ctx: Context) -> list[Draft]:
+    """Parse a Claude Code session into drafts."""
+    drafts: list[Draft] = []
+    by_message_id: dict[str, Draft] = {}
+    seen_uuids: set[str] = set()
+    for line, event in iter_jsonl(text, ctx):
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            ctx.problem("not a Claude Code event: no string 'type'", line=line)
+            continue
+        if kind not in ("user", "assistant") or event.get("isSidechain") is True:
+            continue
+        uuid = event.get("uuid")
+        if isinstance(uuid, str) and uuid in seen_uuids:
+            continue
+        try:
+            draft = _event_draft(event)
+        except Malformed as err:
+            ctx.problem(str(err), line=line)
+            continue
+        if isinstance(uuid, str):
+            seen_uuids.add(uuid)
+        draft.line = line
+        message_id = draft.meta.get("message_id")
+        if kind == "assistant" and isinstance(message_id, str):
+            first = by_message_id.get(message_id)
+            if first is not None:
+                _join(first, draft)
+                continue
+            by_message_id[message_id] = draft
+        drafts.append(draft)
+    return drafts

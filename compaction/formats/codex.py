@@ -1,0 +1,158 @@
+"""Codex CLI rollout JSONL (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+One record a line: ``{"timestamp", "type", "payload"}``.  ``session_meta`` describes the
+session, ``turn_context`` the model of the turns that follow, ``response_item`` the items of
+the model conversation (Responses API items), ``event_msg`` a UI event stream that
+duplicates them (ignored), ``compacted`` a summary Codex wrote when it compacted (kept as
+``meta["codex_compaction"]`` of the next message; no message is dropped).  Any other record
+type is ignored.
+
+``response_item`` payloads:
+
+* ``message``: ``role`` user / assistant / developer / system with ``input_text`` /
+  ``output_text`` / ``input_image`` parts; developer and system become role ``system``;
+* ``reasoning``: ``summary`` parts become ``thinking`` blocks (no signature: ``""``),
+  ``content`` reasoning text likewise, and ``encrypted_content`` an opaque
+  ``{"type": "redacted_thinking", "data": <encrypted>}`` block: never rendered as text;
+* ``function_call`` (``arguments`` JSON text), ``custom_tool_call`` (free-form ``input``,
+  kept as ``{"input": text}``) and ``local_shell_call`` (``action``) become ``tool_use``
+  blocks with ``id`` = ``call_id``;
+* ``function_call_output`` / ``custom_tool_call_output`` / ``local_shell_call_output``
+  become ``tool_result`` blocks (``output`` a string or a list of content parts);
+* other item types (``web_search_call``, ``ghost_snapshot`` ...) are ignored.
+
+Consecutive model-side items (reasoning, assistant text, tool calls) form one assistant
+message; consecutive outputs form one user message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..blocks import Block
+from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments
+from .openai import content_parts
+
+__all__ = ["NAME", "parse"]
+
+NAME = "codex"
+
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+
+
+def _call_id(item: dict[str, Any]) -> str:
+    call_id = item.get("call_id") or item.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise Malformed(f"a {item['type']} item needs a string 'call_id'")
+    return call_id
+
+
+def _reasoning(item: dict[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for key in ("summary", "content"):
+        parts = item.get(key) or []
+        if not isinstance(parts, list):
+            raise Malformed(f"reasoning '{key}' must be a list")
+        for part in parts:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and text:
+                blocks.append({"type": "thinking", "thinking": text, "signature": ""})
+    encrypted = item.get("encrypted_content")
+    if isinstance(encrypted, str) and encrypted:
+        blocks.append({"type": "redacted_thinking", "data": encrypted})
+    return blocks
+
+
+def _tool_use(item: dict[str, Any]) -> Block:
+    kind = item["type"]
+    if kind == "function_call":
+        name, tool_input = item.get("name"), parse_arguments(item.get("arguments"))
+    elif kind == "custom_tool_call":
+        raw = item.get("input")
+        name, tool_input = item.get("name"), {"input": raw if isinstance(raw, str) else json.dumps(raw)}
+    else:
+        action = item.get("action")
+        name, tool_input = "local_shell", action if isinstance(action, dict) else {}
+    if not isinstance(name, str):
+        raise Malformed(f"a {kind} item needs a string 'name'")
+    return {"type": "tool_use", "id": _call_id(item), "name": name, "input": tool_input}
+
+
+def _tool_result(item: dict[str, Any]) -> Block:
+    output = item.get("output")
+    if isinstance(output, dict) and "content" in output:
+        output = output["content"]
+    if output is None or isinstance(output, str):
+        content: str | list[Block] = output or ""
+    elif isinstance(output, list):
+        content = content_parts(output)
+    else:
+        content = json.dumps(output, ensure_ascii=False)
+    return {"type": "tool_result", "tool_use_id": _call_id(item), "content": content, "is_error": False}
+
+
+def parse(text: str, ctx: Context) -> list[Draft]:
+    """Parse a Codex rollout into drafts."""
+    drafts: list[Draft] = []
+    model: str | None = None
+    pending: dict[str, Any] = {}
+    open_assistant: Draft | None = None
+    for line, record in iter_jsonl(text, ctx):
+        kind = record.get("type")
+        payload = record.get("payload")
+        if kind == "turn_context" and isinstance(payload, dict):
+            model = payload.get("model") if isinstance(payload.get("model"), str) else model
+            continue
+        if kind == "compacted" and isinstance(payload, dict):
+            pending["codex_compaction"] = payload.get("message")
+            continue
+        if kind != "response_item":
+            continue
+        try:
+            if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
+                raise Malformed("a response_item needs a payload object with a string 'type'")
+            item_type = payload["type"]
+            role = payload.get("role")
+            draft: Draft | None = None
+            blocks: list[Block] | None = None
+            if item_type == "message" and role == "assistant":
+                blocks = content_parts(payload.get("content"))
+            elif item_type == "message":
+                if role not in ("user", "developer", "system"):
+                    raise Malformed(
+                        f"unknown message role {role!r}; expected user, assistant, developer, system"
+                    )
+                draft = Draft("user" if role == "user" else "system", content_parts(payload.get("content")))
+            elif item_type == "reasoning":
+                blocks = _reasoning(payload)
+            elif item_type in _CALLS:
+                blocks = [_tool_use(payload)]
+            elif item_type in _OUTPUTS:
+                draft = Draft("user", [_tool_result(payload)])
+            else:
+                continue
+        except Malformed as err:
+            ctx.problem(str(err), line=line)
+            continue
+        if blocks is not None:
+            if open_assistant is None:
+                open_assistant = draft = Draft("assistant", [])
+                if model:
+                    draft.meta["model"] = model
+            open_assistant.content.extend(blocks)
+        else:
+            open_assistant = None
+        if draft is None:
+            continue
+        draft.line = line
+        if isinstance(record.get("timestamp"), str):
+            draft.meta["timestamp"] = record["timestamp"]
+        if isinstance(payload.get("id"), str):
+            draft.source_id = payload["id"]
+        if pending:
+            draft.meta.update(pending)
+            pending = {}
+        drafts.append(draft)
+    return drafts

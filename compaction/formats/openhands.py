@@ -1,0 +1,163 @@
+"""OpenHands evaluation output (``output.jsonl``).
+
+One record a line per benchmark instance: ``instance_id``, ``instruction``, ``metadata``
+(``llm_config.model`` ...), ``history`` (the run's event stream), ``metrics``, ``error``.
+The runs are concatenated in file order; the first message of each run carries
+``meta["instance_id"]`` (and ``meta["run_error"]`` when the run ended in an error).
+
+History events are actions (``action``) or observations (``observation``) with ``id``,
+``timestamp``, ``source`` (agent / user / environment):
+
+* action ``system`` -> a system message (``args.content``);
+* action ``message`` -> a user or assistant text message by ``source`` (user ``image_urls``
+  become image blocks);
+* an agent action with ``tool_call_metadata`` embeds the raw Chat Completions response
+  (``model_response``): the first action of a response becomes the assistant message
+  (its text, reasoning and every tool call, through the OpenAI mapping); later actions of the
+  same response add nothing.  Without ``model_response`` the call is rebuilt from
+  ``function_name`` / ``tool_call_id`` / ``args``;
+* an agent action without tool metadata (``think``, ``finish`` of older agents ...) becomes
+  assistant text from its ``message``;
+* an observation with ``tool_call_metadata`` -> a ``tool_result`` answering
+  ``tool_call_metadata.tool_call_id`` (``is_error`` for ``error`` observations); consecutive
+  results merge into one user message;
+* an ``error`` observation without tool metadata (a tool call the runtime rejected before it
+  became an action) -> a user text message with the error, as OpenHands shows it to the model;
+* ``recall`` observations (workspace context, micro-agent knowledge) -> a user text message
+  with the non-empty knowledge they add; ``recall`` actions and state-change observations
+  carry nothing the model reads and are skipped.
+
+A call with no observation in the source (the final ``finish`` of a run) stays unanswered.
+OpenHands numbers tool calls ``toolu_01``, ``toolu_02`` ... afresh in each run;
+``_common.uniquify_tool_ids`` makes the concatenation unique (``toolu_01#2`` ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Context, Draft, Malformed, image_from_url, iter_jsonl, parse_arguments, text_blocks
+from .openai import OpenAIConverter
+
+__all__ = ["NAME", "parse"]
+
+NAME = "openhands"
+
+_SILENT_OBSERVATIONS = frozenset({"agent_state_changed", "null", "change_agent_state", "condense"})
+
+
+def _recall_text(event: dict[str, Any]) -> str:
+    extras: dict[str, Any] = event["extras"] if isinstance(event.get("extras"), dict) else {}
+    parts: list[str] = []
+    for key in ("repo_instructions", "additional_agent_instructions"):
+        if isinstance(extras.get(key), str) and extras[key].strip():
+            parts.append(extras[key].strip())
+    for item in extras.get("microagent_knowledge") or []:
+        if isinstance(item, dict) and isinstance(item.get("content"), str) and item["content"].strip():
+            parts.append(f"<EXTRA_INFO name={item.get('name')!r}>\n{item['content'].strip()}\n</EXTRA_INFO>")
+    return "\n\n".join(parts)
+
+
+def _observation_text(event: dict[str, Any]) -> str:
+    content = event.get("content")
+    if isinstance(content, str) and content:
+        return content
+    message = event.get("message")
+    return message if isinstance(message, str) else ""
+
+
+def _event_drafts(event: dict[str, Any], converter: OpenAIConverter, responses: set[str]) -> list[Draft]:
+    metadata = event.get("tool_call_metadata")
+    source = event.get("source")
+    args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
+    if "action" in event:
+        action = event["action"]
+        if isinstance(metadata, dict):
+            response = metadata.get("model_response")
+            if isinstance(response, dict) and response.get("choices"):
+                response_id = response.get("id")
+                if isinstance(response_id, str):
+                    if response_id in responses:
+                        return []
+                    responses.add(response_id)
+                choice = response["choices"][0]
+                message = choice.get("message") if isinstance(choice, dict) else None
+                draft = converter.convert(
+                    {**message, "role": "assistant"} if isinstance(message, dict) else None
+                )
+                if isinstance(response.get("model"), str):
+                    draft.meta["model"] = response["model"]
+                return [draft]
+            call_id, name = metadata.get("tool_call_id"), metadata.get("function_name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise Malformed("tool_call_metadata needs string 'tool_call_id' and 'function_name'")
+            thought = args.get("thought")
+            tool_input = {k: v for k, v in args.items() if k != "thought"}
+            use = {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(tool_input)}
+            return [Draft("assistant", text_blocks(thought if isinstance(thought, str) else None) + [use])]
+        if action == "system":
+            return [Draft("system", text_blocks(args.get("content") or event.get("message")))]
+        if action == "message":
+            role = "user" if source == "user" else "assistant"
+            blocks = text_blocks(args.get("content") or event.get("message"))
+            for url in args.get("image_urls") or []:
+                blocks.append(image_from_url(url))
+            return [Draft(role, blocks)]
+        if action == "recall" or source != "agent":
+            return []
+        return [Draft("assistant", text_blocks(event.get("message")))]
+    if "observation" in event:
+        observation = event["observation"]
+        if isinstance(metadata, dict):
+            call_id = metadata.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise Malformed("tool_call_metadata needs a string 'tool_call_id'")
+            result = {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": _observation_text(event),
+                "is_error": observation == "error",
+            }
+            return [Draft("user", [result])]
+        if observation == "recall":
+            return [Draft("user", text_blocks(_recall_text(event)))]
+        if observation in _SILENT_OBSERVATIONS:
+            return []
+        return [Draft("user", text_blocks(_observation_text(event)))]
+    raise Malformed("a history event needs an 'action' or an 'observation'")
+
+
+def parse(text: str, ctx: Context) -> list[Draft]:
+    """Parse an OpenHands output.jsonl into drafts (all runs, in file order)."""
+    drafts: list[Draft] = []
+    for line, record in iter_jsonl(text, ctx):
+        history = record.get("history")
+        if not isinstance(history, list):
+            ctx.problem("an OpenHands record needs a 'history' list", line=line)
+            continue
+        converter = OpenAIConverter()
+        responses: set[str] = set()
+        first = len(drafts)
+        for index, event in enumerate(history):
+            where = f"history[{index}]"
+            try:
+                if not isinstance(event, dict):
+                    raise Malformed("a history event must be an object")
+                produced = _event_drafts(event, converter, responses)
+            except Malformed as err:
+                ctx.problem(str(err), line=line, where=where)
+                continue
+            for draft in produced:
+                draft.line, draft.where = line, where
+                if event.get("id") is not None:
+                    draft.source_id = str(event["id"])
+                if isinstance(event.get("timestamp"), str):
+                    draft.meta["timestamp"] = event["timestamp"]
+                drafts.append(draft)
+        first_draft = next((d for d in drafts[first:] if d.content), None)
+        if first_draft is not None:
+            if isinstance(record.get("instance_id"), str):
+                first_draft.meta["instance_id"] = record["instance_id"]
+            if isinstance(record.get("error"), str) and record["error"]:
+                first_draft.meta["run_error"] = record["error"][:500]
+    return drafts

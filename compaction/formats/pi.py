@@ -1,0 +1,209 @@
+"""pi coding-agent session JSONL (``~/.pi/agent/sessions/**.jsonl``).
+
+One entry a line.  The first is the ``session`` header (``id``, ``cwd``, ``provider``,
+``modelId``...).  ``message`` entries carry ``message`` with a role:
+
+* ``user``: ``content`` a string or blocks (``text``, ``image`` with ``data`` / ``mimeType``);
+* ``assistant``: blocks ``text``, ``thinking`` (``thinkingSignature`` becomes the block's
+  ``signature``; ``redacted`` thinking becomes ``redacted_thinking``), ``toolCall``
+  (``id``, ``name``, ``arguments``) -> ``tool_use``; plus ``model``, ``stopReason``;
+* ``toolResult``: ``toolCallId``, ``content`` blocks, ``isError`` -> a user message holding a
+  ``tool_result`` (``is_error`` kept);
+* ``bashExecution``: a command the user ran with ``!``: ``command``, ``output``,
+  ``exitCode``, ``cancelled``, ``truncated`` -> a user text message worded as pi words it
+  for the model (``Ran `cmd` `` and the output in a fence);
+* ``custom`` (extension messages) -> a user message with their content.
+
+Newer sessions are trees: entries carry ``id`` / ``parentId`` and branching leaves
+abandoned paths in the file.  The active branch is the path from the root to the last entry
+of the file, and only it is returned.  Older sessions (like the example in ``examples/``)
+have no ids and are linear.
+
+``compaction`` entries are pi's own render decisions (a summary plus the first entry it
+kept); the store keeps every message, so no message is dropped: the summary is attached as
+``meta["pi_compaction"]`` to the next message.  ``branch_summary`` entries summarise a branch
+the user came back from, which is not otherwise in the result, so they become a user text
+message (pi sends them to the model the same way).  ``custom_message`` entries become user
+messages.  Header, ``model_change``, ``thinking_level_change``, ``label`` and other entries
+carry no conversation and are skipped.  Assistant messages with no content (aborted requests)
+are dropped as empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..blocks import Block
+from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks
+
+__all__ = ["NAME", "parse"]
+
+NAME = "pi"
+
+
+def _image(block: dict[str, Any]) -> Block:
+    data, media_type = block.get("data"), block.get("mimeType")
+    if not isinstance(data, str) or not isinstance(media_type, str):
+        raise Malformed("an image block needs string 'data' and 'mimeType'")
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def _blocks(content: Any) -> list[Block]:
+    if content is None or isinstance(content, str):
+        return text_blocks(content)
+    if not isinstance(content, list):
+        raise Malformed(f"content must be a string or a list of blocks, found {type(content).__name__}")
+    blocks: list[Block] = []
+    for index, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise Malformed(f"content[{index}] must be a block object with a string 'type'")
+        kind = block["type"]
+        if kind == "text":
+            blocks.extend(text_blocks(block.get("text")))
+        elif kind == "image":
+            blocks.append(_image(block))
+        elif kind == "thinking":
+            signature = block.get("thinkingSignature")
+            if block.get("redacted"):
+                blocks.append({"type": "redacted_thinking", "data": signature or ""})
+            else:
+                thinking = block.get("thinking")
+                if not isinstance(thinking, str):
+                    raise Malformed(f"content[{index}]: a thinking block needs a string 'thinking'")
+                blocks.append({"type": "thinking", "thinking": thinking, "signature": signature or ""})
+        elif kind == "toolCall":
+            call_id, name = block.get("id"), block.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise Malformed(f"content[{index}]: a toolCall needs string 'id' and 'name'")
+            arguments = block.get("arguments")
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": call_id,
+                    "name": name,
+                    "input": arguments if isinstance(arguments, dict) else {},
+                }
+            )
+        else:
+            blocks.append(block)
+    return blocks
+
+
+def _bash_text(message: dict[str, Any]) -> str:
+    text = f"Ran `{message.get('command', '')}`\n"
+    output = message.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif message.get("exitCode") not in (None, 0):
+        text += f"\n\nCommand exited with code {message['exitCode']}"
+    if message.get("truncated") and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
+    return text
+
+
+def _message(message: Any) -> Draft:
+    if not isinstance(message, dict):
+        raise Malformed("a message entry needs a 'message' object")
+    role = message.get("role")
+    meta: dict[str, Any] = {}
+    if role == "user":
+        draft = Draft("user", _blocks(message.get("content")))
+    elif role == "assistant":
+        draft = Draft("assistant", _blocks(message.get("content")))
+        for key, name in (("model", "model"), ("stopReason", "stop_reason")):
+            if isinstance(message.get(key), str):
+                meta[name] = message[key]
+    elif role == "toolResult":
+        call_id = message.get("toolCallId")
+        if not isinstance(call_id, str):
+            raise Malformed("a toolResult needs a string 'toolCallId'")
+        result = {
+            "type": "tool_result",
+            "tool_use_id": call_id,
+            "content": _blocks(message.get("content")),
+            "is_error": bool(message.get("isError")),
+        }
+        draft = Draft("user", [result])
+    elif role == "bashExecution":
+        draft = Draft("user", text_blocks(_bash_text(message)))
+        meta["kind"] = "bash_execution"
+    elif role == "custom":
+        draft = Draft("user", _blocks(message.get("content")))
+        meta["kind"] = "custom"
+    else:
+        raise Malformed(
+            f"unknown message role {role!r}; expected user, assistant, toolResult, bashExecution or custom"
+        )
+    draft.meta = meta
+    return draft
+
+
+def _active_branch(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """Keep the entries on the path from the root to the last entry (tree sessions only)."""
+    with_ids = [entry for entry in entries if isinstance(entry[1].get("id"), str)]
+    if not any("parentId" in entry for _, entry in with_ids):
+        return entries
+    parents = {entry["id"]: entry.get("parentId") for _, entry in with_ids if entry.get("type") != "session"}
+    leaf = next((e["id"] for _, e in reversed(with_ids) if e.get("type") != "session"), None)
+    path: set[str] = set()
+    node = leaf
+    while isinstance(node, str) and node not in path:
+        path.add(node)
+        node = parents.get(node)
+    return [(line, e) for line, e in entries if e.get("type") == "session" or e.get("id") in path]
+
+
+def parse(text: str, ctx: Context) -> list[Draft]:
+    """Parse a pi session into drafts (the active branch, compaction summaries as meta)."""
+    entries = _active_branch(list(iter_jsonl(text, ctx)))
+    drafts: list[Draft] = []
+    pending: dict[str, Any] = {}
+    for line, entry in entries:
+        kind = entry.get("type")
+        try:
+            if kind == "message":
+                draft = _message(entry.get("message"))
+            elif kind == "branch_summary":
+                summary = entry.get("summary")
+                if not isinstance(summary, str):
+                    raise Malformed("a branch_summary entry needs a string 'summary'")
+                draft = Draft(
+                    "user",
+                    text_blocks(
+                        "The following is a summary of a branch that this conversation came back from:\n\n"
+                        f"<summary>\n{summary}\n</summary>"
+                    ),
+                    meta={"kind": "branch_summary"},
+                )
+            elif kind == "custom_message":
+                draft = Draft("user", _blocks(entry.get("content")), meta={"kind": "custom_message"})
+            elif kind == "compaction":
+                pending["pi_compaction"] = {
+                    key: entry[key]
+                    for key in ("summary", "firstKeptEntryIndex", "firstKeptEntryId", "tokensBefore")
+                    if key in entry
+                }
+                continue
+            elif not isinstance(kind, str):
+                raise Malformed("an entry needs a string 'type'")
+            else:
+                continue
+        except Malformed as err:
+            ctx.problem(str(err), line=line)
+            continue
+        if isinstance(entry.get("timestamp"), str):
+            draft.meta["timestamp"] = entry["timestamp"]
+        if isinstance(entry.get("id"), str):
+            draft.source_id = entry["id"]
+        draft.line = line
+        if pending and draft.content:
+            draft.meta.update(pending)
+            pending = {}
+        drafts.append(draft)
+    if pending:
+        for draft in reversed(drafts):
+            if draft.content:
+                draft.meta.update(pending)
+                break
+    return drafts
