@@ -152,7 +152,7 @@ def detect_text(head: str, whole: str | None = None) -> str | None:
             if isinstance(value, dict):
                 records.append(value)
         first_complete = bool(records) and _first_is_record(lines[0])
-        if first_complete and len(lines) > 1:
+        if first_complete:
             found = _record_format(records)
             if found is not None:
                 return found
