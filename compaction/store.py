@@ -123,6 +123,13 @@ class ImageFact:
         return cls(info.sha256, info.media_type, info.width, info.height, info.byte_size, info.source, info.url)
 
 
+#: ``ImageFact.to_json`` leaves out ``None`` fields (a URL image has no hash, size or bytes);
+#: reading a row back restores them.
+_IMAGE_FACT_DEFAULTS: dict[str, Any] = {
+    "sha256": None, "media_type": None, "width": None, "height": None, "byte_size": None, "url": None,
+}
+
+
 #: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
 _OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})
 
@@ -410,7 +417,7 @@ class Store:
                 counted.get(seq, tokens) if tokens is None else tokens,
                 tuple(json.loads(uses)),
                 tuple(json.loads(results)),
-                tuple(ImageFact(**{"url": None, **f}) for f in json.loads(images)),
+                tuple(ImageFact(**{**_IMAGE_FACT_DEFAULTS, **f}) for f in json.loads(images)),
                 kind if isinstance(kind, str) else None,
             )
             for seq, role, uses, results, images, tokens, kind in rows
