@@ -175,6 +175,10 @@ class ExtractiveSummarizer:
             if last_texts:
                 sections["Open"].append("latest request: " + _clip(last_texts[-1], 200))
         sections["Identifiers"] = [", ".join(identifiers[:25])] if identifiers else []
+        if last_assistant.strip() and not any(sections.values()):
+            # a range holding only an assistant statement (a chunk split down to one message)
+            # still gets a record, or the whole chunk would stay raw as a summarizer failure
+            sections["Done"].append("assistant said: " + _clip(last_assistant, 240))
         return sections
 
     def _record_part(self, messages: Sequence[tuple[str, Sequence[Block]]]) -> dict[str, list[str]]:
