@@ -1,0 +1,342 @@
+"""Estimate the BPE token count of a text in one pass, without tokenizing it (compiled).
+
+The compiled twin of ``compaction/tokens/_estimate_py.py``, which documents the algorithm and is
+the specification: same names, same order, same error messages, same features and the same
+integer estimate for every ``str``.  Only the pass over the text (``_scan``) is native: it reads
+the code points straight from the string's PEP 393 buffer (1, 2 or 4 bytes a character)
+without creating a Python object per character.  Directives are in ``setup.py``.
+"""
+
+from collections.abc import Iterable
+
+from libc.string cimport memset
+
+from ..errors import EncodingDataMissing
+from .estimator_coefficients import COEFFICIENTS
+from .estimator_coefficients import FEATURE_NAMES as _FITTED_FEATURE_NAMES
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object text)
+    void* PyUnicode_DATA(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
+    int PyUnicode_1BYTE_KIND
+    int PyUnicode_2BYTE_KIND
+    ctypedef unsigned char Py_UCS1
+    ctypedef unsigned short Py_UCS2
+
+__all__ = ["estimate_tokens", "text_features", "char_class", "FEATURE_NAMES", "N_CLASSES"]
+
+DEF C_BOUNDARY = 0
+DEF C_DIGIT = 3
+DEF C_N_CLASSES = 16
+
+BOUNDARY = 0
+LOWER = 1
+UPPER = 2
+DIGIT = 3
+SPACE = 4
+NEWLINE = 5
+BLANK = 6
+PUNCT = 7
+LATIN = 8
+SYMBOL = 9
+HAN = 10
+KANA = 11
+HANGUL = 12
+CJK_PUNCT = 13
+OTHER = 14
+ASTRAL = 15
+N_CLASSES = 16
+
+
+def _ascii_class(cp: int) -> int:
+    """Return the class of the ASCII code point ``cp`` (``0 <= cp < 128``)."""
+    if 97 <= cp <= 122:
+        return LOWER
+    if 65 <= cp <= 90:
+        return UPPER
+    if 48 <= cp <= 57:
+        return DIGIT
+    if cp == 32:
+        return SPACE
+    if cp == 10 or cp == 13:
+        return NEWLINE
+    if cp == 9 or cp == 11 or cp == 12:
+        return BLANK
+    return PUNCT
+
+
+_ASCII_CLASSES = tuple(_ascii_class(cp) for cp in range(128))
+
+
+cdef unsigned char _c_ascii_classes[128]
+cdef unsigned char _c_latin1_classes[256]
+
+
+cdef inline unsigned char _c_char_class(Py_UCS4 cp) noexcept nogil:
+    # keep in step with char_class() below (the same chain of tests)
+    if cp < 128:
+        return _c_ascii_classes[cp]
+    if cp < 0x800:
+        if cp == 0x85 or cp == 0xA0:
+            return 6  # BLANK
+        if cp < 0xC0 or cp == 0xD7 or cp == 0xF7:
+            return 9  # SYMBOL
+        return 8  # LATIN
+    if cp < 0x10000:
+        if 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF:
+            return 10  # HAN
+        if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F:
+            return 11  # KANA
+        if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
+            return 12  # HANGUL
+        if cp == 0x3000 or cp == 0x1680 or 0x2000 <= cp <= 0x200A or 0x2028 <= cp <= 0x2029:
+            return 6  # BLANK
+        if cp == 0x202F or cp == 0x205F:
+            return 6  # BLANK
+        if 0x3001 <= cp <= 0x303F or 0xFF00 <= cp <= 0xFF65 or 0xFE30 <= cp <= 0xFE4F:
+            return 13  # CJK_PUNCT
+        return 14  # OTHER
+    if 0x20000 <= cp <= 0x3FFFF:
+        return 10  # HAN
+    return 15  # ASTRAL
+
+
+def char_class(cp: int) -> int:
+    """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``."""
+    if cp < 0 or cp > 0x10FFFF:
+        raise ValueError(f"char_class() expected a code point in 0..0x10FFFF, got {cp}")
+    return _c_char_class(<Py_UCS4>cp)
+
+
+cdef int _i
+for _i in range(128):
+    _c_ascii_classes[_i] = _ASCII_CLASSES[_i]
+for _i in range(256):
+    _c_latin1_classes[_i] = _c_char_class(<Py_UCS4>_i)
+
+# _c_digit_steps[phase * 16 + mask]: four characters at once of the digit phase of _scan().
+# ``mask`` has bit k set when character k of the four is an ASCII digit; ``phase`` is the
+# position modulo 3 of the next digit in the current run (0 after any other class).  The
+# entry is ``tokens << 2 | new_phase``.
+cdef unsigned char _c_digit_steps[48]
+cdef int _phase, _mask, _k, _p, _tokens
+for _phase in range(3):
+    for _mask in range(16):
+        _p = _phase
+        _tokens = 0
+        for _k in range(4):
+            if _mask & (1 << _k):
+                if _p == 0:
+                    _tokens += 1
+                _p = (_p + 1) % 3
+            else:
+                _p = 0
+        _c_digit_steps[_phase * 16 + _mask] = (_tokens << 2) | _p
+
+
+def _pairs(previous: Iterable[int], current: Iterable[int]) -> tuple[int, ...]:
+    """Return the cells ``previous * N_CLASSES + current`` of the pair table, for all combinations."""
+    current = tuple(current)
+    return tuple(p * N_CLASSES + c for p in previous for c in current)
+
+
+_ALL = tuple(range(N_CLASSES))
+_LETTERS = (LOWER, UPPER, LATIN)
+_NOT_LETTERS = tuple(c for c in _ALL if c not in _LETTERS)
+_CASED = (LOWER, UPPER)
+
+# Each feature after ``digit_tokens`` is the sum of these cells of the pair table.
+_FEATURE_PAIRS = (
+    ("lower", _pairs(_ALL, [LOWER])),
+    ("upper", _pairs(_ALL, [UPPER])),
+    ("word_starts", _pairs(_NOT_LETTERS, _LETTERS)),
+    ("lower_to_upper", _pairs([LOWER], [UPPER])),
+    ("upper_to_lower", _pairs([UPPER], [LOWER])),
+    ("upper_to_upper", _pairs([UPPER], [UPPER])),
+    ("letter_digit_switches", _pairs(_CASED, [DIGIT]) + _pairs([DIGIT], _CASED)),
+    ("spaces", _pairs(_ALL, [SPACE])),
+    ("space_to_space", _pairs([SPACE], [SPACE])),
+    ("loose_spaces", _pairs([SPACE], [DIGIT, BOUNDARY, BLANK, NEWLINE])),
+    ("newlines", _pairs(_ALL, [NEWLINE])),
+    ("newline_runs", _pairs([c for c in _ALL if c != NEWLINE], [NEWLINE])),
+    ("indents", _pairs([NEWLINE], [SPACE, BLANK])),
+    ("punct_to_newline", _pairs([PUNCT], [NEWLINE])),
+    ("blanks", _pairs(_ALL, [BLANK])),
+    ("punct", _pairs(_ALL, [PUNCT])),
+    ("punct_runs", _pairs([c for c in _ALL if c != PUNCT], [PUNCT])),
+    ("punct_to_letter", _pairs([PUNCT], _CASED)),
+    ("space_to_punct", _pairs([SPACE], [PUNCT])),
+    ("digit_punct_switches", _pairs([DIGIT], [PUNCT]) + _pairs([PUNCT], [DIGIT])),
+    ("latin", _pairs(_ALL, [LATIN])),
+    ("symbols", _pairs(_ALL, [SYMBOL])),
+    ("han", _pairs(_ALL, [HAN])),
+    ("kana", _pairs(_ALL, [KANA])),
+    ("hangul", _pairs(_ALL, [HANGUL])),
+    ("cjk_runs", _pairs([c for c in _ALL if c not in (HAN, KANA, HANGUL)], [HAN, KANA, HANGUL])),
+    ("cjk_punct", _pairs(_ALL, [CJK_PUNCT])),
+    ("other", _pairs(_ALL, [OTHER])),
+    ("astral", _pairs(_ALL, [ASTRAL])),
+)
+
+FEATURE_NAMES = ("digit_tokens",) + tuple(name for name, _ in _FEATURE_PAIRS)
+
+
+ctypedef fused _code_unit:
+    Py_UCS1
+    Py_UCS2
+    Py_UCS4
+
+
+cdef inline unsigned char _unit_class(Py_UCS4 cp) noexcept nogil:
+    if cp < 256:
+        return _c_latin1_classes[cp]
+    return _c_char_class(cp)
+
+
+cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_t* pairs) noexcept nogil:
+    # The hot loop of _scan() for one PEP 393 kind; returns digit_tokens, adds into pairs.
+    # Four characters a step, each counted into its own copy of the pair table so that runs
+    # of one class (a long word: the same cell again and again) do not serialize on one
+    # counter.  The digit phase of the twin (position in the digit run modulo 3, reset by any
+    # other class) advances four characters at once through _c_digit_steps; the last
+    # characters go one at a time, exactly as in the twin.
+    cdef Py_ssize_t copies[4 * C_N_CLASSES * C_N_CLASSES]
+    cdef Py_ssize_t* t0 = copies
+    cdef Py_ssize_t* t1 = copies + C_N_CLASSES * C_N_CLASSES
+    cdef Py_ssize_t* t2 = copies + 2 * C_N_CLASSES * C_N_CLASSES
+    cdef Py_ssize_t* t3 = copies + 3 * C_N_CLASSES * C_N_CLASSES
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t j
+    cdef Py_ssize_t digit_tokens = 0
+    cdef int phase = 0
+    cdef int prev = C_BOUNDARY
+    cdef int cls, c0, c1, c2, c3
+    cdef unsigned char step
+    memset(copies, 0, sizeof(copies))
+    while i + 4 <= length:
+        c0 = _unit_class(data[i])
+        c1 = _unit_class(data[i + 1])
+        c2 = _unit_class(data[i + 2])
+        c3 = _unit_class(data[i + 3])
+        step = _c_digit_steps[phase * 16 + (c0 == C_DIGIT) + 2 * (c1 == C_DIGIT)
+                              + 4 * (c2 == C_DIGIT) + 8 * (c3 == C_DIGIT)]
+        digit_tokens += step >> 2
+        phase = step & 3
+        t0[prev * C_N_CLASSES + c0] += 1
+        t1[c0 * C_N_CLASSES + c1] += 1
+        t2[c1 * C_N_CLASSES + c2] += 1
+        t3[c2 * C_N_CLASSES + c3] += 1
+        prev = c3
+        i += 4
+    while i < length:
+        cls = _unit_class(data[i])
+        if cls == C_DIGIT:
+            if prev != C_DIGIT:
+                phase = 0
+            if phase == 0:
+                digit_tokens += 1
+            phase += 1
+            if phase == 3:
+                phase = 0
+        t0[prev * C_N_CLASSES + cls] += 1
+        prev = cls
+        i += 1
+    t0[prev * C_N_CLASSES + C_BOUNDARY] += 1
+    for j in range(C_N_CLASSES * C_N_CLASSES):
+        pairs[j] += t0[j] + t1[j] + t2[j] + t3[j]
+    return digit_tokens
+
+
+def _scan(str text):
+    """Count the class pairs of ``text`` and its ASCII digit tokens in one pass (the hot loop).
+
+    Returns:
+        ``(pairs, digit_tokens)``: the 16 x 16 pair table, flattened row-major by previous
+        class, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
+    """
+    cdef Py_ssize_t c_pairs[C_N_CLASSES * C_N_CLASSES]
+    cdef Py_ssize_t digit_tokens
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    memset(c_pairs, 0, sizeof(c_pairs))
+    with nogil:
+        if kind == PyUnicode_1BYTE_KIND:
+            digit_tokens = _scan_units(<const Py_UCS1*>data, length, c_pairs)
+        elif kind == PyUnicode_2BYTE_KIND:
+            digit_tokens = _scan_units(<const Py_UCS2*>data, length, c_pairs)
+        else:
+            digit_tokens = _scan_units(<const Py_UCS4*>data, length, c_pairs)
+    pairs = [c_pairs[i] for i in range(C_N_CLASSES * C_N_CLASSES)]
+    return pairs, digit_tokens
+
+
+def text_features(text: str) -> tuple[float, ...]:
+    """Return the estimator's features of ``text``, in :data:`FEATURE_NAMES` order.
+
+    Args:
+        text: any ``str``.
+
+    Returns:
+        One float per name in :data:`FEATURE_NAMES` (counts of characters or class pairs).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
+    pairs, digit_tokens = _scan(text)
+    features = [float(digit_tokens)]
+    for _name, cells in _FEATURE_PAIRS:
+        total = 0
+        for cell in cells:
+            total += pairs[cell]
+        features.append(float(total))
+    return tuple(features)
+
+
+def _coefficients(encoding: str) -> tuple[float, ...]:
+    """Return the fitted coefficients of ``encoding``, in :data:`FEATURE_NAMES` order."""
+    if _FITTED_FEATURE_NAMES != FEATURE_NAMES:
+        raise EncodingDataMissing(
+            "compaction.tokens.estimator_coefficients was fitted for other features than "
+            "FEATURE_NAMES; run scripts/fit_estimator.py to refit it"
+        )
+    try:
+        return COEFFICIENTS[encoding]
+    except KeyError:
+        known = ", ".join(sorted(COEFFICIENTS))
+        raise EncodingDataMissing(
+            f"no estimator coefficients for encoding {encoding!r}; expected one of: {known}"
+        ) from None
+
+
+def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
+    """Estimate how many tokens ``encoding`` would make of ``text``, without tokenizing it.
+
+    Args:
+        text: any ``str``; special tokens are treated as ordinary text.
+        encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
+
+    Returns:
+        The estimated token count (tokens), ``>= 0``; exact for a text of ASCII digits only.
+        The error measured on held-out text is in
+        ``compaction.tokens.estimator_coefficients.HELD_OUT_MAPE``.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        EncodingDataMissing: no coefficients for ``encoding``.
+
+    Example:
+        >>> estimate_tokens("1234567")
+        3
+    """
+    coefficients = _coefficients(encoding)
+    features = text_features(text)
+    cdef object total = 0.0  # a Python float, as in the twin: the same sums in the same order
+    for coefficient, feature in zip(coefficients, features, strict=True):
+        total += coefficient * feature
+    if total <= 0.0:
+        return 0
+    return int(total + 0.5)
