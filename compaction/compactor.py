@@ -25,7 +25,8 @@ from typing import Any
 from .blocks import Block, Message, canonical_json
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import CompactionError, SummarizerError
-from .policy import ImageSettings
+from .imageinfo import info_from_block
+from .policy import ImageSettings, placeholder_text
 from .recipe import Recipe
 from .store import MessageFacts, Store, StoredSummary
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
@@ -235,7 +236,10 @@ class Compactor:
         current: list[Block] = []
         used = 0
         for piece in _split_texts(pieces, part_limit, self.encoding):
-            cost = count_text(piece["text"], self.encoding) if piece["type"] == "text" else 1000
+            if piece["type"] == "text":
+                cost = count_text(piece["text"], self.encoding)
+            else:
+                piece, cost = self._part_image(piece, part_limit)
             if current and used + cost > part_limit:
                 parts.append(current)
                 current, used = [], 0
@@ -253,6 +257,20 @@ class Compactor:
                                       (("user", (header, *part)), ("user", (ask,))))
             results.append(self._call(request, "split"))
         return self._stitch(results, start, end)
+
+    def _part_image(self, block: Block, part_limit: int) -> tuple[Block, int]:
+        """Return an image piece of a split part and its cost, or its placeholder when the image
+        alone is larger than a part (it could never fit the summarizer's window)."""
+        info = info_from_block(block)
+        cost = price_image(info.width, info.height, self.model).tokens
+        if cost <= part_limit:
+            return block, cost
+        text = placeholder_text(
+            media_type=info.media_type, width=info.width, height=info.height, byte_size=info.byte_size,
+            short_hash=info.short_hash, source=info.source, url=info.url,
+            reason=f"it costs {cost} tokens, more than a part of a summarizer request allows ({part_limit})",
+        )
+        return {"type": "text", "text": text}, count_text(text, self.encoding)
 
     def _stitch(self, results: Sequence[SummaryResult], start: int, end: int) -> SummaryResult:
         if len(results) == 1:
