@@ -20,6 +20,8 @@ __all__ = [
     "RecipeError",
     "SummarizerError",
     "ImageError",
+    "SummarizerUnavailable",
+    "SummarizerRefused",
 ]
 
 
@@ -98,3 +100,39 @@ class SummarizerError(RuntimeError, CompactionError):
 
 class ImageError(ValueError, CompactionError):
     """An image block is malformed (bad base64, unknown media type, unreadable header)."""
+
+
+class SummarizerUnavailable(SummarizerError):
+    """The summarizer could not be reached or kept failing transiently after every retry.
+
+    Timeouts, connection errors, HTTP 429 and 5xx were retried with backoff (honouring
+    ``Retry-After``) until the retries ran out; the chunk stays raw and a later tick tries
+    again.
+
+    Attributes:
+        attempts: the requests made, the first one included.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class SummarizerRefused(SummarizerError):
+    """The summarizer refused this request: too long, unsupported content, or no usable answer.
+
+    Raised for a context-length or unsupported-content error (HTTP 400/413/422), a refusal
+    (``message.refusal`` or ``finish_reason = "content_filter"``), an empty answer or a
+    truncated one (``finish_reason = "length"``).  The compactor answers by splitting the
+    chunk in halves and stitching; it never stores the reason as a summary.
+
+    Attributes:
+        code: the server's error code or the finish reason (``"context_length_exceeded"``,
+            ``"image_input_not_supported"``, ``"length"``, ...), if known.
+        status: the HTTP status, if the refusal came as an HTTP error.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status

@@ -2,5 +2,6 @@
 
 from .base import Summarizer, SummaryResult
 from .extractive import ExtractiveSummarizer
+from .openai_http import OpenAIChatSummarizer as OpenAIChatSummarizer
 
 __all__ = ["Summarizer", "SummaryResult", "ExtractiveSummarizer"]

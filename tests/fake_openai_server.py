@@ -1,0 +1,297 @@
+"""A fake OpenAI-compatible Chat Completions server on loopback, for summarizer tests.
+
+It speaks ``POST /v1/chat/completions`` with the standard library's ``http.server`` in a
+daemon thread on ``127.0.0.1`` port 0, records every request (raw body bytes, headers,
+path, the status it answered) and misbehaves on demand with :meth:`FakeOpenAI.set_mode`:
+
+``ok``             a deterministic summary derived from the request (message count, sha prefix).
+``text_only``      HTTP 400 ``image_input_not_supported`` to any request holding an image
+                   (an ``image_url`` / ``input_image`` / ``image`` part or a ``data:image/``
+                   URI anywhere in the body); ``ok`` otherwise.
+``timeout``        the first ``times`` requests sleep ``delay`` seconds (past the client's
+                   timeout) before answering; later ones are ``ok``.
+``429``            the first ``times`` requests get HTTP 429 with ``Retry-After: retry_after``.
+``500``            the first ``times`` requests get HTTP 500 (``status`` to pick another 5xx).
+``context_length`` HTTP 400 ``context_length_exceeded`` when the body exceeds ``max_chars``.
+``empty``          ``content: ""`` with ``finish_reason: "stop"``.
+``length``         a partial text with ``finish_reason: "length"``.
+``refusal``        ``message.refusal`` set, no content.
+``content_filter`` a partial text with ``finish_reason: "content_filter"``.
+``401``            HTTP 401 whose message echoes the ``Authorization`` header, as some servers do.
+``400_echo``       HTTP 400 (a bad parameter) whose message echoes the ``Authorization`` header.
+
+The text of every failure mode carries :data:`FAILURE_MARK`, so a test can prove that no
+error text ever became a summary.  The server is bounded: bodies over 32 MB and requests
+past :attr:`FakeOpenAI.max_requests` get HTTP 503 unrecorded, and it shuts itself down after
+``lifetime`` seconds if a test forgets to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+__all__ = ["FakeOpenAI", "Recorded", "FAILURE_MARK", "image_inputs", "fake_openai"]
+
+FAILURE_MARK = "FAKE-SERVER-FAILURE-TEXT"
+_MAX_BODY = 32 * 1024 * 1024
+_MODES = (
+    "ok", "text_only", "timeout", "429", "500", "context_length", "empty", "length", "refusal",
+    "content_filter", "401", "400_echo",
+)
+
+
+def image_inputs(body: bytes) -> int:
+    """Return the image inputs in a request body: image parts plus ``data:image/`` URIs."""
+    count = body.count(b"data:image/")
+
+    def walk(value: Any) -> int:
+        if isinstance(value, dict):
+            own = 1 if value.get("type") in ("image_url", "input_image", "image") else 0
+            return own + sum(walk(v) for v in value.values())
+        if isinstance(value, list):
+            return sum(walk(v) for v in value)
+        return 0
+
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return count
+    parts = walk(parsed)
+    return max(count, parts)
+
+
+@dataclass
+class Recorded:
+    """One request the server received, and what it answered."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int = 0
+    mode: str = ""
+    delayed: float = 0.0  # seconds the answer was held back (a timeout test)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class _Mode:
+    name: str = "ok"
+    times: int = 1
+    retry_after: str = "2"
+    status: int = 500
+    delay: float = 1.0
+    max_chars: int = 10_000
+    served: int = 0  # failures served so far in this mode
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FakeOpenAI:
+    """The fake server; use it through the :func:`fake_openai` fixture or as a context manager."""
+
+    def __init__(self, *, lifetime: float = 120.0, max_requests: int = 5000) -> None:
+        self.requests: list[Recorded] = []
+        self.max_requests = max_requests
+        self._mode = _Mode()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._watchdog = threading.Timer(lifetime, self.stop)
+        self._watchdog.daemon = True
+        self._stopped = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        self._watchdog.start()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._watchdog.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- control -------------------------------------------------------------------------
+    def set_mode(self, name: str, **options: Any) -> None:
+        """Switch the behaviour (see the module docstring); counters restart."""
+        if name not in _MODES:
+            raise ValueError(f"unknown mode {name!r}; expected one of {', '.join(_MODES)}")
+        known = {"times", "retry_after", "status", "delay", "max_chars"}
+        unknown = set(options) - known
+        if unknown:
+            raise ValueError(f"unknown option(s) {sorted(unknown)} for mode {name!r}")
+        with self._lock:
+            self._mode = _Mode(name, **options)
+
+    def statuses(self) -> list[int]:
+        with self._lock:
+            return [r.status for r in self.requests]
+
+    def bodies(self) -> list[bytes]:
+        with self._lock:
+            return [r.body for r in self.requests]
+
+    # -- answering -----------------------------------------------------------------------
+    def _decide(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], Any, float]:
+        """Return (status, extra headers, JSON answer, delay seconds) for one request."""
+        with self._lock:
+            mode = self._mode
+            name = mode.name
+            failing = mode.served < mode.times
+            if name in ("timeout", "429", "500") and failing:
+                mode.served += 1
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return 400, {}, _error("invalid_json", f"{FAILURE_MARK}: the body is not JSON"), 0.0
+        auth = headers.get("authorization", "")
+        if name == "text_only" and image_inputs(body):
+            return 400, {}, _error(
+                "image_input_not_supported",
+                f"{FAILURE_MARK}: Image input is not supported for this model.",
+            ), 0.0
+        if name == "timeout" and failing:
+            return 200, {}, _ok(request, body), mode.delay
+        if name == "429" and failing:
+            return 429, {"Retry-After": mode.retry_after}, _error(
+                "rate_limit_exceeded", f"{FAILURE_MARK}: Rate limit reached.", "requests"), 0.0
+        if name == "500" and failing:
+            failure = _error(None, f"{FAILURE_MARK}: The server had an error.", "server_error")
+            return mode.status, {}, failure, 0.0
+        if name == "context_length" and len(body) > mode.max_chars:
+            return 400, {}, _error(
+                "context_length_exceeded",
+                f"{FAILURE_MARK}: This model's maximum context length is {mode.max_chars} characters. "
+                f"However, your messages resulted in {len(body)} characters.",
+            ), 0.0
+        if name == "empty":
+            return 200, {}, _completion(request, "", "stop"), 0.0
+        if name == "length":
+            return 200, {}, _completion(request, f"Asked:\n- {FAILURE_MARK} partial", "length"), 0.0
+        if name == "content_filter":
+            return 200, {}, _completion(request, f"{FAILURE_MARK} filtered", "content_filter"), 0.0
+        if name == "refusal":
+            answer = _completion(request, None, "stop")
+            answer["choices"][0]["message"]["refusal"] = f"{FAILURE_MARK}: I can't help with that."
+            return 200, {}, answer, 0.0
+        if name == "401":
+            return 401, {}, _error(
+                "invalid_api_key", f"{FAILURE_MARK}: Incorrect API key provided: {auth}.",
+                "invalid_request_error"), 0.0
+        if name == "400_echo":
+            return 400, {}, _error(
+                "unsupported_parameter", f"{FAILURE_MARK}: bad parameter; you sent {auth}."), 0.0
+        return 200, {}, _ok(request, body), 0.0
+
+
+def _error(code: str | None, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "type": kind, "param": None}}
+
+
+def _completion(request: Any, content: str | None, finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", "unknown") if isinstance(request, dict) else "unknown",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _ok(request: Any, body: bytes) -> dict[str, Any]:
+    """A deterministic summary naming the message count and the request's sha256 prefix."""
+    messages = request.get("messages", []) if isinstance(request, dict) else []
+    digest = hashlib.sha256(body).hexdigest()[:12]
+    text = (
+        f"  Asked:\n- summarize {len(messages)} messages (request {digest})\n"
+        f"Done:\n- recorded by the fake server\n  "
+    )
+    answer = _completion(request, text, "stop")
+    prompt = max(1, len(body) // 4)
+    answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": 17, "total_tokens": prompt + 17}
+    return answer
+
+
+def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "FakeOpenAI/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def _send(self, status: int, answer: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(answer).encode("utf-8")
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (a timeout test)
+                pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._send(404, _error("not_found", f"{FAILURE_MARK}: only POST /v1/chat/completions"))
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > _MAX_BODY or len(fake.requests) >= fake.max_requests:
+                self._send(503, _error("overloaded", f"{FAILURE_MARK}: the fake server's bound was reached"))
+                return
+            body = self.rfile.read(length)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            record = Recorded("POST", self.path, headers, body, mode=fake._mode.name)
+            with fake._lock:
+                fake.requests.append(record)
+            if self.path.split("?", 1)[0] != "/v1/chat/completions":
+                record.status = 404
+                self._send(404, _error("not_found", f"{FAILURE_MARK}: unknown path {self.path}"))
+                return
+            status, extra, answer, delay = fake._decide(body, headers)
+            record.status = status
+            if delay:
+                record.delayed = delay
+                time.sleep(delay)
+            self._send(status, answer, extra)
+
+    return Handler
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """Yield a started :class:`FakeOpenAI` in mode ``ok``; stop it after the test."""
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
