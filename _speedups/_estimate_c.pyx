@@ -26,9 +26,12 @@ cdef extern from "Python.h":
 
 __all__ = ["estimate_tokens", "text_features", "char_class", "FEATURE_NAMES", "N_CLASSES"]
 
-DEF C_BOUNDARY = 0
-DEF C_DIGIT = 3
-DEF C_N_CLASSES = 16
+cdef enum:
+    C_BOUNDARY = 0
+    C_DIGIT = 3
+    C_N_CLASSES = 16
+    C_HALF = 256  # C_N_CLASSES * C_N_CLASSES: one half of the pair table
+    C_TABLE = 512  # both halves
 
 BOUNDARY = 0
 LOWER = 1
@@ -136,9 +139,19 @@ for _phase in range(3):
 
 
 def _pairs(previous: Iterable[int], current: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells ``previous * N_CLASSES + current`` of the pair table, for all combinations."""
+    """Return the cells of the pair table of every ``(previous, current)`` combination.
+
+    Both halves of the table: pairs of two different characters and pairs of a repeated one.
+    """
     current = tuple(current)
-    return tuple(p * N_CLASSES + c for p in previous for c in current)
+    return tuple(
+        same * N_CLASSES * N_CLASSES + p * N_CLASSES + c for same in (0, 1) for p in previous for c in current
+    )
+
+
+def _repeats(classes: Iterable[int]) -> tuple[int, ...]:
+    """Return the cells of the pair table that count a character of ``classes`` repeating itself."""
+    return tuple(N_CLASSES * N_CLASSES + c * N_CLASSES + c for c in classes)
 
 
 _ALL = tuple(range(N_CLASSES))
@@ -177,6 +190,10 @@ _FEATURE_PAIRS = (
     ("cjk_punct", _pairs(_ALL, [CJK_PUNCT])),
     ("other", _pairs(_ALL, [OTHER])),
     ("astral", _pairs(_ALL, [ASTRAL])),
+    ("repeated_spaces", _repeats([SPACE, BLANK])),
+    ("repeated_punct", _repeats([PUNCT])),
+    ("repeated_symbols", _repeats([SYMBOL, OTHER, CJK_PUNCT, ASTRAL])),
+    ("repeated_letters", _repeats([LOWER, UPPER, LATIN, HAN, KANA, HANGUL])),
 )
 
 FEATURE_NAMES = ("digit_tokens",) + tuple(name for name, _ in _FEATURE_PAIRS)
@@ -201,36 +218,44 @@ cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_
     # counter.  The digit phase of the twin (position in the digit run modulo 3, reset by any
     # other class) advances four characters at once through _c_digit_steps; the last
     # characters go one at a time, exactly as in the twin.
-    cdef Py_ssize_t copies[4 * C_N_CLASSES * C_N_CLASSES]
+    cdef Py_ssize_t copies[4 * C_TABLE]
     cdef Py_ssize_t* t0 = copies
-    cdef Py_ssize_t* t1 = copies + C_N_CLASSES * C_N_CLASSES
-    cdef Py_ssize_t* t2 = copies + 2 * C_N_CLASSES * C_N_CLASSES
-    cdef Py_ssize_t* t3 = copies + 3 * C_N_CLASSES * C_N_CLASSES
+    cdef Py_ssize_t* t1 = copies + C_TABLE
+    cdef Py_ssize_t* t2 = copies + 2 * C_TABLE
+    cdef Py_ssize_t* t3 = copies + 3 * C_TABLE
     cdef Py_ssize_t i = 0
     cdef Py_ssize_t j
     cdef Py_ssize_t digit_tokens = 0
     cdef int phase = 0
     cdef int prev = C_BOUNDARY
     cdef int cls, c0, c1, c2, c3
+    cdef Py_UCS4 prev_cp = 0xFFFFFFFF  # no code point: the first character repeats nothing
+    cdef Py_UCS4 cp, p0, p1, p2, p3
     cdef unsigned char step
     memset(copies, 0, sizeof(copies))
     while i + 4 <= length:
-        c0 = _unit_class(data[i])
-        c1 = _unit_class(data[i + 1])
-        c2 = _unit_class(data[i + 2])
-        c3 = _unit_class(data[i + 3])
+        p0 = data[i]
+        p1 = data[i + 1]
+        p2 = data[i + 2]
+        p3 = data[i + 3]
+        c0 = _unit_class(p0)
+        c1 = _unit_class(p1)
+        c2 = _unit_class(p2)
+        c3 = _unit_class(p3)
         step = _c_digit_steps[phase * 16 + (c0 == C_DIGIT) + 2 * (c1 == C_DIGIT)
                               + 4 * (c2 == C_DIGIT) + 8 * (c3 == C_DIGIT)]
         digit_tokens += step >> 2
         phase = step & 3
-        t0[prev * C_N_CLASSES + c0] += 1
-        t1[c0 * C_N_CLASSES + c1] += 1
-        t2[c1 * C_N_CLASSES + c2] += 1
-        t3[c2 * C_N_CLASSES + c3] += 1
+        t0[(p0 == prev_cp) * C_HALF + prev * C_N_CLASSES + c0] += 1
+        t1[(p1 == p0) * C_HALF + c0 * C_N_CLASSES + c1] += 1
+        t2[(p2 == p1) * C_HALF + c1 * C_N_CLASSES + c2] += 1
+        t3[(p3 == p2) * C_HALF + c2 * C_N_CLASSES + c3] += 1
         prev = c3
+        prev_cp = p3
         i += 4
     while i < length:
-        cls = _unit_class(data[i])
+        cp = data[i]
+        cls = _unit_class(cp)
         if cls == C_DIGIT:
             if prev != C_DIGIT:
                 phase = 0
@@ -239,11 +264,12 @@ cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_
             phase += 1
             if phase == 3:
                 phase = 0
-        t0[prev * C_N_CLASSES + cls] += 1
+        t0[(cp == prev_cp) * C_HALF + prev * C_N_CLASSES + cls] += 1
         prev = cls
+        prev_cp = cp
         i += 1
     t0[prev * C_N_CLASSES + C_BOUNDARY] += 1
-    for j in range(C_N_CLASSES * C_N_CLASSES):
+    for j in range(C_TABLE):
         pairs[j] += t0[j] + t1[j] + t2[j] + t3[j]
     return digit_tokens
 
@@ -252,10 +278,11 @@ def _scan(str text):
     """Count the class pairs of ``text`` and its ASCII digit tokens in one pass (the hot loop).
 
     Returns:
-        ``(pairs, digit_tokens)``: the 16 x 16 pair table, flattened row-major by previous
-        class, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
+        ``(pairs, digit_tokens)``: the 2 x 16 x 16 pair table, flattened as
+        ``[same][previous class][class]`` where ``same`` is 1 when the character repeats the
+        previous one, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
     """
-    cdef Py_ssize_t c_pairs[C_N_CLASSES * C_N_CLASSES]
+    cdef Py_ssize_t c_pairs[C_TABLE]
     cdef Py_ssize_t digit_tokens
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
     cdef int kind = PyUnicode_KIND(text)
@@ -268,7 +295,7 @@ def _scan(str text):
             digit_tokens = _scan_units(<const Py_UCS2*>data, length, c_pairs)
         else:
             digit_tokens = _scan_units(<const Py_UCS4*>data, length, c_pairs)
-    pairs = [c_pairs[i] for i in range(C_N_CLASSES * C_N_CLASSES)]
+    pairs = [c_pairs[i] for i in range(C_TABLE)]
     return pairs, digit_tokens
 
 

@@ -16,7 +16,9 @@ The algorithm
    and astral characters (emoji).  A 16th class, ``BOUNDARY``, stands before the first and after
    the last character.
 2. **One pass.**  We count every adjacent pair of classes ``(previous, current)`` in a 16 x 16
-   table, boundaries included.  Class pairs are what the pre-tokenizers of ``o200k_base`` and
+   table, boundaries included, and in a second 16 x 16 table the pairs where the character
+   repeats the previous one (``"===="``, runs of spaces, ``"━━━"``: BPE merges those into long
+   tokens).  Class pairs are what the pre-tokenizers of ``o200k_base`` and
    ``cl100k_base`` split on: a word starts where a letter follows a non-letter, ``o200k_base``
    splits ``camelCase`` where an upper-case letter follows a lower-case one, a space before a
    letter or a punctuation mark is merged into it but a space before a digit is a token of its
@@ -119,9 +121,19 @@ def char_class(cp: int) -> int:
 
 
 def _pairs(previous: Iterable[int], current: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells ``previous * N_CLASSES + current`` of the pair table, for all combinations."""
+    """Return the cells of the pair table of every ``(previous, current)`` combination.
+
+    Both halves of the table: pairs of two different characters and pairs of a repeated one.
+    """
     current = tuple(current)
-    return tuple(p * N_CLASSES + c for p in previous for c in current)
+    return tuple(
+        same * N_CLASSES * N_CLASSES + p * N_CLASSES + c for same in (0, 1) for p in previous for c in current
+    )
+
+
+def _repeats(classes: Iterable[int]) -> tuple[int, ...]:
+    """Return the cells of the pair table that count a character of ``classes`` repeating itself."""
+    return tuple(N_CLASSES * N_CLASSES + c * N_CLASSES + c for c in classes)
 
 
 _ALL = tuple(range(N_CLASSES))
@@ -160,6 +172,10 @@ _FEATURE_PAIRS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("cjk_punct", _pairs(_ALL, [CJK_PUNCT])),
     ("other", _pairs(_ALL, [OTHER])),
     ("astral", _pairs(_ALL, [ASTRAL])),
+    ("repeated_spaces", _repeats([SPACE, BLANK])),
+    ("repeated_punct", _repeats([PUNCT])),
+    ("repeated_symbols", _repeats([SYMBOL, OTHER, CJK_PUNCT, ASTRAL])),
+    ("repeated_letters", _repeats([LOWER, UPPER, LATIN, HAN, KANA, HANGUL])),
 )
 
 FEATURE_NAMES: tuple[str, ...] = ("digit_tokens",) + tuple(name for name, _ in _FEATURE_PAIRS)
@@ -169,13 +185,15 @@ def _scan(text: str) -> tuple[list[int], int]:
     """Count the class pairs of ``text`` and its ASCII digit tokens in one pass (the hot loop).
 
     Returns:
-        ``(pairs, digit_tokens)``: the 16 x 16 pair table, flattened row-major by previous
-        class, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
+        ``(pairs, digit_tokens)``: the 2 x 16 x 16 pair table, flattened as
+        ``[same][previous class][class]`` where ``same`` is 1 when the character repeats the
+        previous one, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
     """
-    pairs = [0] * (N_CLASSES * N_CLASSES)
+    pairs = [0] * (2 * N_CLASSES * N_CLASSES)
     digit_tokens = 0
     phase = 0
     prev = BOUNDARY
+    prev_cp = -1
     for ch in text:
         cp = ord(ch)
         cls = _ASCII_CLASSES[cp] if cp < 128 else char_class(cp)
@@ -187,8 +205,10 @@ def _scan(text: str) -> tuple[list[int], int]:
             phase += 1
             if phase == 3:
                 phase = 0
-        pairs[prev * N_CLASSES + cls] += 1
+        same = 1 if cp == prev_cp else 0
+        pairs[same * N_CLASSES * N_CLASSES + prev * N_CLASSES + cls] += 1
         prev = cls
+        prev_cp = cp
     pairs[prev * N_CLASSES + BOUNDARY] += 1
     return pairs, digit_tokens
 

@@ -35,76 +35,104 @@ FEATURE_NAMES: tuple[str, ...] = (
     "cjk_punct",
     "other",
     "astral",
+    "repeated_spaces",
+    "repeated_punct",
+    "repeated_symbols",
+    "repeated_letters",
 )
 
 COEFFICIENTS: dict[str, tuple[float, ...]] = {
     "o200k_base": (
         1.0,  # digit_tokens
-        0.04245742724536269,  # lower
-        0.36302663830056625,  # upper
-        0.6970992071414307,  # word_starts
-        1.5540712846481328,  # lower_to_upper
-        -0.5659224723492504,  # upper_to_lower
-        -0.17660792985809065,  # upper_to_upper
-        0.42552542455341447,  # letter_digit_switches
-        0.1769689851695516,  # spaces
-        -0.12006538355915809,  # space_to_space
-        0.7493687463562483,  # loose_spaces
-        0.041285853886131395,  # newlines
-        0.9328205820675266,  # newline_runs
-        0.4408898219303119,  # indents
-        -0.7425962006243475,  # punct_to_newline
-        0.013061688773967925,  # blanks
-        0.07443508802239053,  # punct
-        0.5023739597156996,  # punct_runs
-        0.08045963951426657,  # punct_to_letter
-        0.368052347633699,  # space_to_punct
-        0.407907787997431,  # digit_punct_switches
-        0.11361310307288568,  # latin
-        -3.3733288424242565,  # symbols
-        0.6599465609295847,  # han
-        0.5605205392970979,  # kana
-        0.207176982672368,  # hangul
-        1.2805126523632937,  # cjk_runs
-        -1.4108940329157051,  # cjk_punct
-        0.5119290879827886,  # other
-        -5.275057770818307,  # astral
+        0.05860901521674739,  # lower
+        -0.16057703981938332,  # upper
+        0.5446527449201327,  # word_starts
+        1.1223882719397298,  # lower_to_upper
+        0.09871328289927,  # upper_to_lower
+        0.603707903937163,  # upper_to_upper
+        0.7252855115188285,  # letter_digit_switches
+        0.2787314299979886,  # spaces
+        -0.10425825327613325,  # space_to_space
+        0.6175634137124265,  # loose_spaces
+        0.10932564120787915,  # newlines
+        1.2140335925193557,  # newline_runs
+        0.42571126239239243,  # indents
+        -1.0243089963430398,  # punct_to_newline
+        0.15186433898981466,  # blanks
+        0.3201936423218754,  # punct
+        0.1978227849784124,  # punct_runs
+        0.14063019117531597,  # punct_to_letter
+        0.3297846888147654,  # space_to_punct
+        0.34603867914117353,  # digit_punct_switches
+        0.23989654019536988,  # latin
+        1.1614516322807762,  # symbols
+        0.6095166339429677,  # han
+        0.5641780471999212,  # kana
+        0.23042197572059236,  # hangul
+        1.0993775777302655,  # cjk_runs
+        0.3120109339930547,  # cjk_punct
+        1.1353359377336936,  # other
+        1.8588627936167872,  # astral
+        -0.1357797832488756,  # repeated_spaces
+        -0.2683814730090889,  # repeated_punct
+        -1.0580450588646275,  # repeated_symbols
+        -0.27501225967608345,  # repeated_letters
     ),
     "cl100k_base": (
         1.0,  # digit_tokens
-        0.03378410438647855,  # lower
-        0.3376341197405609,  # upper
-        0.734242828780127,  # word_starts
-        1.7346296885723962,  # lower_to_upper
-        -0.6063075826725163,  # upper_to_lower
-        -0.1498012442556359,  # upper_to_upper
-        0.46896884340825556,  # letter_digit_switches
-        0.20988359894826294,  # spaces
-        -0.15689570600944264,  # space_to_space
-        0.7769367940322311,  # loose_spaces
-        0.08949976777784092,  # newlines
-        0.8460889567748302,  # newline_runs
-        0.41314519951372464,  # indents
-        -0.726004687532292,  # punct_to_newline
-        -0.014849544023874292,  # blanks
-        0.07518192730024414,  # punct
-        0.4487503630455278,  # punct_runs
-        0.11731619295598747,  # punct_to_letter
-        0.368064128176932,  # space_to_punct
-        0.440095363935683,  # digit_punct_switches
-        2.649861461114093,  # latin
-        0.05890821285132949,  # symbols
-        0.8714414278721884,  # han
-        0.8513041012934441,  # kana
-        0.4001733745679002,  # hangul
-        1.8240196942500835,  # cjk_runs
-        -1.8774454412231765,  # cjk_punct
-        0.6568447076880448,  # other
-        -21.519846335830284,  # astral
+        0.040298253149972686,  # lower
+        -0.25211184525980945,  # upper
+        0.7239383391675288,  # word_starts
+        1.2323323026714315,  # lower_to_upper
+        0.11254103148318774,  # upper_to_lower
+        0.7076178369110073,  # upper_to_upper
+        0.7834018151182518,  # letter_digit_switches
+        0.20721116290978672,  # spaces
+        -0.039442475851973226,  # space_to_space
+        0.7559842732199362,  # loose_spaces
+        0.26034248458019826,  # newlines
+        0.8576676625316065,  # newline_runs
+        0.44317256895449786,  # indents
+        -0.9281801451015286,  # punct_to_newline
+        0.1385636849766749,  # blanks
+        0.2238518296800114,  # punct
+        0.2717043810998271,  # punct_runs
+        0.06273977577355777,  # punct_to_letter
+        0.5623946562558819,  # space_to_punct
+        0.3961878159944442,  # digit_punct_switches
+        0.478675958262501,  # latin
+        1.175521469176562,  # symbols
+        0.839503930754596,  # han
+        0.919522289236798,  # kana
+        0.5669383724911757,  # hangul
+        1.3614597427351018,  # cjk_runs
+        0.5150535675968265,  # cjk_punct
+        1.2423476863974756,  # other
+        1.9621654176043206,  # astral
+        -0.134173625507381,  # repeated_spaces
+        -0.17085059915798484,  # repeated_punct
+        -1.10370939724688,  # repeated_symbols
+        -0.2829765226403566,  # repeated_letters
     ),
 }
 
 HELD_OUT_MAPE: dict[str, dict[str, float]] = {
-    "o200k_base": {"agent": 4.84, "prose": 4.06, "code": 5.04, "json": 3.51, "cjk": 5.47, "base64": 3.94},
-    "cl100k_base": {"agent": 5.14, "prose": 3.53, "code": 5.52, "json": 3.75, "cjk": 5.87, "base64": 4.37},
+    "o200k_base": {
+        "agent": 4.67,
+        "prose": 3.80,
+        "code": 5.12,
+        "json": 2.41,
+        "cjk": 5.52,
+        "base64": 2.46,
+        "mixed": 10.67,
+    },
+    "cl100k_base": {
+        "agent": 5.04,
+        "prose": 3.70,
+        "code": 5.51,
+        "json": 2.62,
+        "cjk": 6.14,
+        "base64": 2.84,
+        "mixed": 11.52,
+    },
 }
