@@ -31,7 +31,7 @@ from .errors import InvariantViolation, OverBudget
 from .imageinfo import info_from_block, info_from_data_uri
 from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
 from .render import render_anthropic, render_openai
-from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, block_text_tokens, count_text
+from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, count_text
 from .tokens.image_pricing import price_image
 
 __all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images"]
@@ -277,7 +277,7 @@ def count_wire_images(body: dict[str, Any]) -> int:
 
 def _message_tokens(blocks: Sequence[Block], encoding: str, model: str) -> tuple[int, int]:
     """Return (text tokens with framing, image tokens) of gated blocks."""
-    text = MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in blocks)
+    text = blocks_text_tokens(blocks, encoding)
     images = 0
     stack = list(blocks)
     while stack:
@@ -322,7 +322,7 @@ def gate(
     per_message_text: list[int] = []
     for index, (_role, blocks) in enumerate(request.messages):
         _walk_images(blocks, index, occurrences)
-        per_message_text.append(MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in blocks))
+        per_message_text.append(blocks_text_tokens(blocks, encoding))
     # depth of message i = tokens of the messages after it
     depth_after = [0] * len(request.messages)
     running = 0
@@ -367,6 +367,10 @@ def gate(
     for _role, blocks in rebuilt:
         text_tokens, image_tokens = _message_tokens(blocks, encoding, model)
         tokens += text_tokens + image_tokens
+    first_role = next((role for role, _blocks in rebuilt if role != "system"), None)
+    if format == "anthropic" and first_role == "assistant":
+        # render_anthropic opens the conversation with a user turn of its own
+        tokens += blocks_text_tokens(body["messages"][0]["content"], encoding)
     if budget is not None and tokens > budget:
         raise OverBudget(
             f"the {request.purpose} request needs {tokens} tokens, over the budget of {budget}",

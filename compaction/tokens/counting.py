@@ -29,7 +29,10 @@ __all__ = [
     "count_texts",
     "strip_data_uris",
     "block_text_tokens",
+    "blocks_text_tokens",
     "message_text_tokens",
+    "BLOCK_SEPARATOR",
+    "TOOL_ERROR_PREFIX",
 ]
 
 #: Tokens of framing per message: 3 per the cookbook, plus 1 for the role.
@@ -38,6 +41,12 @@ MESSAGE_OVERHEAD = 4
 REQUEST_OVERHEAD = 3
 #: Framing of one tool call beyond its id, name and arguments (type, function wrapper).
 TOOL_CALL_OVERHEAD = 8
+#: Tokens a renderer may add where it joins two parts of one message into one string.
+BLOCK_SEPARATOR = 1
+#: The prefix OpenAI Chat puts before an error tool result's text.
+TOOL_ERROR_PREFIX = "[tool error] "
+#: The words around an unknown block's JSON in its OpenAI Chat text stand-in.
+_UNKNOWN_BLOCK_FRAME = "[content block of type '' not supported by this format: ]"
 
 
 @lru_cache(maxsize=65536)
@@ -106,18 +115,36 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
         return TOOL_CALL_OVERHEAD + _string_tokens(wire, encoding)
     if kind == "tool_result":
         content = block.get("content", "")
-        tokens = MESSAGE_OVERHEAD + count_text(block.get("tool_use_id", ""), encoding)
+        tool_use_id = block.get("tool_use_id", "")
+        tokens = MESSAGE_OVERHEAD + count_text(tool_use_id, encoding)
+        if block.get("is_error"):
+            tokens += count_text(TOOL_ERROR_PREFIX, encoding)  # OpenAI Chat marks the result so
         if isinstance(content, str):
             return tokens + _string_tokens(content, encoding)
-        return tokens + sum(block_text_tokens(inner, encoding) for inner in content)
+        if any(inner.get("type") == "image" for inner in content):
+            # OpenAI Chat ships a tool result's images in a user message after a text note
+            tokens += BLOCK_SEPARATOR + count_text(f"[images returned by tool call {tool_use_id}]", encoding)
+        return tokens + blocks_text_tokens(content, encoding) - MESSAGE_OVERHEAD
     if kind == "thinking":
         return count_text(block.get("thinking", ""), encoding)
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
         return count_text(block.get("data", ""), encoding)
-    return _string_tokens(canonical_json(block), encoding)
+    # OpenAI Chat carries it as a text stand-in wrapping its JSON (see render.unknown_block_text)
+    return count_text(_UNKNOWN_BLOCK_FRAME, encoding) + _string_tokens(canonical_json(block), encoding)
+
+
+def blocks_text_tokens(blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING) -> int:
+    """Return the tokens of one message's blocks without images, framing and separators included.
+
+    A renderer may join a message's parts into one string (OpenAI Chat joins text parts with
+    a blank line, tool-result parts with a newline): each join is counted as
+    :data:`BLOCK_SEPARATOR` tokens, so the count stays an upper bound of the shipped text.
+    """
+    items = list(blocks)
+    return MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in items) + BLOCK_SEPARATOR * max(0, len(items) - 1)
 
 
 def message_text_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
     """Return the tokens of ``message`` without its images, framing included (tokens)."""
-    return MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in message.content)
+    return blocks_text_tokens(message.content, encoding)
