@@ -1,0 +1,405 @@
+"""Hypothesis strategies for agent histories and recipes, and the checks the property tests share.
+
+The checks read only what leaves the engine: the serialized request bytes (``payload``), the
+store, and the raised errors.  Nothing here calls the engine's own counting or wire helpers,
+except the image pricing module, which the budget check uses on purpose (images are priced
+from pixel size by the provider formula, never by their text).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from compaction import ExtractiveSummarizer, Message, Recipe
+from compaction.imageinfo import image_size
+from compaction.tokens.encodings import get_encoding
+from compaction.tokens.image_pricing import price_image
+
+__all__ = [
+    "png_bytes",
+    "png_b64",
+    "histories",
+    "recipes",
+    "CapturingSummarizer",
+    "payload_json",
+    "iter_strings",
+    "wire_images",
+    "check_tool_pairing",
+    "independent_tokens",
+    "placeholders_in",
+    "store_snapshot",
+]
+
+# -- images ----------------------------------------------------------------------------------
+
+
+def png_bytes(width: int, height: int, seed: int = 0) -> bytes:
+    """Return a valid grayscale PNG of ``width`` x ``height`` px, built by hand."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    rows = b"".join(b"\x00" + bytes([(seed + x + y) % 256 for x in range(width)]) for y in range(height))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def png_b64(width: int, height: int, seed: int = 0) -> str:
+    return base64.b64encode(png_bytes(width, height, seed)).decode("ascii")
+
+
+# -- histories -------------------------------------------------------------------------------
+
+WORDS = (
+    "the cache build config loader failed rerun suite path stale because we it and from reads clear so a "
+    "test module import error fixed patch diff function value returns None list dict file src/app.py "
+    "tests/test_app.py README.md docs/index.rst 42 1337 0.5 ok yes no maybe later next"
+).split()
+
+
+@dataclass
+class _Ids:
+    next: int = 0
+    seeds: int = 0
+
+    def tool(self) -> str:
+        self.next += 1
+        return f"toolu_{self.next:04d}"
+
+    def seed(self) -> int:
+        self.seeds += 1
+        return self.seeds
+
+
+def _text(draw: Any, low: int = 1, high: int = 40) -> str:
+    return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=low, max_size=high)))
+
+
+def _oversized(draw: Any) -> str:
+    lines = draw(st.integers(min_value=60, max_value=400))
+    word = draw(st.sampled_from(WORDS))
+    return "\n".join(f"{i:05d} INFO {word} processed item {i} in {i * 7 % 1000} ms" for i in range(lines))
+
+
+def _image_block(draw: Any, ids: _Ids) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["png", "png", "png", "url", "url-noext"]))
+    if kind == "png":
+        w = draw(st.integers(min_value=1, max_value=48))
+        h = draw(st.integers(min_value=1, max_value=48))
+        return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png_b64(w, h, ids.seed())}}
+    if kind == "url":
+        ext = draw(st.sampled_from([".png", ".jpg", ".webp"]))
+        return {"type": "image", "source": {"type": "url", "url": f"https://example.com/img/{ids.seed()}{ext}"}}
+    return {"type": "image", "source": {"type": "url", "url": f"https://example.com/render?id={ids.seed()}"}}
+
+
+def _data_uri(draw: Any, ids: _Ids) -> str:
+    w = draw(st.integers(min_value=1, max_value=32))
+    h = draw(st.integers(min_value=1, max_value=32))
+    return f"data:image/png;base64,{png_b64(w, h, ids.seed())}"
+
+
+def _tool_result_content(draw: Any, ids: _Ids) -> Any:
+    shape = draw(st.sampled_from(["str", "str", "str-data-uri", "list", "list-image", "list-images", "oversized"]))
+    if shape == "str":
+        return _text(draw, 0, 60)
+    if shape == "str-data-uri":
+        return json.dumps({"status": "ok", "favicon": _data_uri(draw, ids), "note": _text(draw, 1, 5)})
+    if shape == "oversized":
+        return _oversized(draw)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": _text(draw, 1, 20)}]
+    if shape == "list-image":
+        blocks.append(_image_block(draw, ids))
+    elif shape == "list-images":
+        for _ in range(draw(st.integers(min_value=2, max_value=3))):
+            blocks.append(_image_block(draw, ids))
+            blocks.append({"type": "text", "text": _text(draw, 1, 5)})
+    return blocks
+
+
+def _turn(draw: Any, ids: _Ids) -> list[Message]:
+    kind = draw(
+        st.sampled_from(
+            ["user", "user", "assistant", "tools", "tools", "tools", "user-image", "user-data-uri", "oversized", "mixed-round"]
+        )
+    )
+    if kind == "user":
+        return [Message("user", ({"type": "text", "text": _text(draw)},))]
+    if kind == "assistant":
+        return [Message("assistant", ({"type": "text", "text": _text(draw)},))]
+    if kind == "user-image":
+        blocks = [{"type": "text", "text": _text(draw, 1, 10)}]
+        for _ in range(draw(st.integers(min_value=1, max_value=2))):
+            blocks.append(_image_block(draw, ids))
+        return [Message("user", tuple(blocks))]
+    if kind == "user-data-uri":
+        text = f"{_text(draw, 1, 8)} {_data_uri(draw, ids)} {_text(draw, 0, 8)}"
+        return [Message("user", ({"type": "text", "text": text},))]
+    if kind == "oversized":
+        role = draw(st.sampled_from(["user", "assistant"]))
+        return [Message(role, ({"type": "text", "text": _oversized(draw)},))]
+    # a tool round: 1..4 parallel calls, answered by one message of results
+    count = draw(st.integers(min_value=1, max_value=4))
+    tool_ids = [ids.tool() for _ in range(count)]
+    call_blocks: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        call_blocks.append({"type": "text", "text": _text(draw, 1, 12)})
+    for tool_id in tool_ids:
+        name = draw(st.sampled_from(["read_file", "bash", "grep", "screenshot"]))
+        call_blocks.append({"type": "tool_use", "id": tool_id, "name": name, "input": {"path": draw(st.sampled_from(WORDS))}})
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": tool_id,
+            "content": _tool_result_content(draw, ids),
+            "is_error": draw(st.booleans()),
+        }
+        for tool_id in tool_ids
+    ]
+    if kind == "mixed-round":  # results share their user message with plain text
+        results.append({"type": "text", "text": _text(draw, 1, 10)})
+    return [Message("assistant", tuple(call_blocks)), Message("user", tuple(results))]
+
+
+@st.composite
+def histories(draw: Any, min_turns: int = 1, max_turns: int = 10) -> list[Message]:
+    """Return a random agent history (messages without ``seq``)."""
+    ids = _Ids()
+    messages: list[Message] = []
+    if draw(st.booleans()):
+        messages.append(Message("system", ({"type": "text", "text": "You are a careful agent. " + _text(draw, 1, 10)},)))
+    for _ in range(draw(st.integers(min_value=min_turns, max_value=max_turns))):
+        messages.extend(_turn(draw, ids))
+    if draw(st.booleans()):
+        messages.append(Message("user", ({"type": "text", "text": "Now: " + _text(draw, 1, 10)},)))
+    return messages
+
+
+def _optional(low: int, high: int) -> st.SearchStrategy[int | None]:
+    return st.one_of(st.none(), st.integers(min_value=low, max_value=high))
+
+
+@st.composite
+def recipes(draw: Any) -> Recipe:
+    """Return a random recipe (budget, image policy and caps, hierarchy settings, format)."""
+    summary_max = draw(st.integers(min_value=40, max_value=300))
+    return Recipe(
+        budget_tokens=draw(st.integers(min_value=150, max_value=6000)),
+        vision=draw(st.booleans()),
+        max_live_images=draw(_optional(0, 3)),
+        image_strip_depth_tokens=draw(_optional(0, 3000)),
+        max_live_image_bytes=draw(_optional(0, 3000)),
+        max_compression_images=draw(_optional(0, 2)),
+        max_compression_image_bytes=draw(_optional(0, 3000)),
+        chunk_target_tokens=draw(st.integers(min_value=50, max_value=400)),
+        chunk_min_messages=draw(st.integers(min_value=1, max_value=4)),
+        merge_fanout=draw(st.integers(min_value=2, max_value=4)),
+        summary_max_tokens=summary_max,
+        summarizer_context_tokens=draw(st.integers(min_value=summary_max + 700, max_value=8000)),
+        output_format=draw(st.sampled_from(["openai", "anthropic"])),
+    )
+
+
+# -- capture ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CapturingSummarizer:
+    """Record every summarizer request's bytes (what an HTTP summarizer sends), then extract."""
+
+    encoding: str = "o200k_base"
+    name: str = "capturing"
+    requests: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.inner = ExtractiveSummarizer(self.encoding)
+
+    def summarize(self, request: Any, *, kind: str, max_tokens: int) -> Any:
+        self.requests.append((kind, bytes(request.payload)))
+        return self.inner.summarize(request, kind=kind, max_tokens=max_tokens)
+
+
+# -- reading payloads ------------------------------------------------------------------------
+
+DATA_URI = re.compile(r"data:image/[A-Za-z0-9.+-]+;base64,[A-Za-z0-9+/]+={0,2}")
+
+
+def payload_json(payload: bytes) -> dict[str, Any]:
+    body = json.loads(payload.decode("utf-8"))
+    assert isinstance(body, dict)
+    return body
+
+
+def iter_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from iter_strings(item)
+
+
+@dataclass(frozen=True)
+class WireImage:
+    """One image input found in a body: its bytes (``None`` for a URL) and its URL."""
+
+    data: bytes | None
+    url: str | None
+
+
+def wire_images(body: dict[str, Any]) -> list[WireImage]:
+    """Return every image input of a body, in document order.
+
+    OpenAI ``image_url`` parts, Anthropic ``image`` blocks (anywhere, nested in tool results
+    too), and any ``data:image/...;base64,`` inside any other string.
+    """
+    found: list[WireImage] = []
+
+    def from_url(url: str) -> WireImage:
+        if url.startswith("data:"):
+            return WireImage(base64.b64decode(url.split(",", 1)[1]), None)
+        return WireImage(None, url)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            kind = value.get("type")
+            if kind == "image_url":
+                image_url = value["image_url"]
+                found.append(from_url(image_url["url"] if isinstance(image_url, dict) else image_url))
+                return
+            if kind == "image" and isinstance(value.get("source"), dict):
+                source = value["source"]
+                if source.get("type") == "base64":
+                    found.append(WireImage(base64.b64decode(source["data"]), None))
+                else:
+                    found.append(WireImage(None, source.get("url")))
+                return
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and ";base64," in value:
+            for match in DATA_URI.finditer(value):
+                found.append(from_url(match.group(0)))
+
+    walk(body.get("messages", []))
+    walk(body.get("system", ""))
+    return found
+
+
+def check_tool_pairing(body: dict[str, Any], format: str) -> None:
+    """Assert every tool call has its result and every result its call, in the wire shape."""
+    messages = body["messages"]
+    if format == "openai":
+        for index, message in enumerate(messages):
+            if message["role"] == "assistant":
+                for call in message.get("tool_calls") or []:
+                    answered = False
+                    for later in messages[index + 1 :]:
+                        if later["role"] == "tool" and later["tool_call_id"] == call["id"]:
+                            answered = True
+                            break
+                        if later["role"] == "assistant":
+                            break
+                    assert answered, f"tool call {call['id']} has no following tool message"
+            if message["role"] == "tool":
+                earlier_calls = [
+                    call["id"]
+                    for earlier in messages[:index]
+                    if earlier["role"] == "assistant"
+                    for call in earlier.get("tool_calls") or []
+                ]
+                assert message["tool_call_id"] in earlier_calls, f"tool message {message['tool_call_id']} has no call"
+        return
+    assert format == "anthropic"
+    for index, message in enumerate(messages):
+        content = message["content"] if isinstance(message["content"], list) else []
+        uses = [b["id"] for b in content if b.get("type") == "tool_use"]
+        results = [b["tool_use_id"] for b in content if b.get("type") == "tool_result"]
+        if uses:
+            assert message["role"] == "assistant"
+            assert index + 1 < len(messages), f"tool_use {uses} in the last message"
+            following = messages[index + 1]
+            assert following["role"] == "user"
+            answered = {b["tool_use_id"] for b in following["content"] if b.get("type") == "tool_result"}
+            assert set(uses) <= answered, f"tool_use {set(uses) - answered} not answered in the next message"
+        if results:
+            assert message["role"] == "user"
+            assert index > 0, "tool_result in the first message"
+            previous = messages[index - 1]
+            called = {b["id"] for b in previous["content"] if b.get("type") == "tool_use"}
+            assert set(results) <= called, f"tool_result {set(results) - called} without a tool_use just before"
+
+
+# -- independent token count -----------------------------------------------------------------
+
+_STRUCTURAL_KEYS = frozenset({"type", "media_type"})
+
+
+def independent_tokens(body: dict[str, Any], model: str) -> int:
+    """Count a body's tokens without the engine's counter.
+
+    o200k tokens of every string value of the messages (roles, ids, names, arguments, texts;
+    the wire ``type`` tags and image sources left out), plus 3 per message and 3 for the
+    request; every image input priced from its pixel size by the pricing module (a URL image
+    at the model's maximum).
+    """
+    encoding = get_encoding("o200k_base")
+    total = 3
+
+    def strings(value: Any, key: str | None = None) -> int:
+        if isinstance(value, str):
+            if key in _STRUCTURAL_KEYS:
+                return 0
+            return len(encoding.encode_ordinary(DATA_URI.sub("", value)))
+        if isinstance(value, dict):
+            if value.get("type") in ("image", "image_url"):
+                return 0
+            return sum(strings(v, k) for k, v in value.items())
+        if isinstance(value, list):
+            return sum(strings(v) for v in value)
+        return 0
+
+    if body.get("system"):
+        total += 3 + strings(body["system"])
+    for message in body["messages"]:
+        total += 3 + strings(message)
+    for image in wire_images(body):
+        if image.data is None:
+            total += price_image(None, None, model).tokens
+        else:
+            _media, width, height = image_size(image.data)
+            total += price_image(width, height, model).tokens
+    return total
+
+
+# -- placeholders ----------------------------------------------------------------------------
+
+PLACEHOLDER = re.compile(r"\[image not shown: (?P<what>.*?); reason: (?P<reason>.*?)\. The image is kept in the store\.\]")
+
+
+def placeholders_in(body: dict[str, Any]) -> list[re.Match[str]]:
+    return [m for s in iter_strings(body) for m in PLACEHOLDER.finditer(s)]
+
+
+# -- the store -------------------------------------------------------------------------------
+
+
+def store_snapshot(store: Any) -> tuple[list[tuple[Any, ...]], dict[str, str]]:
+    """Return the stored messages (role, content, seq) and the sha256 of every blob's bytes."""
+    messages = [(m.seq, m.role, json.dumps(list(m.content), sort_keys=True)) for m in store.messages()]
+    blobs = {sha: hashlib.sha256(store.blob(sha)).hexdigest() for sha in store.blob_hashes()}
+    return messages, blobs
