@@ -24,6 +24,7 @@ from .formats import FORMATS
 from .pipeline import import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store
+from .summarizers.factory import summarizer_from_recipe
 
 BOOL = click.Choice(["true", "false"], case_sensitive=False)
 
@@ -126,7 +127,9 @@ def compress(store_path: str, recipe_path: str | None, keep_tail_tokens: int, vi
     """Summarize closed chunks into level-1 summaries and merge them upward."""
     with _errors(), Store(store_path) as store, _progress("compressing") as progress:
         recipe = _recipe(recipe_path, vision=vision)
-        report = Compactor(store, recipe).tick(keep_tail_tokens=keep_tail_tokens, progress=progress)
+        report = Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
+            keep_tail_tokens=keep_tail_tokens, progress=progress
+        )
     data = {"l1_added": report.l1_added, "merged": report.merged, "failures": report.failures,
             "requests": report.requests, "max_request_tokens": report.max_request_tokens}
     if as_json:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .blocks import Block, Message, canonical_json
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
-from .errors import CompactionError, SummarizerError
+from .errors import CompactionError, SummarizerError, SummarizerRefused
 from .imageinfo import info_from_block
 from .policy import ImageSettings, placeholder_text
 from .recipe import Recipe
@@ -214,9 +214,8 @@ class Compactor:
         if self._fits(request):
             try:
                 return self._call(request, "l1")
-            except SummarizerError:
-                if split_point(facts, sizes) is None:
-                    raise
+            except SummarizerRefused:
+                pass  # the request itself was refused (too long, unsupported content): split it
         point = split_point(facts, sizes)
         if point is not None:
             left = self._summarize_range(start, start + point, facts[:point], sizes[:point])

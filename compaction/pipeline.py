@@ -17,6 +17,7 @@ from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
 from .store import Store
 from .summarizers.base import Summarizer
+from .summarizers.factory import summarizer_from_recipe
 
 __all__ = ["RunResult", "run_pipeline", "import_transcript"]
 
@@ -87,7 +88,7 @@ def run_pipeline(
     store = Store(store_path, encoding=recipe.encoding)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
-        compactor = Compactor(store, recipe, summarizer)
+        compactor = Compactor(store, recipe, summarizer or summarizer_from_recipe(recipe))
         ticks: list[TickReport] = []
         last_error: OverBudget | None = None
         compiled: CompiledRequest | None = None
