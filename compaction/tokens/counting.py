@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from ..blocks import DATA_URI_RE, Block, Message, canonical_json
+from ..render import unknown_block_text
 from .encodings import DEFAULT_ENCODING, get_encoding
 
 __all__ = [
@@ -45,8 +46,6 @@ TOOL_CALL_OVERHEAD = 8
 BLOCK_SEPARATOR = 1
 #: The prefix OpenAI Chat puts before an error tool result's text.
 TOOL_ERROR_PREFIX = "[tool error] "
-#: The words around an unknown block's JSON in its OpenAI Chat text stand-in.
-_UNKNOWN_BLOCK_FRAME = "[content block of type '' not supported by this format: ]"
 
 
 @lru_cache(maxsize=65536)
@@ -130,8 +129,8 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
         return count_text(block.get("data", ""), encoding)
-    # OpenAI Chat carries it as a text stand-in wrapping its JSON (see render.unknown_block_text)
-    return count_text(_UNKNOWN_BLOCK_FRAME, encoding) + _string_tokens(canonical_json(block), encoding)
+    # OpenAI Chat carries it as a text stand-in wrapping its JSON, never cheaper than the JSON
+    return _string_tokens(unknown_block_text(block), encoding)
 
 
 def blocks_text_tokens(blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING) -> int:
