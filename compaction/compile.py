@@ -18,11 +18,10 @@ names the part that cannot shrink and its size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .blocks import Block
-from .compactor import l1_frontier
 from .errors import InvalidMessage, InvariantViolation, OverBudget
 from .policy import ImageBudget, ImageSettings, placeholder_text
 from .recipe import Recipe
@@ -95,6 +94,14 @@ def _summary_block(summary: StoredSummary) -> Block:
 
 
 class _Planner:
+    """Plan a compile reading only the live window, the summaries it shows and cached counts.
+
+    Nothing here scans the whole store: raw costs are read newest first, a page at a time,
+    only as far back as the budget can reach; covers and children come from indexed queries.
+    """
+
+    PAGE = 256
+
     def __init__(self, store: Store, recipe: Recipe, budget: int, model: str) -> None:
         self.store = store
         self.recipe = recipe
@@ -103,12 +110,12 @@ class _Planner:
         self.encoding = recipe.encoding
         self.settings = live_image_settings(recipe)
         self.n = store.next_seq()
-        self.facts = store.facts(0, self.n, encoding=self.encoding)
-        self.by_level: dict[int, list[StoredSummary]] = {}
-        for summary in store.summaries():
-            self.by_level.setdefault(summary.level, []).append(summary)
-        self.frontier = l1_frontier(self.by_level.get(1, []))
+        self.frontier = store.summary_frontier(1)
         self._summary_cost: dict[int, int] = {}
+        self._suffix: dict[int, int] = {self.n: 0}
+        self._low = self.n
+        self._budgeter = ImageBudget(self.settings)
+        self._depth = 0
 
     def summary_cost(self, summary: StoredSummary) -> int:
         if summary.id not in self._summary_cost:
@@ -116,29 +123,19 @@ class _Planner:
         return self._summary_cost[summary.id]
 
     def cover(self, end: int) -> list[StoredSummary]:
-        """Return the coarsest cover of ``[0, end)`` by summaries."""
-        starts: dict[int, list[StoredSummary]] = {}
-        for level in sorted(self.by_level, reverse=True):
-            for summary in self.by_level[level]:
-                if summary.end_seq <= end:
-                    starts.setdefault(summary.start_seq, []).append(summary)
+        """Return the coarsest cover of ``[0, end)`` by summaries (highest level first)."""
         out: list[StoredSummary] = []
         position = 0
         while position < end:
-            options = starts.get(position)
-            if not options:
-                raise InvariantViolation(f"no summary starts at seq {position} below the cut {end}")
-            best = options[0]  # highest level first
+            best = self.store.coarsest_summary_at(position, end)
+            if best is None:
+                raise InvariantViolation(f"coverage: no summary starts at seq {position} below the cut {end}")
             out.append(best)
             position = best.end_seq
         return out
 
     def children(self, summary: StoredSummary) -> list[StoredSummary]:
-        kids = [
-            s for s in self.by_level.get(summary.level - 1, [])
-            if s.start_seq >= summary.start_seq and s.end_seq <= summary.end_seq
-        ]
-        kids.sort(key=lambda s: s.start_seq)
+        kids = self.store.summaries_within(summary.level - 1, summary.start_seq, summary.end_seq)
         position = summary.start_seq
         for kid in kids:
             if kid.start_seq != position:
@@ -146,35 +143,46 @@ class _Planner:
             position = kid.end_seq
         return kids if position == summary.end_seq else []
 
-    def raw_costs(self) -> list[int]:
-        """Return ``suffix[i]`` = planned tokens of the raw messages ``[i, n)`` (system excluded)."""
-        budgeter = ImageBudget(self.settings)
-        suffix = [0] * (self.n + 1)
-        depth = 0
-        for fact in reversed(self.facts):
-            cost = 0
-            if fact.role != "system":
-                cost = fact.text_tokens
-                for image in reversed(fact.images):
-                    decision = budgeter.decide(image.byte_size, depth)
-                    if decision.keep:
-                        cost += price_image(image.width, image.height, self.model).tokens
-                    else:
-                        cost += count_text(placeholder_text(
-                            media_type=image.media_type, width=image.width, height=image.height,
-                            byte_size=image.byte_size, short_hash=image.short_hash, source=image.source,
-                            url=image.url, reason=decision.reason), self.encoding)
-                depth += cost
-            suffix[fact.seq] = suffix[fact.seq + 1] + cost
-        return suffix
+    def cut_candidates(self) -> Iterator[int]:
+        """Yield possible live-window starts: the level-1 frontier, then older chunk starts."""
+        yield self.frontier
+        before = self.frontier
+        while before > 0:
+            starts = self.store.level_starts_before(1, before)
+            if not starts:
+                return
+            yield from starts
+            before = starts[-1]
+
+    def suffix(self, seq: int) -> int:
+        """Return the planned tokens of the raw messages ``[seq, n)`` (pinned ones excluded)."""
+        while self._low > seq:
+            start = max(seq, self._low - self.PAGE)
+            for fact in reversed(self.store.facts(start, self._low, encoding=self.encoding)):
+                self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
+            self._low = start
+        return self._suffix[seq]
+
+    def _cost(self, fact: MessageFacts) -> int:
+        if fact.role == "system":
+            return 0
+        cost = fact.text_tokens
+        for image in reversed(fact.images):
+            decision = self._budgeter.decide(image.byte_size, self._depth)
+            if decision.keep:
+                cost += price_image(image.width, image.height, self.model).tokens
+            else:
+                cost += count_text(placeholder_text(
+                    media_type=image.media_type, width=image.width, height=image.height,
+                    byte_size=image.byte_size, short_hash=image.short_hash, source=image.source,
+                    url=image.url, reason=decision.reason), self.encoding)
+        self._depth += cost
+        return cost
 
 
-def _system_text(store: Store, facts: Sequence[MessageFacts]) -> tuple[str | None, list[int]]:
-    seqs = [f.seq for f in facts if f.role == "system"]
-    texts = []
-    for seq in seqs:
-        message = store.messages(seq, seq + 1)[0]
-        texts.append(message.text())
+def _system_text(store: Store) -> tuple[str | None, list[int]]:
+    seqs = store.pinned_seqs()
+    texts = [store.messages(seq, seq + 1)[0].text() for seq in seqs]
     return ("\n\n".join(texts) if texts else None), seqs
 
 
@@ -214,15 +222,13 @@ def compile_request(
     plan = _Planner(store, recipe, budget, model)
     if plan.n == 0:
         raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
-    system, pinned = _system_text(store, plan.facts)
+    system, pinned = _system_text(store)
     fixed = REQUEST_OVERHEAD + (MESSAGE_OVERHEAD + count_text(system, plan.encoding) if system else 0)
-    suffix = plan.raw_costs()
     intro = MESSAGE_OVERHEAD + count_text(SUMMARY_INTRO, plan.encoding)
 
-    cuts = [plan.frontier] + sorted({s.start_seq for s in plan.by_level.get(1, []) if s.end_seq <= plan.frontier}, reverse=True)
     candidates: list[tuple[int, list[StoredSummary], int]] = []
-    for cut in dict.fromkeys(cuts):
-        raw = fixed + suffix[cut]
+    for cut in plan.cut_candidates():
+        raw = fixed + plan.suffix(cut)
         if raw > budget and candidates:
             break
         cover = plan.cover(cut)
@@ -231,7 +237,7 @@ def compile_request(
     fitting = [c for c in candidates if c[2] <= budget]
     if not fitting:
         cut, cover, total = candidates[0]
-        tail = suffix[cut]
+        tail = plan.suffix(cut)
         newest = plan.n - 1
         part = "the newest message" if cut >= newest else f"the unsummarized messages {cut}–{newest}"
         part += " (shown raw)"
@@ -254,8 +260,9 @@ def compile_request(
         except OverBudget as err:
             last_error = err
             continue
-        return CompiledRequest(request, budget, cut, tuple(cover), tuple(pinned) + tuple(
-            f.seq for f in plan.facts[cut:] if f.role != "system"), plan.n)
+        pinned_set = set(pinned)
+        raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
+        return CompiledRequest(request, budget, cut, tuple(cover), raw_seqs, plan.n)
     assert last_error is not None
     raise last_error
 
@@ -325,6 +332,6 @@ def raw_history_tokens(store: Store, recipe: Recipe, *, format: str | None = Non
     plan = _Planner(store, recipe, 0, model)
     if plan.n == 0:
         return 0
-    system, _pinned = _system_text(store, plan.facts)
+    system, _pinned = _system_text(store)
     fixed = REQUEST_OVERHEAD + (MESSAGE_OVERHEAD + count_text(system, plan.encoding) if system else 0)
-    return fixed + plan.raw_costs()[0]
+    return fixed + plan.suffix(0)

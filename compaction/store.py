@@ -79,6 +79,8 @@ CREATE TABLE IF NOT EXISTS summaries (
     created_at REAL NOT NULL,
     UNIQUE (level, start_seq, end_seq)
 );
+CREATE INDEX IF NOT EXISTS summaries_by_start ON summaries (start_seq, level);
+CREATE INDEX IF NOT EXISTS messages_pinned ON messages (seq) WHERE role = 'system';
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY,
     level INTEGER NOT NULL,
@@ -483,6 +485,47 @@ class Store:
             StoredSummary(i, lv, s, e, text, json.loads(prov))
             for i, lv, s, e, text, prov in self._db.execute(query, args).fetchall()
         ]
+
+    def summary_frontier(self, level: int = 1) -> int:
+        """Return the end of the newest summary of ``level`` (0 if none).
+
+        Level-1 summaries are added contiguously from seq 0 (the compactor only closes
+        chunks at the frontier), so for level 1 this is where unsummarized history starts.
+        """
+        row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = ?", (level,)).fetchone()
+        return int(row[0] or 0)
+
+    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
+        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
+        row = self._db.execute(
+            "SELECT id, level, start_seq, end_seq, text, provenance FROM summaries"
+            " WHERE start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
+            (start_seq, max_end_seq),
+        ).fetchone()
+        if row is None:
+            return None
+        return StoredSummary(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
+
+    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
+        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
+        rows = self._db.execute(
+            "SELECT id, level, start_seq, end_seq, text, provenance FROM summaries"
+            " WHERE level = ? AND start_seq >= ? AND end_seq <= ? ORDER BY start_seq",
+            (level, start_seq, end_seq),
+        ).fetchall()
+        return [StoredSummary(i, lv, s, e, text, json.loads(prov)) for i, lv, s, e, text, prov in rows]
+
+    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
+        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
+        rows = self._db.execute(
+            "SELECT start_seq FROM summaries WHERE level = ? AND start_seq < ? ORDER BY start_seq DESC LIMIT ?",
+            (level, before_seq, limit),
+        )
+        return [int(r[0]) for r in rows]
+
+    def pinned_seqs(self) -> list[int]:
+        """Return the seqs of the system messages (pinned: always shown raw), in order."""
+        return [int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")]
 
     def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw)."""
