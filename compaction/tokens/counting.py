@@ -125,7 +125,8 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
             tokens += BLOCK_SEPARATOR + count_text(f"[images returned by tool call {tool_use_id}]", encoding)
         return tokens + blocks_text_tokens(content, encoding) - MESSAGE_OVERHEAD
     if kind == "thinking":
-        return count_text(block.get("thinking", ""), encoding)
+        # the Anthropic body carries the signature too (opaque, like redacted_thinking's data)
+        return count_text(block.get("thinking", ""), encoding) + count_text(block.get("signature", ""), encoding)
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
         return count_text(block.get("data", ""), encoding)
