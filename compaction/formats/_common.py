@@ -110,6 +110,9 @@ def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
         except json.JSONDecodeError as err:
             ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
             continue
+        except RecursionError:
+            ctx.problem("invalid JSON: nested too deeply to parse", line=number)
+            continue
         if not isinstance(value, dict):
             ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
             continue
@@ -127,6 +130,8 @@ def load_json_document(text: str, ctx: Context) -> Any:
             path=ctx.path,
             line=err.lineno,
         ) from err
+    except RecursionError as err:
+        raise InvalidTranscript("invalid JSON: nested too deeply to parse", path=ctx.path) from err
 
 
 def first_line_is_object(text: str) -> bool:
@@ -135,7 +140,7 @@ def first_line_is_object(text: str) -> bool:
         if line.strip():
             try:
                 return isinstance(json.loads(line), dict)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return False
     return False
 
@@ -178,7 +183,7 @@ def parse_arguments(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             value = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return {"_raw_arguments": arguments}
         if isinstance(value, dict):
             return value

@@ -147,7 +147,7 @@ def detect_text(head: str, whole: str | None = None) -> str | None:
         for line in lines:
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(value, dict):
                 records.append(value)
@@ -162,7 +162,7 @@ def detect_text(head: str, whole: str | None = None) -> str | None:
         if whole is not None:
             try:
                 return detect_value(json.loads(whole))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return _record_format(records) if records else None
         if first_complete:
             return _record_format(records) or detect_value(records[0])
@@ -175,5 +175,5 @@ def detect_text(head: str, whole: str | None = None) -> str | None:
 def _first_is_record(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
