@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS summaries (
     UNIQUE (level, start_seq, end_seq)
 );
 CREATE INDEX IF NOT EXISTS summaries_by_start ON summaries (start_seq, level);
+CREATE INDEX IF NOT EXISTS summaries_by_level_end ON summaries (level, end_seq);
 CREATE INDEX IF NOT EXISTS messages_pinned ON messages (seq) WHERE role = 'system';
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY,
@@ -510,8 +511,8 @@ class Store:
         """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
         rows = self._db.execute(
             "SELECT id, level, start_seq, end_seq, text, provenance FROM summaries"
-            " WHERE level = ? AND start_seq >= ? AND end_seq <= ? ORDER BY start_seq",
-            (level, start_seq, end_seq),
+            " WHERE level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
+            (level, start_seq, end_seq, end_seq),
         ).fetchall()
         return [StoredSummary(i, lv, s, e, text, json.loads(prov)) for i, lv, s, e, text, prov in rows]
 
