@@ -22,6 +22,7 @@ saved conversation), or JSONL with one message per line (a line may also hold a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -201,6 +202,21 @@ def _message_list(document: Any, ctx: Context) -> tuple[list[Any], Any]:
 Item = tuple[Any, int | None, str | None]
 
 
+def _is_jsonl(text: str) -> bool:
+    """Return whether ``text`` is JSONL: its first line is an object, or (a damaged first
+    line) the whole text is no JSON document while a later line is a complete object."""
+    if first_line_is_object(text):
+        return text.strip().count("\n") > 0
+    lines = [line for line in text.split("\n", 50)[:50] if line.strip()]
+    if len(lines) < 2 or not lines[0].lstrip().startswith("{") or lines[0].strip() == "{":
+        return False
+    try:
+        json.loads(text)
+        return False
+    except (json.JSONDecodeError, RecursionError):
+        return any(first_line_is_object(line) for line in lines[1:])
+
+
 def iter_messages(text: str, ctx: Context) -> tuple[list[Item], Any]:
     """Return ``([(message, line, where), ...], system)`` for a JSON or JSONL text.
 
@@ -208,7 +224,7 @@ def iter_messages(text: str, ctx: Context) -> tuple[list[Item], Any]:
     """
     items: list[Item] = []
     system = None
-    if first_line_is_object(text) and text.strip().count("\n") > 0:
+    if _is_jsonl(text):
         for line, value in iter_jsonl(text, ctx):
             if isinstance(value.get("messages"), list):
                 system = system or value.get("system")
