@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..blocks import Block, Message, validate_block
-from ..errors import InvalidMessage, InvalidTranscript
+from ..errors import ImageError, InvalidMessage, InvalidTranscript
+from ..imageinfo import info_from_block
 
 __all__ = [
     "Context",
@@ -278,6 +279,18 @@ def uniquify_tool_ids(drafts: list[Draft]) -> None:
             draft.content = content
 
 
+def _check_images(blocks: list[Block], where: str) -> None:
+    """Raise :class:`InvalidMessage` for an image block (nested ones included) whose data is not base64."""
+    for index, block in enumerate(blocks):
+        if block.get("type") == "image":
+            try:
+                info_from_block(block)
+            except ImageError as err:
+                raise InvalidMessage(f"{where}[{index}]: {err}") from err
+        elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            _check_images(block["content"], f"{where}[{index}].content")
+
+
 def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
     """Validate, drop empty drafts, merge tool-result runs, uniquify tool ids, build messages."""
     valid: list[Draft] = []
@@ -287,6 +300,7 @@ def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
         try:
             for index, block in enumerate(draft.content):
                 validate_block(block, where=f"content[{index}]")
+            _check_images(draft.content, "content")
         except InvalidMessage as err:
             ctx.problem(f"malformed {draft.role} message: {err}", line=draft.line, where=draft.where)
             continue
