@@ -242,6 +242,10 @@ class Store:
             self._db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+        elif not str(row[0]).strip().isdigit():
+            raise StoreError(
+                f"{self.path}: cannot open as a compaction store: its schema version {row[0]!r} is not a number"
+            )
         elif int(row[0]) > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {row[0]} is newer than this compaction "
