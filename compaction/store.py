@@ -413,10 +413,13 @@ class Store:
             for message in self._messages_by_seq(missing):
                 assert message.seq is not None
                 counted[message.seq] = message_text_tokens(message, encoding)
-            self._db.executemany(
-                "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-                [(seq, encoding, tokens) for seq, tokens in counted.items()],
-            )
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
+                    [(seq, encoding, tokens) for seq, tokens in counted.items()],
+                )
+            except sqlite3.OperationalError:  # a read-only store: the counts are a cache, use them uncached
+                pass
         return [
             MessageFacts(
                 seq,
