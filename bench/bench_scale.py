@@ -1,0 +1,157 @@
+"""Benchmarks: compile latency against store size, import and compress throughput.
+
+Run ``pytest bench/bench_scale.py --benchmark-only -q``; after pytest-benchmark's own table a
+summary prints:
+
+* compile latency (median and fastest round, ms) on stores of 10k, 100k and 1M messages
+  (built by ``bench/make_store.py`` and cached, ~2.5 GB for 1M) under budgets of 16,000 and
+  128,000 tokens, and the ratio 1M / 10k (target: <= 1.5 and the 1M compile under 50 ms);
+* import throughput: MB/s of the pi transcript file into a fresh file store (parsing,
+  blob and JSON encoding, exact token counting and the SQLite writes included);
+* compress throughput with the offline extractive summarizer (``Recipe()`` defaults):
+  messages/s and MB/s of transcript summarized, from a freshly imported store each round.
+
+``COMPACTION_BENCH_SIZES=10000,100000`` limits the sizes; ``COMPACTION_BENCH_PROFILE=1``
+prints a cProfile of one compile at the largest size.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import shutil
+from pathlib import Path
+
+import pytest
+from make_store import BASE_TRANSCRIPT, build_store
+
+from compaction import Compactor, Recipe, Store, compile_request
+from compaction.pipeline import import_transcript
+
+SIZES = tuple(int(s) for s in os.environ.get("COMPACTION_BENCH_SIZES", "10000,100000,1000000").split(","))
+BUDGETS = (16000, 128000)
+TARGET_RATIO = 1.5
+TARGET_MS = 50.0
+
+COMPILE: dict[tuple[int, int], dict[str, float]] = {}
+THROUGHPUT: dict[str, dict[str, float]] = {}
+
+
+class _Summary:
+    """A pytest plugin that prints the scale table after the run."""
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001
+        write = terminalreporter.write_line
+        if COMPILE:
+            write("")
+            write("compile latency (ms) by store size; ratio = largest / smallest store, median")
+            write(f"{'messages':>10s} {'budget':>7s} {'median':>8s} {'min':>8s} {'tokens':>7s} {'shown':>6s}")
+            for (_, budget), row in sorted(COMPILE.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                write(f"{int(row['messages']):>10d} {budget:>7d} {row['median_ms']:8.1f} "
+                      f"{row['min_ms']:8.1f} {int(row['tokens']):>7d} {int(row['summaries']):>6d}")
+            for budget in BUDGETS:
+                sizes = sorted(n for n, b in COMPILE if b == budget)
+                if len(sizes) < 2:
+                    continue
+                small, large = COMPILE[(sizes[0], budget)], COMPILE[(sizes[-1], budget)]
+                ratio = large["median_ms"] / small["median_ms"]
+                verdict = "ok" if ratio <= TARGET_RATIO and large["median_ms"] < TARGET_MS else "MISSED"
+                write(f"budget {budget}: {sizes[-1]} / {sizes[0]} = {ratio:.2f}x "
+                      f"({large['median_ms']:.1f} ms vs {small['median_ms']:.1f} ms; "
+                      f"target <= {TARGET_RATIO}x and < {TARGET_MS:.0f} ms: {verdict})")
+        for name, row in THROUGHPUT.items():
+            parts = ", ".join(f"{v:.2f} {k}" for k, v in row.items())
+            write(f"{name}: {parts}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary_table(request: pytest.FixtureRequest):
+    plugin = _Summary()
+    if not request.config.pluginmanager.is_registered(plugin):
+        request.config.pluginmanager.register(plugin, "bench-scale-summary")
+    yield
+
+
+@pytest.fixture(scope="module", params=SIZES, ids=lambda n: f"{n // 1000}k")
+def sized_store(request: pytest.FixtureRequest):
+    built = build_store(request.param)
+    store = Store(built.path)
+    yield request.param, store
+    store.close()
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_compile_latency(benchmark, sized_store, budget: int) -> None:
+    n, store = sized_store
+    recipe = Recipe()
+    compiled = benchmark.pedantic(
+        compile_request, args=(store, recipe), kwargs={"budget": budget}, rounds=15, warmup_rounds=2
+    )
+    assert compiled.tokens <= budget
+    stats = benchmark.stats.stats
+    row = {
+        "messages": compiled.total_messages,
+        "median_ms": stats.median * 1000,
+        "min_ms": stats.min * 1000,
+        "tokens": compiled.tokens,
+        "summaries": len(compiled.summaries),
+    }
+    benchmark.extra_info.update(row)
+    COMPILE[(n, budget)] = row
+    if os.environ.get("COMPACTION_BENCH_PROFILE") and n == max(SIZES):
+        profile = cProfile.Profile()
+        profile.runcall(compile_request, store, recipe, budget=budget)
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(20)
+        print(out.getvalue())
+
+
+def test_import_throughput(benchmark, tmp_path: Path) -> None:
+    counter = iter(range(1_000_000))
+
+    def fresh() -> tuple[tuple[Store], dict]:
+        return (Store(tmp_path / f"import-{next(counter)}.db"),), {}
+
+    def run(store: Store) -> int:
+        try:
+            return import_transcript(store, BASE_TRANSCRIPT)[1]
+        finally:
+            store.close()
+
+    added = benchmark.pedantic(run, setup=fresh, rounds=3)
+    assert added > 900
+    mb = BASE_TRANSCRIPT.stat().st_size / 1e6
+    row = {"MB/s": mb / benchmark.stats.stats.min, "messages/s": added / benchmark.stats.stats.min}
+    benchmark.extra_info.update(row)
+    THROUGHPUT[f"import ({mb:.2f} MB pi transcript, counting included, fastest round)"] = row
+
+
+def test_compress_throughput(benchmark, tmp_path: Path) -> None:
+    imported = tmp_path / "imported.db"
+    with Store(imported) as store:
+        import_transcript(store, BASE_TRANSCRIPT)
+        messages = store.next_seq()
+        transcript_bytes = BASE_TRANSCRIPT.stat().st_size
+    counter = iter(range(1_000_000))
+
+    def fresh() -> tuple[tuple[Store], dict]:
+        path = tmp_path / f"compress-{next(counter)}.db"
+        shutil.copyfile(imported, path)
+        return (Store(path),), {}
+
+    def run(store: Store) -> int:
+        try:
+            Compactor(store, Recipe()).tick()
+            return store.summary_frontier(1)
+        finally:
+            store.close()
+
+    summarized = benchmark.pedantic(run, setup=fresh, rounds=2)
+    assert summarized > 0.9 * messages
+    seconds = benchmark.stats.stats.min
+    mb = transcript_bytes * summarized / messages / 1e6
+    row = {"messages/s": summarized / seconds, "MB/s": mb / seconds}
+    benchmark.extra_info.update(row)
+    THROUGHPUT["compress (offline extractive summarizer, Recipe() defaults, fastest round)"] = row
