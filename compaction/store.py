@@ -337,7 +337,7 @@ class Store:
         if kind == "image" and block["source"].get("type") == "base64":
             source = block["source"]
             try:
-                data = base64.b64decode(source["data"], validate=False)
+                data = base64.b64decode(source["data"], altchars=b"-_", validate=False)  # URL-safe too
             except (binascii.Error, ValueError) as err:
                 raise ImageError(f"image block has invalid base64 data: {err}") from err
             digest = hashlib.sha256(data).hexdigest()
