@@ -279,7 +279,10 @@ def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> 
     rows = []
     with _errors():
         for name in files:
-            text = Path(name).read_text(encoding="utf-8", errors="replace")
+            try:
+                text = Path(name).read_bytes().decode("utf-8")
+            except UnicodeDecodeError as err:
+                _fail(ValueError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason}); count reads UTF-8 text files"))
             if method == "exact":
                 tokens = count_text(text, encoding)
             else:
