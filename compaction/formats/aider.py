@@ -21,6 +21,7 @@ skipped.  The format has no malformed lines; text that is not UTF-8 is rejected 
 
 from __future__ import annotations
 
+from ..errors import InvalidTranscript
 from ._common import Context, Draft
 
 __all__ = ["NAME", "parse"]
@@ -49,6 +50,11 @@ def _strip_marker(line: str, kind: str) -> str:
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an aider chat history into drafts."""
     lines = text.split("\n")
+    if not any(_kind(line) != "assistant" for line in lines):
+        raise InvalidTranscript(
+            "no aider chat markers ('# aider chat started at', '#### ', '> '): this is not an aider chat history",
+            path=ctx.path,
+        )
     drafts: list[Draft] = []
     session: str | None = None
     kind: str | None = None
