@@ -516,13 +516,14 @@ def test_odd_conversations_compile_with_every_block_accounted_for(
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(content: bytes, tmp_path: Path) -> None:
     path = write(tmp_path / "junk.db", content)
     transcript = write(tmp_path / "good.json", GOOD)
-    for args in (
+    commands: tuple[list[str | Path], ...] = (
         ["import", transcript, "--store", path],
         ["stats", "--store", path],
         ["compile", "--store", path, "--budget", "100"],
         ["compress", "--store", path],
         ["run", transcript, "--budget", "1000", "--store", path],
-    ):
+    )
+    for args in commands:
         user_error(cli(*args), "junk.db", "cannot open as a compaction store")
     assert path.read_bytes() == content
     with pytest.raises(StoreError, match="junk.db"):
@@ -746,7 +747,7 @@ def test_missing_budget_and_invalid_recipe_values_from_the_api(tmp_path: Path) -
         {"vision": "no"},
     ):
         with pytest.raises(RecipeError):
-            Recipe(**bad)  # type: ignore[arg-type]
+            Recipe(**bad)
 
 
 def test_huge_budget_fits_everything(tmp_path: Path) -> None:
