@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 from .blocks import Block
 from .errors import InvalidMessage, InvariantViolation, OverBudget
-from .policy import ImageBudget, ImageSettings, placeholder_text
+from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
 from .recipe import Recipe
 from .store import MessageFacts, Store, StoredSummary
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, count_text
 from .tokens.image_pricing import price_image
-from .wire import GatedRequest, OutboundRequest, gate
+from .wire import DAMAGED_DATA_URI, GatedRequest, OutboundRequest, gate
 
 __all__ = [
     "CompiledRequest",
@@ -168,7 +168,10 @@ class _Planner:
             return 0
         cost = fact.text_tokens
         for image in reversed(fact.images):
-            decision = self._budgeter.decide(image.byte_size, self._depth)
+            if image.source == "data-uri" and image.width is None:  # unreadable: the gate replaces it
+                decision = Decision(False, DAMAGED_DATA_URI)
+            else:
+                decision = self._budgeter.decide(image.byte_size, self._depth)
             if decision.keep:
                 cost += price_image(image.width, image.height, self.model).tokens
             else:

@@ -187,7 +187,10 @@ def _image_facts(blocks: Sequence[Block]) -> list[ImageFact]:
     def scan_text(text: str) -> None:
         if ";base64," in text:
             for match in DATA_URI_RE.finditer(text):
-                facts.append(ImageFact.from_info(info_from_data_uri(match.group(0))))
+                try:
+                    facts.append(ImageFact.from_info(info_from_data_uri(match.group(0))))
+                except ImageError:  # cut short (truncated output): kept as text, shown as a placeholder
+                    facts.append(ImageFact(None, f"image/{match.group(1).lower()}", None, None, None, "data-uri"))
 
     def walk(items: Sequence[Block]) -> None:
         for block in items:

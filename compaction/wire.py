@@ -27,14 +27,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .blocks import DATA_URI_RE, Block, canonical_json
-from .errors import InvariantViolation, OverBudget
-from .imageinfo import info_from_block, info_from_data_uri
+from .errors import ImageError, InvariantViolation, OverBudget
+from .imageinfo import ImageInfo, info_from_block, info_from_data_uri
 from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
 from .render import render_anthropic, render_openai
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, count_text
 from .tokens.image_pricing import price_image
 
 __all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images"]
+
+
+#: Why a ``data:`` image URI in text that holds no readable image (cut short in a truncated
+#: output, damaged, or of a type without a pixel size) is never shipped as an image.
+DAMAGED_DATA_URI = "the data: URI does not hold a readable image (cut, damaged or of an unsupported type)"
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,11 @@ def _walk_images(blocks: Sequence[Block], index: int, sink: list[_Occurrence]) -
 def _walk_text(text: str, index: int, sink: list[_Occurrence], forced: str | None) -> None:
     if ";base64," in text:
         for match in DATA_URI_RE.finditer(text):
-            sink.append(_Occurrence(index, info_from_data_uri(match.group(0)), forced))
+            try:
+                info = info_from_data_uri(match.group(0))
+            except ImageError:  # a data: URI cut short (truncated output): never ship it as an image
+                info = ImageInfo(f"image/{match.group(1).lower()}", None, None, None, None, "data-uri")
+            sink.append(_Occurrence(index, info, forced if info.has_size else DAMAGED_DATA_URI))
 
 
 class _Rebuilder:
