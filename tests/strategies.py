@@ -20,7 +20,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from compaction import ExtractiveSummarizer, Message, Recipe
+from compaction import ExtractiveSummarizer, ImageError, Message, Recipe
 from compaction.imageinfo import image_size
 from compaction.tokens.encodings import get_encoding
 from compaction.tokens.image_pricing import price_image
@@ -110,11 +110,14 @@ def _data_uri(draw: Any, ids: _Ids) -> str:
 
 
 def _tool_result_content(draw: Any, ids: _Ids) -> Any:
-    shape = draw(st.sampled_from(["str", "str", "str-data-uri", "list", "list-image", "list-images", "oversized"]))
+    shape = draw(st.sampled_from(["str", "str", "str-data-uri", "str-cut-data-uri", "list", "list-image", "list-images", "oversized"]))
     if shape == "str":
         return _text(draw, 0, 60)
     if shape == "str-data-uri":
         return json.dumps({"status": "ok", "favicon": _data_uri(draw, ids), "note": _text(draw, 1, 5)})
+    if shape == "str-cut-data-uri":  # an output truncated inside its data: URI
+        uri = _data_uri(draw, ids)
+        return "screenshot: " + uri[: draw(st.integers(min_value=23, max_value=len(uri) - 1))] + "… [truncated]"
     if shape == "oversized":
         return _oversized(draw)
     blocks: list[dict[str, Any]] = [{"type": "text", "text": _text(draw, 1, 20)}]
@@ -251,6 +254,14 @@ def iter_strings(value: Any) -> Iterator[str]:
             yield from iter_strings(item)
 
 
+def b64_tolerant(text: str) -> bytes | None:
+    """Decode base64 that may lack its padding; ``None`` when it cannot be base64 at all."""
+    core = text.rstrip("=")
+    if len(core) % 4 == 1:
+        return None
+    return base64.b64decode(core + "=" * (-len(core) % 4), validate=True)
+
+
 @dataclass(frozen=True)
 class WireImage:
     """One image input found in a body: its bytes (``None`` for a URL) and its URL."""
@@ -269,7 +280,9 @@ def wire_images(body: dict[str, Any]) -> list[WireImage]:
 
     def from_url(url: str) -> WireImage:
         if url.startswith("data:"):
-            return WireImage(base64.b64decode(url.split(",", 1)[1]), None)
+            data = b64_tolerant(url.split(",", 1)[1])
+            assert data is not None, "an undecodable data: URI shipped as an image"
+            return WireImage(data, None)
         return WireImage(None, url)
 
     def walk(value: Any) -> None:
@@ -381,7 +394,10 @@ def independent_tokens(body: dict[str, Any], model: str) -> int:
         if image.data is None:
             total += price_image(None, None, model).tokens
         else:
-            _media, width, height = image_size(image.data)
+            try:
+                _media, width, height = image_size(image.data)
+            except ImageError:  # an unreadable header is charged the model's maximum
+                width = height = None
             total += price_image(width, height, model).tokens
     return total
 

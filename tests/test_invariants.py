@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import (
     CapturingSummarizer,
+    b64_tolerant,
     check_tool_pairing,
     histories,
     independent_tokens,
@@ -26,7 +27,7 @@ from strategies import (
     wire_images,
 )
 
-from compaction import Compactor, CompiledRequest, Message, OverBudget, Recipe, Store, compile_request
+from compaction import Compactor, CompiledRequest, ImageError, Message, OverBudget, Recipe, Store, compile_request
 from compaction.compile import default_model
 
 PROPERTY = settings(
@@ -286,7 +287,9 @@ def test_store_untouched_and_live_round_trip(messages: list[Message], recipe: Re
                         expected_urls.append(source["url"])
                 for text in _texts(block):
                     for uri in _data_uris(text):
-                        expected_data.append(base64.b64decode(uri.split(",", 1)[1]))
+                        data = b64_tolerant(uri.split(",", 1)[1])
+                        if data is not None and _readable(data):  # a cut URI is replaced, never shipped
+                            expected_data.append(data)
         assert sorted(i.data for i in shipped if i.data is not None) == sorted(expected_data)
         assert sorted(i.url for i in shipped if i.url is not None) == sorted(expected_urls)
         assert store_snapshot(store) == before
@@ -307,6 +310,16 @@ def _texts(block: dict[str, Any]) -> list[str]:
     if block.get("type") == "tool_result" and isinstance(block.get("content"), str):
         return [block["content"]]
     return []
+
+
+def _readable(data: bytes) -> bool:
+    from compaction.imageinfo import image_size
+
+    try:
+        image_size(data)
+    except ImageError:
+        return False
+    return True
 
 
 def _data_uris(text: str) -> list[str]:

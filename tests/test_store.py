@@ -161,3 +161,22 @@ def test_not_a_store_is_a_store_error(tmp_path: Path) -> None:
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError):
         Store(path)
+
+
+def test_cut_data_uri_in_text_is_stored_and_never_shipped_as_an_image(store: Store) -> None:
+    """A data: URI cut short in a truncated output is text: stored, and replaced loudly on the wire."""
+    cut = "log: data:image/png;base64,iVBORw0KGgoAA"  # 13 base64 characters: cannot decode
+    assert store.append([text("user", cut)]) == 1
+    assert store.messages()[0].text() == cut
+    (image,) = store.facts()[0].images
+    assert image.source == "data-uri" and image.sha256 is None
+    from compaction import Recipe, compile_request
+
+    for vision in (True, False):
+        compiled = compile_request(store, Recipe(budget_tokens=1000, vision=vision))
+        assert compiled.request.images_shown == 0
+        (replaced,) = compiled.request.replacements
+        payload = compiled.request.payload.decode()
+        assert "[image not shown: image/png" in payload and replaced.reason in payload
+        if vision:
+            assert "readable image" in replaced.reason or "damaged" in replaced.reason
