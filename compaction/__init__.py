@@ -6,11 +6,11 @@ messages, summaries of older history (a hierarchy: L1 summaries of chunks, L2 me
 L1s, ...) and the newest messages verbatim.
 
 Example:
-    >>> from compaction import Store, Recipe, Compactor, compile_request, load_transcript
+    >>> from compaction import Recipe, Store, compress_and_compile, load_transcript
     >>> store = Store(":memory:")
     >>> store.append(load_transcript("examples/pi__pi-mono__before-compaction.jsonl").messages)  # doctest: +SKIP
-    >>> Compactor(store, Recipe()).tick()  # doctest: +SKIP
-    >>> compile_request(store, Recipe(budget_tokens=16000)).tokens <= 16000  # doctest: +SKIP
+    >>> compiled, _ = compress_and_compile(store, Recipe(budget_tokens=16000))  # doctest: +SKIP
+    >>> compiled.tokens <= 16000  # doctest: +SKIP
     True
 """
 
@@ -33,7 +33,7 @@ from .errors import (
     UnknownFormat,
 )
 from .formats import load_transcript
-from .pipeline import RunResult, run_pipeline
+from .pipeline import RunResult, compress_and_compile, run_pipeline
 from .policy import ImageSettings
 from .recipe import Recipe, load_recipe
 from .store import Store
@@ -52,6 +52,7 @@ __all__ = [
     "compile_request",
     "CompiledRequest",
     "run_pipeline",
+    "compress_and_compile",
     "RunResult",
     "load_transcript",
     "ImageSettings",

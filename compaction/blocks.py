@@ -51,9 +51,7 @@ KNOWN_BLOCK_TYPES = frozenset(
 
 #: A base64 ``data:`` URI of an image inside text.  Group 1 is the media subtype,
 #: group 2 the base64 payload.
-DATA_URI_RE = re.compile(
-    r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+/]+={0,2})"
-)
+DATA_URI_RE = re.compile(r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+/]+={0,2})")
 
 
 def canonical_json(value: Any) -> str:

@@ -21,7 +21,7 @@ from .compactor import Compactor
 from .compile import CompiledRequest, compile_request, raw_history_tokens
 from .errors import CompactionError
 from .formats import FORMATS
-from .pipeline import import_transcript, run_pipeline
+from .pipeline import compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store
 from .summarizers.factory import summarizer_from_recipe
@@ -119,24 +119,49 @@ def import_command(transcript: str, store_path: str, input_format: str | None, l
 @main.command()
 @store_option
 @recipe_option
+@click.option("--budget", type=click.IntRange(min=1),
+              help="Compress as much as a request of N tokens needs (then check that it fits).")
 @click.option("--keep-tail-tokens", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Leave this many of the newest tokens unsummarized.")
+              help="Without --budget: leave this many of the newest tokens unsummarized.")
 @click.option("--vision", type=BOOL, help="false: no image reaches the summarizer (placeholders).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-def compress(store_path: str, recipe_path: str | None, keep_tail_tokens: int, vision: str | None, as_json: bool) -> None:
-    """Summarize closed chunks into level-1 summaries and merge them upward."""
-    with _errors(), Store(store_path) as store, _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, vision=vision)
-        report = Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
-            keep_tail_tokens=keep_tail_tokens, progress=progress
-        )
-    data = {"l1_added": report.l1_added, "merged": report.merged, "failures": report.failures,
-            "requests": report.requests, "max_request_tokens": report.max_request_tokens}
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON report: l1_added, merged (level -> count), failures, requests sent, "
+                   "max_request_tokens, and with --budget the fitted request's tokens.")
+def compress(store_path: str, recipe_path: str | None, budget: int | None, keep_tail_tokens: int,
+             vision: str | None, as_json: bool) -> None:
+    """Summarize closed chunks into level-1 summaries and merge them upward.
+
+    With --budget, compress only as much as a request of that many tokens needs.
+    """
+    with _errors(), Store(store_path, create=False) as store, _progress("compressing") as progress:
+        recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget)
+        fitted = None
+        if budget is not None:
+            fitted, reports = compress_and_compile(store, recipe, progress=progress)
+        else:
+            reports = [Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
+                keep_tail_tokens=keep_tail_tokens, progress=progress)]
+    merged: dict[int, int] = {}
+    for report in reports:
+        for level, count in report.merged.items():
+            merged[level] = merged.get(level, 0) + count
+    data: dict[str, Any] = {
+        "l1_added": sum(r.l1_added for r in reports),
+        "merged": merged,
+        "failures": sum(r.failures for r in reports),
+        "requests": sum(r.requests for r in reports),
+        "max_request_tokens": max((r.max_request_tokens for r in reports), default=0),
+    }
+    if fitted is not None:
+        data["request_tokens"] = fitted.tokens
     if as_json:
         click.echo(json.dumps(data))
-    else:
-        merged = ", ".join(f"L{k}: {v}" for k, v in sorted(report.merged.items())) or "none"
-        click.echo(f"L1 summaries added: {report.l1_added}; merges: {merged}; failures: {report.failures}")
+        return
+    levels = ", ".join(f"L{k}: {v}" for k, v in sorted(merged.items())) or "none"
+    line = f"L1 summaries added: {data['l1_added']}; merges: {levels}; failures: {data['failures']}"
+    if fitted is not None:
+        line += f"; a request now fits in {fitted.tokens:,} of {budget:,} tokens"
+    click.echo(line)
 
 
 def _write_request(compiled: CompiledRequest, out: str | None) -> None:
@@ -158,7 +183,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 def compile_command(store_path: str, recipe_path: str | None, budget: int | None, output_format: str | None,
                     model: str | None, vision: str | None, max_live_images: int | None, out: str | None) -> None:
     """Compile the store into the next model request within the token budget."""
-    with _errors(), Store(store_path) as store:
+    with _errors(), Store(store_path, create=False) as store:
         recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model,
                          vision=vision, max_live_images=max_live_images)
         compiled = compile_request(store, recipe)
@@ -173,7 +198,7 @@ def compile_command(store_path: str, recipe_path: str | None, budget: int | None
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     """Show what a store holds: messages, tokens, summaries per level, images, failures."""
-    with _errors(), Store(store_path) as store:
+    with _errors(), Store(store_path, create=False) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}
         for summary in store.summaries():

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .blocks import Block, Message, canonical_json
+from .blocks import DATA_URI_RE, Block, Message, canonical_json
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
-from .errors import CompactionError, SummarizerError, SummarizerRefused
-from .imageinfo import info_from_block
+from .errors import CompactionError, ImageError, SummarizerError, SummarizerRefused
+from .imageinfo import canonical_base64, info_from_block, info_from_data_uri
 from .policy import ImageSettings, placeholder_text
 from .recipe import Recipe
 from .store import MessageFacts, Store, StoredSummary
@@ -196,8 +196,49 @@ class Compactor:
         return result
 
     def _fits(self, request: OutboundRequest) -> bool:
-        gated = gate(request, self.images, format="openai", model=self.model, encoding=self.encoding)
-        return gated.tokens <= self.request_limit
+        return self._request_tokens(request) <= self.request_limit
+
+    def _request_tokens(self, request: OutboundRequest) -> int:
+        return gate(request, self.images, format="openai", model=self.model, encoding=self.encoding).tokens
+
+    def _shrink_tool_outputs(self, messages: Sequence[Message], start: int, end: int) -> OutboundRequest | None:
+        """Middle-truncate the largest tool outputs, with a loud marker, until the L1 request fits.
+
+        The first step of shrinking a request over the summarizer's window (the next is
+        splitting the chunk).  No output is cut below an eighth of the request limit; returns
+        ``None`` when that is not enough.  The store keeps every output whole.
+        """
+        floor = max(64, self.request_limit // 8)
+        request = self._l1_request(messages, start, end)
+        for _attempt in range(3):
+            over = self._request_tokens(request) - self.request_limit
+            if over <= 0:
+                return request
+            sizes = sorted(
+                ((count_text(_tool_output_text(b), self.encoding), m, i)
+                 for m, message in enumerate(messages) for i, b in enumerate(message.content)
+                 if b.get("type") == "tool_result"),
+                reverse=True,
+            )
+            targets: dict[tuple[int, int], int] = {}
+            for size, m, i in sizes:
+                if over <= 0 or size <= floor:
+                    break
+                keep = max(floor, size - over - over // 10 - 16)
+                targets[(m, i)] = keep
+                over -= size - keep
+            if over > 0 or not targets:
+                return None
+            shrunk = []
+            for m, message in enumerate(messages):
+                blocks = tuple(
+                    _truncate_tool_result(b, targets[(m, i)], self.encoding) if (m, i) in targets else b
+                    for i, b in enumerate(message.content)
+                )
+                shrunk.append(Message(message.role, blocks, message.seq, message.source_id))
+            messages = shrunk
+            request = self._l1_request(messages, start, end)
+        return request if self._fits(request) else None
 
     def _l1_request(self, messages: Sequence[Message], start: int, end: int, kind: str = "l1") -> OutboundRequest:
         body = tuple((m.role, m.content) for m in messages if m.role != "system")
@@ -211,6 +252,8 @@ class Compactor:
         if all(m.role == "system" for m in messages):
             return SummaryResult("Done:\n- (only pinned system messages, shown raw)", {"summarizer": "none"})
         request = self._l1_request(messages, start, end)
+        if not self._fits(request):
+            request = self._shrink_tool_outputs(messages, start, end) or request
         if self._fits(request):
             try:
                 return self._call(request, "l1")
@@ -234,7 +277,7 @@ class Compactor:
         parts: list[list[Block]] = []
         current: list[Block] = []
         used = 0
-        for piece in _split_texts(pieces, part_limit, self.encoding):
+        for piece in _split_texts(_lift_data_uris(pieces), part_limit, self.encoding):
             if piece["type"] == "text":
                 cost = count_text(piece["text"], self.encoding)
             else:
@@ -374,3 +417,68 @@ def _cut(text: str, limit: int, encoding: str) -> list[str]:
     return _cut(text[:cut], limit, encoding) + _cut(text[cut:], limit, encoding)
 
 
+
+
+def _tool_output_text(block: Block) -> str:
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def _truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block:
+    """Return ``block`` with its text cut in the middle to about ``keep_tokens``, marked loudly."""
+    text = _tool_output_text(block)
+    size = max(1, count_text(text, encoding))
+    keep_chars = max(1, len(text) * keep_tokens // size)
+    cut_head, cut_tail = keep_chars * 3 // 5, len(text) - keep_chars * 2 // 5
+    if ";base64," in text:  # never cut through a data: URI (half an image is garbage)
+        for match in DATA_URI_RE.finditer(text):
+            if match.start() < cut_head < match.end():
+                cut_head = match.start()
+            if match.start() < cut_tail < match.end():
+                cut_tail = match.end()
+    head, tail = text[:cut_head], text[max(cut_head, cut_tail) :]
+    omitted = len(text) - len(head) - len(tail)
+    marker = (
+        f"\n[… {omitted:,} characters of this tool output ({text.count(chr(10)) + 1:,} lines in all) are left out "
+        "of this summary request to fit the summarizer's context window; the store keeps the whole output …]\n"
+    )
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return {**block, "content": head + marker + tail}
+    images = [b for b in content if b.get("type") != "text"]
+    return {**block, "content": [{"type": "text", "text": head + marker + tail}, *images]}
+
+
+def _lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
+    """Turn ``data:image/...;base64,`` URIs inside text pieces into image blocks.
+
+    Cutting text into parts must never cut through an image's base64; as blocks they are
+    priced and gated as the images they are.
+    """
+    out: list[Block] = []
+    for piece in pieces:
+        text = piece.get("text", "") if piece.get("type") == "text" else ""
+        if ";base64," not in text:
+            out.append(piece)
+            continue
+        last = 0
+        for match in DATA_URI_RE.finditer(text):
+            if not _readable_data_uri(match.group(0)):
+                continue  # left in the text; the gate replaces it by a placeholder
+            if text[last : match.start()]:
+                out.append({"type": "text", "text": text[last : match.start()]})
+            media = f"image/{match.group(1).lower()}"
+            out.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": canonical_base64(match.group(2))}})
+            last = match.end()
+        if text[last:]:
+            out.append({"type": "text", "text": text[last:]})
+    return out
+
+
+def _readable_data_uri(uri: str) -> bool:
+    try:
+        return info_from_data_uri(uri).has_size
+    except ImageError:
+        return False

@@ -28,7 +28,7 @@ from .recipe import Recipe
 from .store import MessageFacts, Store, StoredSummary
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, count_text
 from .tokens.image_pricing import price_image
-from .wire import DAMAGED_DATA_URI, GatedRequest, OutboundRequest, gate
+from .wire import DAMAGED_DATA_URI, DAMAGED_IMAGE, GatedRequest, OutboundRequest, gate
 
 __all__ = [
     "CompiledRequest",
@@ -168,8 +168,12 @@ class _Planner:
             return 0
         cost = fact.text_tokens
         for image in reversed(fact.images):
-            if image.source == "data-uri" and image.width is None:  # unreadable: the gate replaces it
+            if self.settings.policy == "placeholders":
+                decision = self._budgeter.decide(image.byte_size, self._depth)
+            elif image.source == "data-uri" and image.width is None:  # unreadable: the gate replaces it
                 decision = Decision(False, DAMAGED_DATA_URI)
+            elif image.source != "url" and image.width is None:
+                decision = Decision(False, DAMAGED_IMAGE)
             else:
                 decision = self._budgeter.decide(image.byte_size, self._depth)
             if decision.keep:
@@ -220,7 +224,8 @@ def compile_request(
     format = format or recipe.output_format
     model = model or recipe.model or default_model(format)
     if budget is None or budget <= 0:
-        raise OverBudget(f"the token budget must be a positive number of tokens; found {budget}",
+        wanted = "a token budget is required" if budget is None else f"the token budget must be > 0; found {budget}"
+        raise OverBudget(f"{wanted} (--budget N, or budget_tokens in the recipe)",
                          stage="settings", budget=budget or 0, needed=0)
     plan = _Planner(store, recipe, budget, model)
     if plan.n == 0:
@@ -242,14 +247,23 @@ def compile_request(
         cut, cover, total = candidates[0]
         tail = plan.suffix(cut)
         newest = plan.n - 1
-        part = "the newest message" if cut >= newest else f"the unsummarized messages {cut}–{newest}"
-        part += " (shown raw)"
+        pinned_tokens = fixed - REQUEST_OVERHEAD
+        parts = []
+        if cut <= newest:
+            what = "the newest message" if cut == newest else f"the {plan.n - cut} newest messages ({cut}–{newest})"
+            parts.append(f"{what}, shown raw, {tail}")
+        if pinned_tokens:
+            parts.append(f"the pinned system messages {pinned_tokens}")
+        if cover:
+            parts.append(f"the coarsest summaries of the older history {total - tail - fixed}")
+        advice = "raise the budget"
+        if cut < newest:
+            advice += (f", or compress for this budget first (`compaction compress --budget {budget}`;"
+                       " compress_and_compile() in Python)")
         raise OverBudget(
-            f"the request cannot fit the budget of {budget} tokens: {part} need {tail} tokens, "
-            f"the pinned system messages {fixed - REQUEST_OVERHEAD}, and the coarsest summaries "
-            f"{total - tail - fixed} ({total} in all). Nothing was changed; raise the budget"
-            + ("" if cut >= newest else ", or run `compaction compress` first"),
-            stage="live window" if cut >= newest else "unsummarized tail",
+            f"the request cannot fit the budget of {budget} tokens: it needs {total} tokens at least "
+            f"({'; '.join(parts)}; the rest is request framing). Nothing was changed; {advice}",
+            stage="live window" if cut == newest else ("summaries" if cut > newest else "unsummarized tail"),
             budget=budget,
             needed=total,
         )

@@ -71,7 +71,8 @@ class OverBudget(ValueError, CompactionError):
     """Even the smallest rendering allowed does not fit the token budget.
 
     Attributes:
-        stage: which part could not shrink (``"live window"``, ``"pinned"``, ...).
+        stage: which part could not shrink: ``"live window"`` (the newest message), ``"unsummarized tail"``,
+            ``"summaries"`` (pinned messages and the coarsest summaries alone), ``"request"``, ``"settings"``.
         budget: the token budget asked for (tokens).
         needed: the tokens the part that cannot shrink needs on its own.
     """

@@ -260,6 +260,19 @@ def _bmp_size(data: bytes) -> tuple[int, int]:
     return abs(width), abs(height)
 
 
+def canonical_base64(data_b64: str) -> str:
+    """Return ``data_b64`` as standard, padded base64 with no whitespace (what providers accept).
+
+    Returns the input unchanged when it is already canonical (the common case: no copy).
+
+    Raises:
+        ImageError: the text is not base64.
+    """
+    if len(data_b64) % 4 == 0 and not _BASE64_JUNK.search(data_b64) and "-" not in data_b64 and "_" not in data_b64:
+        return data_b64
+    return base64.b64encode(decode_base64(data_b64)).decode("ascii")
+
+
 def decode_base64(data_b64: str) -> bytes:
     """Decode a base64 string, tolerating whitespace, missing padding and the URL-safe alphabet.
 

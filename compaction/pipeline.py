@@ -19,7 +19,7 @@ from .store import Store
 from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
-__all__ = ["RunResult", "run_pipeline", "import_transcript"]
+__all__ = ["RunResult", "run_pipeline", "import_transcript", "compress_and_compile"]
 
 Progress = Callable[[int, int], None]
 
@@ -61,6 +61,60 @@ def import_transcript(store: Store, path: str | Path, *, format: str | None = No
     return parsed, added
 
 
+def _require_budget(recipe: Recipe) -> int:
+    if recipe.budget_tokens is None:
+        raise OverBudget(
+            "a token budget is required (--budget N, or budget_tokens in the recipe)",
+            stage="settings", budget=0, needed=0,
+        )
+    return recipe.budget_tokens
+
+
+def compress_and_compile(
+    store: Store,
+    recipe: Recipe,
+    *,
+    summarizer: Summarizer | None = None,
+    progress: Progress | None = None,
+) -> tuple[CompiledRequest, list[TickReport]]:
+    """Compress ``store`` as much as the budget needs, then compile; the call before each model turn.
+
+    Compression first leaves the newest half of the budget raw; while the request does not
+    fit, it summarizes more of the tail (a quarter, an eighth, then everything but the
+    user's newest prompt or an unanswered call).  Summaries already made are reused, so a
+    call on a store that fits does no summarizer work.
+
+    Args:
+        store: the history (summaries are added to it; messages are never edited).
+        recipe: settings; ``recipe.budget_tokens`` is required.
+        summarizer: default: the one the recipe names (the offline extractive summarizer).
+        progress: called as ``progress(done, total)`` while chunks are summarized.
+
+    Returns:
+        The compiled request and one :class:`TickReport` per compression round.
+
+    Raises:
+        OverBudget: no budget, or even the parts that cannot shrink exceed it.
+    """
+    _require_budget(recipe)
+    ticks: list[TickReport] = []
+    try:
+        return compile_request(store, recipe), ticks
+    except OverBudget as err:
+        if err.stage == "settings":
+            raise
+        last_error = err
+    compactor = Compactor(store, recipe, summarizer or summarizer_from_recipe(recipe))
+    budget = _require_budget(recipe)
+    for keep in (budget // 2, budget // 4, budget // 8, 0):
+        ticks.append(compactor.tick(keep_tail_tokens=keep, close_tail=keep == 0, progress=progress))
+        try:
+            return compile_request(store, recipe), ticks
+        except OverBudget as err:
+            last_error = err
+    raise last_error
+
+
 def run_pipeline(
     transcript: str | Path,
     recipe: Recipe,
@@ -71,37 +125,18 @@ def run_pipeline(
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
 ) -> RunResult:
-    """Import ``transcript``, compress it and compile a request within ``recipe.budget_tokens``.
-
-    Compression first leaves the newest half of the budget raw; if the request still does
-    not fit, it summarizes more of the tail (a quarter, an eighth, then all but the newest
-    message) before giving up.
+    """Import ``transcript``, then :func:`compress_and_compile` within ``recipe.budget_tokens``.
 
     Raises:
         InvalidTranscript, UnknownFormat: the transcript could not be read.
-        OverBudget: even the newest message with the coarsest summaries does not fit.
+        OverBudget: no budget, or even the parts that cannot shrink exceed it.
     """
     started = time.perf_counter()
-    if recipe.budget_tokens is None:
-        raise OverBudget("a token budget is required (--budget N)", stage="settings", budget=0, needed=0)
-    budget = recipe.budget_tokens
+    _require_budget(recipe)
     store = Store(store_path, encoding=recipe.encoding)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
-        compactor = Compactor(store, recipe, summarizer or summarizer_from_recipe(recipe))
-        ticks: list[TickReport] = []
-        last_error: OverBudget | None = None
-        compiled: CompiledRequest | None = None
-        for keep in (budget // 2, budget // 4, budget // 8, 0):
-            ticks.append(compactor.tick(keep_tail_tokens=keep, close_tail=keep == 0, progress=progress))
-            try:
-                compiled = compile_request(store, recipe)
-                break
-            except OverBudget as err:
-                last_error = err
-        if compiled is None:
-            assert last_error is not None
-            raise last_error
+        compiled, ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress)
         before = raw_history_tokens(store, recipe)
         levels: dict[int, int] = {}
         for summary in store.summaries():

@@ -218,6 +218,8 @@ class Store:
     Args:
         path: a file path, or ``":memory:"``.
         encoding: the default encoding whose token counts are cached at append.
+        create: create the file if it does not exist (``False``: a missing file is an error,
+            so a mistyped path is not silently a new, empty store).
 
     Raises:
         StoreError: the file is not a compaction store, or its schema is newer than this code.
@@ -228,9 +230,13 @@ class Store:
         1
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, encoding: str = DEFAULT_ENCODING) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, encoding: str = DEFAULT_ENCODING, create: bool = True) -> None:
         self.path = str(path)
         self.encoding = encoding
+        if not create and self.path != ":memory:" and not Path(self.path).is_file():
+            raise StoreError(
+                f"{self.path}: no store there; create one with `compaction import TRANSCRIPT --store {self.path}`"
+            )
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._db.execute("PRAGMA busy_timeout = 30000")

@@ -28,7 +28,7 @@ from typing import Any
 
 from .blocks import DATA_URI_RE, Block, canonical_json
 from .errors import ImageError, InvariantViolation, OverBudget
-from .imageinfo import ImageInfo, info_from_block, info_from_data_uri
+from .imageinfo import ImageInfo, canonical_base64, info_from_block, info_from_data_uri
 from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
 from .render import render_anthropic, render_openai
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, count_text
@@ -40,6 +40,10 @@ __all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire
 #: Why a ``data:`` image URI in text that holds no readable image (cut short in a truncated
 #: output, damaged, or of a type without a pixel size) is never shipped as an image.
 DAMAGED_DATA_URI = "the data: URI does not hold a readable image (cut, damaged or of an unsupported type)"
+
+
+#: Why an image block whose bytes hold no readable image (no pixel size) is never shipped.
+DAMAGED_IMAGE = "the image data is damaged or of an unknown format"
 
 
 @dataclass(frozen=True)
@@ -178,7 +182,7 @@ class _Rebuilder:
                     pieces.append({"type": "text", "text": "".join(buffer)})
                 buffer = []
                 media = f"image/{match.group(1).lower()}"
-                pieces.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": match.group(2)}})
+                pieces.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": canonical_base64(match.group(2))}})
             else:
                 buffer.append(self.placeholder(occ))
         buffer.append(text[last:])
@@ -340,8 +344,11 @@ def gate(
         running += per_message_text[index]
     budgeter = ImageBudget(settings)
     for occ in reversed(occurrences):
-        if occ.forced:
+        if occ.forced and settings.policy != "placeholders":
             occ.decision = Decision(False, occ.forced)
+        elif occ.facts.source != "url" and not occ.facts.width and settings.policy != "placeholders":
+            # A provider rejects the whole request for an image it cannot decode.
+            occ.decision = Decision(False, DAMAGED_IMAGE)
         else:
             occ.decision = budgeter.decide(occ.facts.byte_size, depth_after[occ.message_index])
     report: list[Replacement] = []

@@ -623,6 +623,12 @@ def test_concurrent_imports_of_the_same_file_add_it_once(tmp_path: Path) -> None
 
 def test_compile_and_compress_on_an_empty_store(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
+    # a mistyped path is an error, not a new empty store
+    user_error(cli("compile", "--store", path, "--budget", "1000"), "empty.db", "no store there")
+    user_error(cli("stats", "--store", path), "empty.db", "no store there")
+    user_error(cli("compress", "--store", path), "empty.db", "no store there")
+    assert not path.exists()
+    Store(path).close()
     user_error(cli("compile", "--store", path, "--budget", "1000"), "empty.db", "holds no messages")
     assert cli("compress", "--store", path).exit_code == 0
     with Store(path) as store:

@@ -462,9 +462,11 @@ def test_text_only_server_generated_images_with_merges_and_split_fallback(
         Message("user", (
             {"type": "tool_result", "tool_use_id": "dump",
              "content": [
-                 {"type": "text", "text": big}, image_block(91), {"type": "text", "text": data_uri(92)},
+                 {"type": "text", "text": "the table follows"}, image_block(91),
+                 {"type": "text", "text": data_uri(92)},
              ]},
-            {"type": "text", "text": f"and {data_uri(93)}"},
+            # pasted text, not tool output: truncation does not apply, so the round is split into parts
+            {"type": "text", "text": f"{big}\nand {data_uri(93)}"},
         )),
         Message("assistant", ({"type": "text", "text": "The table has 260 rows."},)),
         Message("user", ({"type": "text", "text": "Thanks, next task."},)),
@@ -569,3 +571,27 @@ def test_a_response_that_is_not_json_is_an_error() -> None:
         s = OpenAIChatSummarizer("http://127.0.0.1:1/v1", MODEL, client=client, sleep=Waits())
         with pytest.raises(SummarizerError, match="not JSON"):
             s.summarize(gated(), kind="l1", max_tokens=50)
+
+
+def test_oversized_tool_output_is_middle_truncated_with_a_marker_before_any_split(
+    fake_openai: FakeOpenAI, store: Store
+) -> None:
+    big = "\n".join(f"line {j}: " + "value " * 10 for j in range(400))
+    store.append([
+        Message("user", ({"type": "text", "text": "Print the log."},)),
+        Message("assistant", ({"type": "tool_use", "id": "log", "name": "print_log", "input": {}},)),
+        Message("user", ({"type": "tool_result", "tool_use_id": "log", "content": big},)),
+        Message("assistant", ({"type": "text", "text": "The log has 400 lines."},)),
+        Message("user", ({"type": "text", "text": "Next."},)),
+    ])
+    recipe = vision_recipe(True, summarizer_context_tokens=1400, summary_max_tokens=150)
+    fake_openai.set_mode("ok")
+    with summarizer(fake_openai) as s:
+        report = Compactor(store, recipe, summarizer=s).tick()
+    assert report.l1_added == 1 and not store.failures()
+    assert len(fake_openai.requests) == 1  # one request: truncated, not split
+    body = fake_openai.requests[0].body.decode()
+    assert "left out of this summary request to fit the summarizer's context window" in body
+    assert "line 0: " in body and "line 399: " in body  # head and tail kept
+    assert report.max_request_tokens <= recipe.summarizer_context_tokens - recipe.summary_max_tokens
+    assert store.messages(2, 3)[0].content[0]["content"] == big  # the store keeps the whole output

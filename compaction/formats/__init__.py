@@ -68,7 +68,7 @@ class ParsedTranscript:
 def _unknown(path: str | None, why: str) -> UnknownFormat:
     return UnknownFormat(
         f"cannot tell the transcript format ({why}); expected one of: {', '.join(FORMATS)}; "
-        "pass format= (--format) explicitly if the file is one of them",
+        "name the format with --format (format= in Python) if the file is one of them",
         path=path,
     )
 

@@ -85,7 +85,7 @@ class Context:
         """Report one malformed item: raise under strict parsing, record it under lenient."""
         text = f"{where}: {what}" if where else what
         if not self.lenient:
-            hint = "; fix it or load the transcript with lenient=True to skip it"
+            hint = "; fix it, or skip such lines with --lenient (lenient=True in Python)"
             raise InvalidTranscript(text + hint, path=self.path, line=line)
         self.skipped += 1
         prefix = self.path if self.path is not None else "<memory>"

@@ -42,7 +42,13 @@ _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _ARG_KEYS = ("path", "file_path", "filePath", "command", "cmd", "pattern", "query", "url", "file", "filename")
 
 
+#: Any image data URI, even a cut one: summaries name images, they never carry their bytes.
+_ANY_DATA_URI_RE = re.compile(r"data:image/[\w.+-]*;base64,[A-Za-z0-9+/=]*")
+
+
 def _clip(text: str, limit: int) -> str:
+    if ";base64," in text:
+        text = _ANY_DATA_URI_RE.sub("[image data]", text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
