@@ -4,8 +4,8 @@ Rendering is a pure, deterministic function of its input: it never adds or drops
 (the wire gate decided those), so the image parts it emits are exactly the ones the gate
 kept.  What a format cannot carry becomes a loud text stand-in, never nothing:
 
-* OpenAI Chat: ``tool_result`` blocks become ``role: "tool"`` messages right after the
-  assistant turn; images inside a tool result follow in a user message (tool messages carry
+* OpenAI Chat: consecutive assistant messages merge into one turn; ``tool_result`` blocks
+  become ``role: "tool"`` messages right after the assistant turn; images inside a tool result follow in a user message (tool messages carry
   text only); thinking blocks are not carried (reported by the gate); other unknown block
   types become a text stand-in naming their type.
 * Anthropic Messages: blocks pass through verbatim; consecutive messages of one role merge;
@@ -62,7 +62,14 @@ def render_openai(system: str | None, messages: Sequence[Wire], model: str) -> d
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    # Consecutive assistant messages are one turn: their tool messages must follow them directly.
+    merged: list[tuple[str, list[Block]]] = []
     for role, blocks in messages:
+        if role == "assistant" and merged and merged[-1][0] == "assistant":
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, list(blocks)))
+    for role, blocks in merged:
         if role == "system":
             out.append({"role": "system", "content": "\n\n".join(b.get("text", "") for b in blocks)})
             continue

@@ -232,26 +232,45 @@ class _Rebuilder:
 def _repair_orphans(
     messages: list[tuple[str, list[Block]]], report: list[Replacement]
 ) -> list[tuple[str, list[Block]]]:
-    used: dict[str, int] = {}
+    # Both APIs want each call answered in the very next turn: consecutive messages of one
+    # role form a turn (renderers merge them), and an assistant turn's calls must be answered
+    # by the user turn right after it, once each.
+    turn_of: list[int] = []
+    for index, (role, _blocks) in enumerate(messages):
+        same = index > 0 and messages[index - 1][0] == role
+        turn_of.append(turn_of[-1] if same else (turn_of[-1] + 1 if turn_of else 0))
+    calls_in_turn: dict[int, set[str]] = {}
+    for index, (role, blocks) in enumerate(messages):
+        if role == "assistant":
+            for block in blocks:
+                if block.get("type") == "tool_use":
+                    calls_in_turn.setdefault(turn_of[index], set()).add(block["id"])
     answered: set[str] = set()
-    for index, (_role, blocks) in enumerate(messages):
-        for block in blocks:
-            if block.get("type") == "tool_use":
-                used[block["id"]] = index
-            elif block.get("type") == "tool_result" and block["tool_use_id"] in used:
-                answered.add(block["tool_use_id"])
+    kept_results: set[tuple[int, int]] = set()
+    for index, (role, blocks) in enumerate(messages):
+        if role != "user":
+            continue
+        previous = calls_in_turn.get(turn_of[index] - 1, set())
+        for position, block in enumerate(blocks):
+            if block.get("type") == "tool_result":
+                tool_id = block["tool_use_id"]
+                if tool_id in previous and tool_id not in answered:
+                    answered.add(tool_id)
+                    kept_results.add((index, position))
     out: list[tuple[str, list[Block]]] = []
     for index, (role, blocks) in enumerate(messages):
         new_blocks: list[Block] = []
-        for block in blocks:
+        for position, block in enumerate(blocks):
             kind = block.get("type")
+            if kind == "tool_result" and (index, position) not in kept_results:
+                kind = "orphan_tool_result"
             if kind == "tool_use" and block["id"] not in answered:
-                report.append(Replacement("orphan_tool_use", "its tool_result is not in this request", index))
+                report.append(Replacement("orphan_tool_use", "its tool_result is not in the turn after it", index))
                 new_blocks.append({"type": "text", "text": (
                     f"[tool call {block['name']} (id {block['id']}) with input "
                     f"{canonical_json(block.get('input', {}))}; no result was recorded for it]")})
-            elif kind == "tool_result" and block["tool_use_id"] not in answered:
-                report.append(Replacement("orphan_tool_result", "its tool_use is not in this request", index))
+            elif kind == "orphan_tool_result":
+                report.append(Replacement("orphan_tool_result", "its tool_use is not in the turn before it", index))
                 content = block.get("content", "")
                 text = content if isinstance(content, str) else "\n".join(
                     b.get("text", "") for b in content if b.get("type") == "text")
