@@ -113,6 +113,7 @@ class _Planner:
         self.frontier = store.summary_frontier(1)
         self._summary_cost: dict[int, int] = {}
         self._suffix: dict[int, int] = {self.n: 0}
+        self.text_tokens: dict[int, int] = {}
         self._low = self.n
         self._budgeter = ImageBudget(self.settings)
         self._depth = 0
@@ -160,6 +161,7 @@ class _Planner:
             start = max(seq, self._low - self.PAGE)
             for fact in reversed(self.store.facts(start, self._low, encoding=self.encoding)):
                 self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
+                self.text_tokens[fact.seq] = fact.text_tokens
             self._low = start
         return self._suffix[seq]
 
@@ -314,14 +316,17 @@ def _emit(
     budget: int,
 ) -> GatedRequest:
     messages: list[tuple[str, tuple[Block, ...]]] = []
+    hints: list[int | None] = []
     if cover:
         blocks = [{"type": "text", "text": SUMMARY_INTRO}] + [_summary_block(s) for s in cover]
         messages.append(("user", tuple(blocks)))
+        hints.append(None)
     for message in store.messages(cut, plan.n):
         if message.role != "system":
             messages.append((message.role, message.content))
+            hints.append(plan.text_tokens.get(message.seq) if message.seq is not None else None)
     _check_coverage(plan, pinned, cover, cut)
-    request = OutboundRequest("compile", system, tuple(messages))
+    request = OutboundRequest("compile", system, tuple(messages), tuple(hints))
     return gate(request, plan.settings, format=format, model=model, encoding=plan.encoding, budget=budget)
 
 

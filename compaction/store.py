@@ -35,7 +35,7 @@ from typing import Any
 from .blocks import DATA_URI_RE, Block, Message, canonical_json
 from .errors import ImageError, StoreError
 from .imageinfo import ImageInfo, image_size
-from .tokens.counting import message_text_tokens
+from .tokens.counting import cache_key, message_text_tokens
 from .tokens.encodings import DEFAULT_ENCODING
 
 __all__ = ["Store", "StoredSummary", "MessageFacts", "ImageFact", "SCHEMA_VERSION"]
@@ -338,7 +338,7 @@ class Store:
         )
         self._db.execute(
             "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-            (seq, self.encoding, message_text_tokens(message, self.encoding)),
+            (seq, cache_key(self.encoding), message_text_tokens(message, self.encoding)),
         )
 
     def _blobify(self, block: Block) -> Block:
@@ -414,7 +414,7 @@ class Store:
             " json_extract(m.meta, '$.kind') FROM messages m"
             " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = ?"
             " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-            (encoding, start, end),
+            (cache_key(encoding), start, end),
         ).fetchall()
         missing = [r[0] for r in rows if r[5] is None]
         counted: dict[int, int] = {}
@@ -425,7 +425,7 @@ class Store:
             try:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-                    [(seq, encoding, tokens) for seq, tokens in counted.items()],
+                    [(seq, cache_key(encoding), tokens) for seq, tokens in counted.items()],
                 )
             except sqlite3.OperationalError:  # a read-only store: the counts are a cache, use them uncached
                 pass

@@ -54,11 +54,15 @@ class OutboundRequest:
         purpose: ``"compile"``, ``"l1"``, ``"merge"`` or ``"split"``.
         system: the system text (instructions, pinned system messages), or ``None``.
         messages: ``(role, blocks)`` pairs in order.
+        token_hints: optional, per message: its ``blocks_text_tokens`` already known (the
+            store's cached count), so the gate need not re-tokenize a message it ships
+            unchanged; ``None`` where unknown.
     """
 
     purpose: str
     system: str | None
     messages: tuple[tuple[str, tuple[Block, ...]], ...]
+    token_hints: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -352,9 +356,11 @@ def gate(
     """
     occurrences: list[_Occurrence] = []
     per_message_text: list[int] = []
+    hints = request.token_hints
     for index, (_role, blocks) in enumerate(request.messages):
         _walk_images(blocks, index, occurrences)
-        per_message_text.append(blocks_text_tokens(blocks, encoding))
+        hint = hints[index] if index < len(hints) else None
+        per_message_text.append(blocks_text_tokens(blocks, encoding) if hint is None else hint)
     # depth of message i = tokens of the messages after it
     depth_after = [0] * len(request.messages)
     running = 0
@@ -399,7 +405,12 @@ def gate(
     tokens = REQUEST_OVERHEAD
     if request.system:
         tokens += MESSAGE_OVERHEAD + count_text(request.system, encoding)
-    for _role, blocks in rebuilt:
+    # A message the gate left as it was (no image, no repair) costs what it cost before.
+    changed = {occ.message_index for occ in occurrences} | {r.message_index for r in report}
+    for index, (_role, blocks) in enumerate(rebuilt):
+        if index not in changed:
+            tokens += per_message_text[index]
+            continue
         text_tokens, image_tokens = _message_tokens(blocks, encoding, model)
         tokens += text_tokens + image_tokens
     first_role = next((role for role, _blocks in rebuilt if role != "system"), None)

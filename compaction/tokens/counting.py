@@ -23,6 +23,8 @@ from ..render import unknown_block_text
 from .encodings import DEFAULT_ENCODING, get_encoding
 
 __all__ = [
+    "COUNTING_VERSION",
+    "cache_key",
     "MESSAGE_OVERHEAD",
     "REQUEST_OVERHEAD",
     "TOOL_CALL_OVERHEAD",
@@ -35,6 +37,16 @@ __all__ = [
     "BLOCK_SEPARATOR",
     "TOOL_ERROR_PREFIX",
 ]
+
+#: Bumped whenever a message's count changes for the same text; stores key their cached
+#: counts by it (see :func:`cache_key`), so counts made by older code are never reused.
+COUNTING_VERSION = 2
+
+
+def cache_key(encoding: str) -> str:
+    """Return the key under which a store caches counts made by this code in ``encoding``."""
+    return f"{encoding}@{COUNTING_VERSION}"
+
 
 #: Tokens of framing per message: 3 per the cookbook, plus 1 for the role.
 MESSAGE_OVERHEAD = 4
