@@ -45,9 +45,7 @@ __all__ = [
 Block = dict[str, Any]
 
 ROLES = ("system", "user", "assistant")
-KNOWN_BLOCK_TYPES = frozenset(
-    {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
-)
+KNOWN_BLOCK_TYPES = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 #: A base64 ``data:`` URI of an image inside text.  Group 1 is the media subtype,
 #: group 2 the base64 payload.
@@ -79,9 +77,7 @@ class Message:
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
-            raise InvalidMessage(
-                f"message role must be one of {', '.join(ROLES)}; found {self.role!r}"
-            )
+            raise InvalidMessage(f"message role must be one of {', '.join(ROLES)}; found {self.role!r}")
         if not isinstance(self.content, tuple):
             object.__setattr__(self, "content", tuple(self.content))
         for index, block in enumerate(self.content):

@@ -89,27 +89,45 @@ def main() -> None:
     """
 
 
-recipe_option = click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
-store_option = click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file.")
+recipe_option = click.option(
+    "--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings."
+)
+store_option = click.option(
+    "--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file."
+)
 
 
 @main.command("import")
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
 @store_option
-@click.option("--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected from the content).")
+@click.option(
+    "--format",
+    "input_format",
+    type=click.Choice(FORMATS),
+    help="Transcript format (default: detected from the content).",
+)
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-def import_command(transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool) -> None:
+def import_command(
+    transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool
+) -> None:
     """Append a transcript's messages to a store (importing it again adds nothing)."""
     with _errors(), Store(store_path) as store:
         parsed, added = import_transcript(store, transcript, format=input_format, lenient=lenient)
-        report = {"format": parsed.format, "messages": len(parsed.messages), "added": added,
-                  "skipped": parsed.skipped, "store_messages": len(store)}
+        report = {
+            "format": parsed.format,
+            "messages": len(parsed.messages),
+            "added": added,
+            "skipped": parsed.skipped,
+            "store_messages": len(store),
+        }
     if as_json:
         click.echo(json.dumps(report))
         return
-    click.echo(f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
-               f"({report['store_messages']} in the store)")
+    click.echo(
+        f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
+        f"({report['store_messages']} in the store)"
+    )
     if parsed.skipped:
         click.echo(f"skipped {parsed.skipped} malformed lines:", err=True)
         for problem in parsed.problems[:20]:
@@ -119,16 +137,34 @@ def import_command(transcript: str, store_path: str, input_format: str | None, l
 @main.command()
 @store_option
 @recipe_option
-@click.option("--budget", type=click.IntRange(min=1),
-              help="Compress as much as a request of N tokens needs (then check that it fits).")
-@click.option("--keep-tail-tokens", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Without --budget: leave this many of the newest tokens unsummarized.")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    help="Compress as much as a request of N tokens needs (then check that it fits).",
+)
+@click.option(
+    "--keep-tail-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Without --budget: leave this many of the newest tokens unsummarized.",
+)
 @click.option("--vision", type=BOOL, help="false: no image reaches the summarizer (placeholders).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON report: l1_added, merged (level -> count), failures, requests sent, "
-                   "max_request_tokens, and with --budget the fitted request's tokens.")
-def compress(store_path: str, recipe_path: str | None, budget: int | None, keep_tail_tokens: int,
-             vision: str | None, as_json: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON report: l1_added, merged (level -> count), failures, requests sent, "
+    "max_request_tokens, and with --budget the fitted request's tokens.",
+)
+def compress(
+    store_path: str,
+    recipe_path: str | None,
+    budget: int | None,
+    keep_tail_tokens: int,
+    vision: str | None,
+    as_json: bool,
+) -> None:
     """Summarize closed chunks into level-1 summaries and merge them upward.
 
     With --budget, compress only as much as a request of that many tokens needs.
@@ -139,8 +175,11 @@ def compress(store_path: str, recipe_path: str | None, budget: int | None, keep_
         if budget is not None:
             fitted, reports = compress_and_compile(store, recipe, progress=progress)
         else:
-            reports = [Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
-                keep_tail_tokens=keep_tail_tokens, progress=progress)]
+            reports = [
+                Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
+                    keep_tail_tokens=keep_tail_tokens, progress=progress
+                )
+            ]
     merged: dict[int, int] = {}
     for report in reports:
         for level, count in report.merged.items():
@@ -180,12 +219,26 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
-def compile_command(store_path: str, recipe_path: str | None, budget: int | None, output_format: str | None,
-                    model: str | None, vision: str | None, max_live_images: int | None, out: str | None) -> None:
+def compile_command(
+    store_path: str,
+    recipe_path: str | None,
+    budget: int | None,
+    output_format: str | None,
+    model: str | None,
+    vision: str | None,
+    max_live_images: int | None,
+    out: str | None,
+) -> None:
     """Compile the store into the next model request within the token budget."""
     with _errors(), Store(store_path, create=False) as store:
-        recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model,
-                         vision=vision, max_live_images=max_live_images)
+        recipe = _recipe(
+            recipe_path,
+            budget_tokens=budget,
+            output_format=output_format,
+            model=model,
+            vision=vision,
+            max_live_images=max_live_images,
+        )
         compiled = compile_request(store, recipe)
     _write_request(compiled, out)
     if out:
@@ -203,9 +256,14 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
         levels: dict[int, int] = {}
         for summary in store.summaries():
             levels[summary.level] = levels.get(summary.level, 0) + 1
-        data = {"messages": len(store), "raw_tokens": raw_history_tokens(store, recipe),
-                "encoding": recipe.encoding, "summaries": {str(k): v for k, v in sorted(levels.items())},
-                "image_blobs": store.image_count(), "failures": store.failures()}
+        data = {
+            "messages": len(store),
+            "raw_tokens": raw_history_tokens(store, recipe),
+            "encoding": recipe.encoding,
+            "summaries": {str(k): v for k, v in sorted(levels.items())},
+            "image_blobs": store.image_count(),
+            "failures": store.failures(),
+        }
     if as_json:
         click.echo(json.dumps(data))
         return
@@ -226,27 +284,62 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
-@click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request (required here or in the recipe).")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    help="Token budget of the request (required here or in the recipe).",
+)
 @recipe_option
 @click.option("--vision", type=BOOL, help="false: a text-only model; every image becomes a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here.")
-@click.option("--to", "output_format", type=click.Choice(["openai", "anthropic"]), help="Request format (default openai).")
+@click.option(
+    "--to",
+    "output_format",
+    type=click.Choice(["openai", "anthropic"]),
+    help="Request format (default openai).",
+)
 @click.option("--model", help="Model named in the request (also selects image pricing).")
-@click.option("--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected).")
-@click.option("--store", "store_path", default=":memory:", show_default=True, type=click.Path(dir_okay=False),
-              help="Keep the store in this SQLite file.")
+@click.option(
+    "--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected)."
+)
+@click.option(
+    "--store",
+    "store_path",
+    default=":memory:",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Keep the store in this SQLite file.",
+)
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def run(transcript: str, budget: int | None, recipe_path: str | None, vision: str | None, max_live_images: int | None,
-        out: str | None, output_format: str | None, model: str | None, input_format: str | None, store_path: str,
-        lenient: bool, as_json: bool) -> None:
+def run(
+    transcript: str,
+    budget: int | None,
+    recipe_path: str | None,
+    vision: str | None,
+    max_live_images: int | None,
+    out: str | None,
+    output_format: str | None,
+    model: str | None,
+    input_format: str | None,
+    store_path: str,
+    lenient: bool,
+    as_json: bool,
+) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     with _errors(), _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model,
-                         vision=vision, max_live_images=max_live_images)
-        result = run_pipeline(transcript, recipe, store_path=store_path, format=input_format,
-                              lenient=lenient, progress=progress)
+        recipe = _recipe(
+            recipe_path,
+            budget_tokens=budget,
+            output_format=output_format,
+            model=model,
+            vision=vision,
+            max_live_images=max_live_images,
+        )
+        result = run_pipeline(
+            transcript, recipe, store_path=store_path, format=input_format, lenient=lenient, progress=progress
+        )
     compiled = result.compiled
     if out:
         Path(out).write_bytes(compiled.request.payload)
@@ -280,21 +373,34 @@ def run(transcript: str, budget: int | None, recipe_path: str | None, vision: st
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("format", result.transcript.format)
-    table.add_row("messages", f"{compiled.total_messages:,}" + (f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""))
+    table.add_row(
+        "messages",
+        f"{compiled.total_messages:,}"
+        + (f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""),
+    )
     table.add_row(f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}")
     table.add_row("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})")
     for level, count in sorted(result.summaries_per_level.items()):
         table.add_row(f"L{level} summaries (shown)", f"{count} ({shown_levels.get(level, 0)})")
     table.add_row("live window", f"{compiled.total_messages - compiled.live_start} messages")
-    table.add_row("images shown / replaced", f"{compiled.request.images_shown} / {compiled.request.images_replaced}")
-    table.add_row("request", f"{compiled.request.format} -> {out}" if out else f"{compiled.request.format} (not written: use --out FILE)")
+    table.add_row(
+        "images shown / replaced", f"{compiled.request.images_shown} / {compiled.request.images_replaced}"
+    )
+    table.add_row(
+        "request",
+        f"{compiled.request.format} -> {out}"
+        if out
+        else f"{compiled.request.format} (not written: use --out FILE)",
+    )
     table.add_row("time", f"{result.seconds:.2f} s")
     Console().print(table)
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True)
+@click.option(
+    "--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True
+)
 @click.option("--method", type=click.Choice(["exact", "estimate"]), default="exact", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> None:
@@ -307,7 +413,11 @@ def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> 
             try:
                 text = Path(name).read_bytes().decode("utf-8")
             except UnicodeDecodeError as err:
-                _fail(ValueError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason}); count reads UTF-8 text files"))
+                _fail(
+                    ValueError(
+                        f"{name}: not UTF-8 text (byte {err.start}: {err.reason}); count reads UTF-8 text files"
+                    )
+                )
             if method == "exact":
                 tokens = count_text(text, encoding)
             else:

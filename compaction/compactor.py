@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .blocks import DATA_URI_RE, Block, Message, canonical_json
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
@@ -33,7 +32,7 @@ from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge
 from .summarizers.extractive import ExtractiveSummarizer
 from .tokens.counting import count_text
 from .tokens.image_pricing import price_image
-from .wire import GatedRequest, OutboundRequest, gate
+from .wire import OutboundRequest, gate
 
 __all__ = ["Compactor", "TickReport", "compression_image_settings", "l1_frontier"]
 
@@ -201,7 +200,9 @@ class Compactor:
     def _request_tokens(self, request: OutboundRequest) -> int:
         return gate(request, self.images, format="openai", model=self.model, encoding=self.encoding).tokens
 
-    def _shrink_tool_outputs(self, messages: Sequence[Message], start: int, end: int) -> OutboundRequest | None:
+    def _shrink_tool_outputs(
+        self, messages: Sequence[Message], start: int, end: int
+    ) -> OutboundRequest | None:
         """Middle-truncate the largest tool outputs, with a loud marker, until the L1 request fits.
 
         The first step of shrinking a request over the summarizer's window (the next is
@@ -215,9 +216,12 @@ class Compactor:
             if over <= 0:
                 return request
             sizes = sorted(
-                ((count_text(_tool_output_text(b), self.encoding), m, i)
-                 for m, message in enumerate(messages) for i, b in enumerate(message.content)
-                 if b.get("type") == "tool_result"),
+                (
+                    (count_text(_tool_output_text(b), self.encoding), m, i)
+                    for m, message in enumerate(messages)
+                    for i, b in enumerate(message.content)
+                    if b.get("type") == "tool_result"
+                ),
                 reverse=True,
             )
             targets: dict[tuple[int, int], int] = {}
@@ -240,10 +244,19 @@ class Compactor:
             request = self._l1_request(messages, start, end)
         return request if self._fits(request) else None
 
-    def _l1_request(self, messages: Sequence[Message], start: int, end: int, kind: str = "l1") -> OutboundRequest:
+    def _l1_request(
+        self, messages: Sequence[Message], start: int, end: int, kind: str = "l1"
+    ) -> OutboundRequest:
         body = tuple((m.role, m.content) for m in messages if m.role != "system")
-        ask = ({"type": "text", "text": f"Write the state record of the conversation above (messages {start}–{end - 1})."},)
-        return OutboundRequest(kind, l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),))
+        ask = (
+            {
+                "type": "text",
+                "text": f"Write the state record of the conversation above (messages {start}–{end - 1}).",
+            },
+        )
+        return OutboundRequest(
+            kind, l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),)
+        )
 
     def _summarize_range(
         self, start: int, end: int, facts: Sequence[MessageFacts], sizes: Sequence[int]
@@ -291,12 +304,19 @@ class Compactor:
             parts.append(current)
         results = []
         for index, part in enumerate(parts):
-            header = {"type": "text", "text": (
-                f"Part {index + 1} of {len(parts)} of messages {start}–{end - 1} of the history "
-                "(one tool round too large to send whole):")}
+            header = {
+                "type": "text",
+                "text": (
+                    f"Part {index + 1} of {len(parts)} of messages {start}–{end - 1} of the history "
+                    "(one tool round too large to send whole):"
+                ),
+            }
             ask = {"type": "text", "text": "Write the state record of this part."}
-            request = OutboundRequest("split", l1_system_prompt(self.recipe.summary_max_tokens),
-                                      (("user", (header, *part)), ("user", (ask,))))
+            request = OutboundRequest(
+                "split",
+                l1_system_prompt(self.recipe.summary_max_tokens),
+                (("user", (header, *part)), ("user", (ask,))),
+            )
             results.append(self._call(request, "split"))
         return self._stitch(results, start, end)
 
@@ -308,8 +328,13 @@ class Compactor:
         if cost <= part_limit:
             return block, cost
         text = placeholder_text(
-            media_type=info.media_type, width=info.width, height=info.height, byte_size=info.byte_size,
-            short_hash=info.short_hash, source=info.source, url=info.url,
+            media_type=info.media_type,
+            width=info.width,
+            height=info.height,
+            byte_size=info.byte_size,
+            short_hash=info.short_hash,
+            source=info.source,
+            url=info.url,
             reason=f"it costs {cost} tokens, more than a part of a summarizer request allows ({part_limit})",
         )
         return {"type": "text", "text": text}, count_text(text, self.encoding)
@@ -317,19 +342,31 @@ class Compactor:
     def _stitch(self, results: Sequence[SummaryResult], start: int, end: int) -> SummaryResult:
         if len(results) == 1:
             return results[0]
-        request = self._merge_request([r.text for r in results], [f"part {i + 1}" for i in range(len(results))], "stitch")
+        request = self._merge_request(
+            [r.text for r in results], [f"part {i + 1}" for i in range(len(results))], "stitch"
+        )
         if not self._fits(request) and len(results) > 2:
             half = len(results) // 2
-            return self._stitch([self._stitch(results[:half], start, end), self._stitch(results[half:], start, end)], start, end)
+            return self._stitch(
+                [self._stitch(results[:half], start, end), self._stitch(results[half:], start, end)],
+                start,
+                end,
+            )
         result = self._call(request, "stitch")
         provenance = {**result.provenance, "parts": len(results)}
         return SummaryResult(result.text, provenance)
 
     # -- merges ---------------------------------------------------------------------------
     def _merge_request(self, texts: Sequence[str], labels: Sequence[str], kind: str) -> OutboundRequest:
-        blocks: list[Block] = [{"type": "text", "text": f"Merge these {len(texts)} consecutive records into one."}]
-        blocks.extend({"type": "text", "text": f"[Record of {label}]\n{text}"} for label, text in zip(labels, texts))
-        return OutboundRequest(kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),))
+        blocks: list[Block] = [
+            {"type": "text", "text": f"Merge these {len(texts)} consecutive records into one."}
+        ]
+        blocks.extend(
+            {"type": "text", "text": f"[Record of {label}]\n{text}"} for label, text in zip(labels, texts, strict=True)
+        )
+        return OutboundRequest(
+            kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),)
+        )
 
     def _merge_levels(self) -> None:
         fanout = self.recipe.merge_fanout
@@ -357,7 +394,9 @@ class Compactor:
                     self._report.failures += 1
                     return
                 provenance = {**result.provenance, "children": [s.id for s in group]}
-                self.store.add_summary(level + 1, group[0].start_seq, group[-1].end_seq, result.text, provenance)
+                self.store.add_summary(
+                    level + 1, group[0].start_seq, group[-1].end_seq, result.text, provenance
+                )
                 self._report.merged[level + 1] = self._report.merged.get(level + 1, 0) + 1
             level += 1
 
@@ -370,8 +409,13 @@ def _flatten(message: Message) -> list[Block]:
         if kind == "text":
             out.append({"type": "text", "text": f"[{message.role}] {block['text']}"})
         elif kind == "tool_use":
-            out.append({"type": "text", "text": f"[{message.role} called tool {block['name']} (id {block['id']})] "
-                        f"{canonical_json(block.get('input', {}))}"})
+            out.append(
+                {
+                    "type": "text",
+                    "text": f"[{message.role} called tool {block['name']} (id {block['id']})] "
+                    f"{canonical_json(block.get('input', {}))}",
+                }
+            )
         elif kind == "tool_result":
             content = block.get("content", "")
             status = "error" if block.get("is_error") else "result"
@@ -415,8 +459,6 @@ def _cut(text: str, limit: int, encoding: str) -> list[str]:
     cut = text.rfind("\n", size // 2, size + size // 4)
     cut = cut + 1 if cut > 0 else size
     return _cut(text[:cut], limit, encoding) + _cut(text[cut:], limit, encoding)
-
-
 
 
 def _tool_output_text(block: Block) -> str:
@@ -470,7 +512,16 @@ def _lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
             if text[last : match.start()]:
                 out.append({"type": "text", "text": text[last : match.start()]})
             media = f"image/{match.group(1).lower()}"
-            out.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": canonical_base64(match.group(2))}})
+            out.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": media,
+                        "data": canonical_base64(match.group(2)),
+                    },
+                }
+            )
             last = match.end()
         if text[last:]:
             out.append({"type": "text", "text": text[last:]})

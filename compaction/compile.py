@@ -181,10 +181,19 @@ class _Planner:
             if decision.keep:
                 cost += price_image(image.width, image.height, self.model).tokens
             else:
-                cost += count_text(placeholder_text(
-                    media_type=image.media_type, width=image.width, height=image.height,
-                    byte_size=image.byte_size, short_hash=image.short_hash, source=image.source,
-                    url=image.url, reason=decision.reason), self.encoding)
+                cost += count_text(
+                    placeholder_text(
+                        media_type=image.media_type,
+                        width=image.width,
+                        height=image.height,
+                        byte_size=image.byte_size,
+                        short_hash=image.short_hash,
+                        source=image.source,
+                        url=image.url,
+                        reason=decision.reason,
+                    ),
+                    self.encoding,
+                )
         self._depth += cost
         return cost
 
@@ -226,9 +235,17 @@ def compile_request(
     format = format or recipe.output_format
     model = model or recipe.model or default_model(format)
     if budget is None or budget <= 0:
-        wanted = "a token budget is required" if budget is None else f"the token budget must be > 0; found {budget}"
-        raise OverBudget(f"{wanted} (--budget N, or budget_tokens in the recipe)",
-                         stage="settings", budget=budget or 0, needed=0)
+        wanted = (
+            "a token budget is required"
+            if budget is None
+            else f"the token budget must be > 0; found {budget}"
+        )
+        raise OverBudget(
+            f"{wanted} (--budget N, or budget_tokens in the recipe)",
+            stage="settings",
+            budget=budget or 0,
+            needed=0,
+        )
     plan = _Planner(store, recipe, budget, model)
     if plan.n == 0:
         raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
@@ -252,7 +269,11 @@ def compile_request(
         pinned_tokens = fixed - REQUEST_OVERHEAD
         parts = []
         if cut <= newest:
-            what = "the newest message" if cut == newest else f"the {plan.n - cut} newest messages ({cut}–{newest})"
+            what = (
+                "the newest message"
+                if cut == newest
+                else f"the {plan.n - cut} newest messages ({cut}–{newest})"
+            )
             parts.append(f"{what}, shown raw, {tail}")
         if pinned_tokens:
             parts.append(f"the pinned system messages {pinned_tokens}")
@@ -260,8 +281,10 @@ def compile_request(
             parts.append(f"the coarsest summaries of the older history {total - tail - fixed}")
         advice = "raise the budget"
         if cut < newest:
-            advice += (f", or compress for this budget first (`compaction compress --budget {budget}`;"
-                       " compress_and_compile() in Python)")
+            advice += (
+                f", or compress for this budget first (`compaction compress --budget {budget}`;"
+                " compress_and_compile() in Python)"
+            )
         raise OverBudget(
             f"the request cannot fit the budget of {budget} tokens: it needs {total} tokens at least "
             f"({'; '.join(parts)}; the rest is request framing). Nothing was changed; {advice}",
@@ -338,12 +361,16 @@ def _check_coverage(plan: _Planner, pinned: list[int], cover: Sequence[StoredSum
             raise InvariantViolation(f"coverage: summaries leave a gap or overlap at seq {position}")
         position = summary.end_seq
     if position != cut:
-        raise InvariantViolation(f"coverage: summaries end at seq {position}, the live window starts at {cut}")
+        raise InvariantViolation(
+            f"coverage: summaries end at seq {position}, the live window starts at {cut}"
+        )
     if not 0 <= cut <= plan.n:
         raise InvariantViolation(f"coverage: live window start {cut} outside [0, {plan.n}]")
 
 
-def raw_history_tokens(store: Store, recipe: Recipe, *, format: str | None = None, model: str | None = None) -> int:
+def raw_history_tokens(
+    store: Store, recipe: Recipe, *, format: str | None = None, model: str | None = None
+) -> int:
     """Return the tokens of the whole history sent raw (no summaries), priced as compile prices it.
 
     Images are decided by the live policy and caps, as in a compile.  Budget-free: this is

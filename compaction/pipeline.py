@@ -47,7 +47,9 @@ class RunResult:
     seconds: float = 0.0
 
 
-def import_transcript(store: Store, path: str | Path, *, format: str | None = None, lenient: bool = False) -> tuple[ParsedTranscript, int]:
+def import_transcript(
+    store: Store, path: str | Path, *, format: str | None = None, lenient: bool = False
+) -> tuple[ParsedTranscript, int]:
     """Parse ``path`` and append its messages to ``store``; return (parsed, messages added).
 
     Re-importing the same transcript adds nothing (see :meth:`Store.append`).
@@ -65,7 +67,9 @@ def _require_budget(recipe: Recipe) -> int:
     if recipe.budget_tokens is None:
         raise OverBudget(
             "a token budget is required (--budget N, or budget_tokens in the recipe)",
-            stage="settings", budget=0, needed=0,
+            stage="settings",
+            budget=0,
+            needed=0,
         )
     return recipe.budget_tokens
 

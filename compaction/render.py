@@ -29,7 +29,9 @@ Wire = tuple[str, Sequence[Block]]
 
 def unknown_block_text(block: Block) -> str:
     """Return the loud text stand-in for a block a format cannot carry."""
-    return f"[content block of type {block.get('type')!r} not supported by this format: {canonical_json(block)}]"
+    return (
+        f"[content block of type {block.get('type')!r} not supported by this format: {canonical_json(block)}]"
+    )
 
 
 def _image_part(block: Block) -> dict[str, Any]:
@@ -85,7 +87,10 @@ def render_openai(system: str | None, messages: Sequence[Wire], model: str) -> d
                         {
                             "id": block["id"],
                             "type": "function",
-                            "function": {"name": block["name"], "arguments": canonical_json(block.get("input", {}))},
+                            "function": {
+                                "name": block["name"],
+                                "arguments": canonical_json(block.get("input", {})),
+                            },
                         }
                     )
                 elif kind in ("thinking", "redacted_thinking"):
@@ -106,7 +111,9 @@ def render_openai(system: str | None, messages: Sequence[Wire], model: str) -> d
                     text = f"[tool error] {text}"
                 out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
                 if images:
-                    parts.append({"type": "text", "text": f"[images returned by tool call {block['tool_use_id']}]"})
+                    parts.append(
+                        {"type": "text", "text": f"[images returned by tool call {block['tool_use_id']}]"}
+                    )
                     parts.extend(_image_part(i) for i in images)
             elif kind == "text":
                 parts.append({"type": "text", "text": block["text"]})

@@ -123,13 +123,20 @@ class ImageFact:
 
     @classmethod
     def from_info(cls, info: ImageInfo) -> ImageFact:
-        return cls(info.sha256, info.media_type, info.width, info.height, info.byte_size, info.source, info.url)
+        return cls(
+            info.sha256, info.media_type, info.width, info.height, info.byte_size, info.source, info.url
+        )
 
 
 #: ``ImageFact.to_json`` leaves out ``None`` fields (a URL image has no hash, size or bytes);
 #: reading a row back restores them.
 _IMAGE_FACT_DEFAULTS: dict[str, Any] = {
-    "sha256": None, "media_type": None, "width": None, "height": None, "byte_size": None, "url": None,
+    "sha256": None,
+    "media_type": None,
+    "width": None,
+    "height": None,
+    "byte_size": None,
+    "url": None,
 }
 
 
@@ -190,7 +197,9 @@ def _image_facts(blocks: Sequence[Block]) -> list[ImageFact]:
                 try:
                     facts.append(ImageFact.from_info(info_from_data_uri(match.group(0))))
                 except ImageError:  # cut short (truncated output): kept as text, shown as a placeholder
-                    facts.append(ImageFact(None, f"image/{match.group(1).lower()}", None, None, None, "data-uri"))
+                    facts.append(
+                        ImageFact(None, f"image/{match.group(1).lower()}", None, None, None, "data-uri")
+                    )
 
     def walk(items: Sequence[Block]) -> None:
         for block in items:
@@ -230,7 +239,9 @@ class Store:
         1
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, encoding: str = DEFAULT_ENCODING, create: bool = True) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, encoding: str = DEFAULT_ENCODING, create: bool = True
+    ) -> None:
         self.path = str(path)
         self.encoding = encoding
         if not create and self.path != ":memory:" and not Path(self.path).is_file():
@@ -298,7 +309,9 @@ class Store:
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                next_seq = int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
+                next_seq = int(
+                    self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0]
+                )
                 for import_key, message in rows:
                     exists = self._db.execute(
                         "SELECT 1 FROM messages WHERE import_key = ?", (import_key,)
@@ -372,7 +385,11 @@ class Store:
             row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (ref["sha256"],)).fetchone()
             if row is None:
                 raise StoreError(f"{self.path}: image blob {ref['sha256']} is missing")
-            source = {"type": "base64", "media_type": ref.get("media_type"), "data": base64.b64encode(row[0]).decode()}
+            source = {
+                "type": "base64",
+                "media_type": ref.get("media_type"),
+                "data": base64.b64encode(row[0]).decode(),
+            }
             return {**block, "source": source}
         if kind == "tool_result" and isinstance(block.get("content"), list):
             return {**block, "content": [self._hydrate(b) for b in block["content"]]}
@@ -386,7 +403,9 @@ class Store:
             (start, end),
         ).fetchall()
         return [
-            Message(role, tuple(self._hydrate(b) for b in json.loads(content)), seq, source_id, json.loads(meta))
+            Message(
+                role, tuple(self._hydrate(b) for b in json.loads(content)), seq, source_id, json.loads(meta)
+            )
             for seq, role, content, source_id, meta in rows
         ]
 
@@ -401,7 +420,9 @@ class Store:
         """Return the seq the next appended message will get (= the number of messages)."""
         return int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
 
-    def facts(self, start: int = 0, end: int | None = None, *, encoding: str | None = None) -> list[MessageFacts]:
+    def facts(
+        self, start: int = 0, end: int | None = None, *, encoding: str | None = None
+    ) -> list[MessageFacts]:
         """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
 
         Args:
@@ -464,7 +485,9 @@ class Store:
         return [r[0] for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
 
     # -- summaries -------------------------------------------------------------------------
-    def add_summary(self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]) -> int:
+    def add_summary(
+        self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
+    ) -> int:
         """Store a summary of ``[start_seq, end_seq)`` at ``level``; return its id.
 
         Raises:
@@ -542,7 +565,9 @@ class Store:
 
     def pinned_seqs(self) -> list[int]:
         """Return the seqs of the system messages (pinned: always shown raw), in order."""
-        return [int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")]
+        return [
+            int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")
+        ]
 
     def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw)."""

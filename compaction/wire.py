@@ -135,7 +135,12 @@ def _walk_images(blocks: Sequence[Block], index: int, sink: list[_Occurrence]) -
             else:
                 _walk_images(content, index, sink)
         elif kind == "tool_use":
-            _walk_text(canonical_json(block.get("input", {})), index, sink, "inside tool call arguments, which cannot carry images")
+            _walk_text(
+                canonical_json(block.get("input", {})),
+                index,
+                sink,
+                "inside tool call arguments, which cannot carry images",
+            )
 
 
 def _walk_text(text: str, index: int, sink: list[_Occurrence], forced: str | None) -> None:
@@ -165,8 +170,14 @@ class _Rebuilder:
         f = occ.facts
         assert occ.decision is not None
         return placeholder_text(
-            media_type=f.media_type, width=f.width, height=f.height, byte_size=f.byte_size,
-            short_hash=f.short_hash, source=f.source, url=f.url, reason=occ.decision.reason,
+            media_type=f.media_type,
+            width=f.width,
+            height=f.height,
+            byte_size=f.byte_size,
+            short_hash=f.short_hash,
+            source=f.source,
+            url=f.url,
+            reason=occ.decision.reason,
         )
 
     def text_pieces(self, text: str) -> list[Block]:
@@ -186,7 +197,16 @@ class _Rebuilder:
                     pieces.append({"type": "text", "text": "".join(buffer)})
                 buffer = []
                 media = f"image/{match.group(1).lower()}"
-                pieces.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": canonical_base64(match.group(2))}})
+                pieces.append(
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": media,
+                            "data": canonical_base64(match.group(2)),
+                        },
+                    }
+                )
             else:
                 buffer.append(self.placeholder(occ))
         buffer.append(text[last:])
@@ -218,7 +238,9 @@ class _Rebuilder:
                 content = block.get("content", "")
                 if isinstance(content, str):
                     pieces = self.text_pieces(content)
-                    new: Any = pieces[0]["text"] if len(pieces) == 1 and pieces[0]["type"] == "text" else pieces
+                    new: Any = (
+                        pieces[0]["text"] if len(pieces) == 1 and pieces[0]["type"] == "text" else pieces
+                    )
                 else:
                     new = self.blocks(content)
                 out.append({**block, "content": new})
@@ -269,16 +291,34 @@ def _repair_orphans(
             if kind == "tool_result" and (index, position) not in kept_results:
                 kind = "orphan_tool_result"
             if kind == "tool_use" and block["id"] not in answered:
-                report.append(Replacement("orphan_tool_use", "its tool_result is not in the turn after it", index))
-                new_blocks.append({"type": "text", "text": (
-                    f"[tool call {block['name']} (id {block['id']}) with input "
-                    f"{canonical_json(block.get('input', {}))}; no result was recorded for it]")})
+                report.append(
+                    Replacement("orphan_tool_use", "its tool_result is not in the turn after it", index)
+                )
+                new_blocks.append(
+                    {
+                        "type": "text",
+                        "text": (
+                            f"[tool call {block['name']} (id {block['id']}) with input "
+                            f"{canonical_json(block.get('input', {}))}; no result was recorded for it]"
+                        ),
+                    }
+                )
             elif kind == "orphan_tool_result":
-                report.append(Replacement("orphan_tool_result", "its tool_use is not in the turn before it", index))
+                report.append(
+                    Replacement("orphan_tool_result", "its tool_use is not in the turn before it", index)
+                )
                 content = block.get("content", "")
-                text = content if isinstance(content, str) else "\n".join(
-                    b.get("text", "") for b in content if b.get("type") == "text")
-                new_blocks.append({"type": "text", "text": f"[result of tool call {block['tool_use_id']}, whose call is not in this request]\n{text}"})
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+                )
+                new_blocks.append(
+                    {
+                        "type": "text",
+                        "text": f"[result of tool call {block['tool_use_id']}, whose call is not in this request]\n{text}",
+                    }
+                )
                 if isinstance(content, list):
                     new_blocks.extend(b for b in content if b.get("type") == "image")
             else:
@@ -381,8 +421,18 @@ def gate(
         assert occ.decision is not None
         if not occ.decision.keep:
             f = occ.facts
-            report.append(Replacement("image", occ.decision.reason, occ.message_index,
-                                      f.media_type, f.width, f.height, f.byte_size, f.short_hash))
+            report.append(
+                Replacement(
+                    "image",
+                    occ.decision.reason,
+                    occ.message_index,
+                    f.media_type,
+                    f.width,
+                    f.height,
+                    f.byte_size,
+                    f.short_hash,
+                )
+            )
     rebuilder = _Rebuilder(occurrences)
     rebuilt = [(role, rebuilder.blocks(blocks)) for role, blocks in request.messages]
     rebuilt = _repair_orphans(rebuilt, report)
@@ -396,11 +446,17 @@ def gate(
         raise ValueError(f"format must be 'openai' or 'anthropic'; found {format!r}")
     shipped = count_wire_images(body)
     if shipped != kept:
-        raise InvariantViolation(f"{request.purpose} request: the body carries {shipped} image inputs, the gate kept {kept}")
+        raise InvariantViolation(
+            f"{request.purpose} request: the body carries {shipped} image inputs, the gate kept {kept}"
+        )
     if settings.policy == "placeholders" and shipped:
-        raise InvariantViolation(f"{request.purpose} request: {shipped} image inputs under image_policy = placeholders")
+        raise InvariantViolation(
+            f"{request.purpose} request: {shipped} image inputs under image_policy = placeholders"
+        )
     if settings.max_images is not None and shipped > settings.max_images:
-        raise InvariantViolation(f"{request.purpose} request: {shipped} images over the cap {settings.max_images}")
+        raise InvariantViolation(
+            f"{request.purpose} request: {shipped} images over the cap {settings.max_images}"
+        )
 
     tokens = REQUEST_OVERHEAD
     if request.system:
@@ -420,8 +476,12 @@ def gate(
     if budget is not None and tokens > budget:
         raise OverBudget(
             f"the {request.purpose} request needs {tokens} tokens, over the budget of {budget}",
-            stage="request", budget=budget, needed=tokens,
+            stage="request",
+            budget=budget,
+            needed=tokens,
         )
     frozen = tuple((role, tuple(blocks)) for role, blocks in rebuilt)
     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return GatedRequest(request.purpose, format, payload, tokens, shipped, tuple(report), frozen, request.system)
+    return GatedRequest(
+        request.purpose, format, payload, tokens, shipped, tuple(report), frozen, request.system
+    )

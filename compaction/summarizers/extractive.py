@@ -145,7 +145,10 @@ class ExtractiveSummarizer:
                             continue
                         ran = _RAN_RE.match(text)
                         if ran:  # a command the user ran (pi's "Ran `cmd`" rendering)
-                            fake = {"content": text[ran.end():], "is_error": bool(_EXIT_RE.search(text[-300:]))}
+                            fake = {
+                                "content": text[ran.end() :],
+                                "is_error": bool(_EXIT_RE.search(text[-300:])),
+                            }
                             outcome, error = _outcome(fake)
                             sections["Done"].append(f"user ran `{_clip(ran.group(1), 100)}` → {outcome}")
                             if error:
@@ -174,7 +177,10 @@ class ExtractiveSummarizer:
             sections["Done"].append(f"{call} → no result in this part")
         if last_assistant:
             tail = [s for s in _SENTENCE_RE.split(last_assistant) if s.strip()]
-            if tail and (tail[-1].rstrip().endswith("?") or re.search(r"\b(next|todo|remaining|then)\b", tail[-1], re.I)):
+            if tail and (
+                tail[-1].rstrip().endswith("?")
+                or re.search(r"\b(next|todo|remaining|then)\b", tail[-1], re.I)
+            ):
                 sections["Open"].append(_clip(tail[-1], 200))
         if messages and messages[-1][0] == "user":
             last_texts = [b["text"] for b in messages[-1][1] if b.get("type") == "text"]
@@ -269,7 +275,11 @@ class ExtractiveSummarizer:
         costs = {h: [count_text(f"- {i}\n", self.encoding) for i in items] for h, items in lines.items()}
 
         def approx() -> int:
-            return sum(sum(c) for c in costs.values()) + 3 * len(lines) + 6 * sum(1 for v in omitted.values() if v)
+            return (
+                sum(sum(c) for c in costs.values())
+                + 3 * len(lines)
+                + 6 * sum(1 for v in omitted.values() if v)
+            )
 
         target = max_tokens
         while lines:
@@ -283,7 +293,11 @@ class ExtractiveSummarizer:
         return text()
 
     def _drop_one(
-        self, lines: dict[str, list[str]], costs: dict[str, list[int]], omitted: dict[str, int], max_tokens: int
+        self,
+        lines: dict[str, list[str]],
+        costs: dict[str, list[int]],
+        omitted: dict[str, int],
+        max_tokens: int,
     ) -> bool:
         """Shorten or drop one line of the largest section; return False when nothing is left."""
         candidates = [h for h in lines if lines[h]]

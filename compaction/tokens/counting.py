@@ -119,7 +119,10 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
             {
                 "id": block.get("id", ""),
                 "type": "function",
-                "function": {"name": block.get("name", ""), "arguments": canonical_json(block.get("input", {}))},
+                "function": {
+                    "name": block.get("name", ""),
+                    "arguments": canonical_json(block.get("input", {})),
+                },
             },
             ensure_ascii=False,
         )
@@ -138,7 +141,9 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
         return tokens + blocks_text_tokens(content, encoding) - MESSAGE_OVERHEAD
     if kind == "thinking":
         # the Anthropic body carries the signature too (opaque, like redacted_thinking's data)
-        return count_text(block.get("thinking", ""), encoding) + count_text(block.get("signature", ""), encoding)
+        return count_text(block.get("thinking", ""), encoding) + count_text(
+            block.get("signature", ""), encoding
+        )
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
         return count_text(block.get("data", ""), encoding)
@@ -154,7 +159,11 @@ def blocks_text_tokens(blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING
     :data:`BLOCK_SEPARATOR` tokens, so the count stays an upper bound of the shipped text.
     """
     items = list(blocks)
-    return MESSAGE_OVERHEAD + sum(block_text_tokens(b, encoding) for b in items) + BLOCK_SEPARATOR * max(0, len(items) - 1)
+    return (
+        MESSAGE_OVERHEAD
+        + sum(block_text_tokens(b, encoding) for b in items)
+        + BLOCK_SEPARATOR * max(0, len(items) - 1)
+    )
 
 
 def message_text_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
