@@ -398,40 +398,43 @@ def run(
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True)
 @click.option(
-    "--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True
+    "--method",
+    type=click.Choice(["exact", "fast", "estimate"]),
+    default="fast",
+    show_default=True,
+    help="exact: tiktoken; fast: the exact fast path (same counts); estimate: the one-pass estimator.",
 )
-@click.option("--method", type=click.Choice(["exact", "estimate"]), default="exact", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (files and the total).")
 def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> None:
-    """Count the tokens of text files (exact with tiktoken, or the fast estimate)."""
-    from .tokens.counting import count_text
+    """Count the tokens of UTF-8 text files."""
+    from .tokens.batch import count_batch
 
-    rows = []
+    texts = []
     with _errors():
         for name in files:
+            data = Path(name).read_bytes()
             try:
-                text = Path(name).read_bytes().decode("utf-8")
+                texts.append(data.decode("utf-8"))
             except UnicodeDecodeError as err:
-                _fail(
-                    ValueError(
-                        f"{name}: not UTF-8 text (byte {err.start}: {err.reason}); count reads UTF-8 text files"
-                    )
-                )
-            if method == "exact":
-                tokens = count_text(text, encoding)
-            else:
-                from .tokens.estimate import estimate_tokens
-
-                tokens = estimate_tokens(text, encoding)
-            rows.append({"file": name, "characters": len(text), "tokens": tokens})
+                raise CompactionError(
+                    f"{name}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "
+                    "count takes text files"
+                ) from None
+        counts = count_batch(texts, encoding, method)
+    rows = [
+        {"file": name, "characters": len(text), "tokens": int(tokens)}
+        for name, text, tokens in zip(files, texts, counts, strict=True)
+    ]
+    total = int(counts.sum())
     if as_json:
-        click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows}))
-    else:
-        for row in rows:
-            click.echo(f"{row['tokens']:>10}  {row['file']}")
-        if len(rows) > 1:
-            click.echo(f"{sum(r['tokens'] for r in rows):>10}  total")
+        click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows, "total": total}))
+        return
+    for row in rows:
+        click.echo(f"{row['tokens']:>10}  {row['file']}")
+    if len(rows) > 1:
+        click.echo(f"{total:>10}  total")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -83,7 +83,8 @@ def compress_and_compile(
 ) -> tuple[CompiledRequest, list[TickReport]]:
     """Compress ``store`` as much as the budget needs, then compile; the call before each model turn.
 
-    Compression first leaves the newest half of the budget raw; while the request does not
+    Compression first leaves the newest half of the budget raw (closing everything older
+    into chunks, the last one possibly below the chunk target); while the request does not
     fit, it summarizes more of the tail (a quarter, an eighth, then everything but the
     user's newest prompt or an unanswered call).  Summaries already made are reused, so a
     call on a store that fits does no summarizer work.
@@ -111,10 +112,20 @@ def compress_and_compile(
     compactor = Compactor(store, recipe, summarizer or summarizer_from_recipe(recipe))
     budget = _require_budget(recipe)
     for keep in (budget // 2, budget // 4, budget // 8, 0):
-        ticks.append(compactor.tick(keep_tail_tokens=keep, close_tail=keep == 0, progress=progress))
+        report = compactor.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
+        ticks.append(report)
         try:
             return compile_request(store, recipe), ticks
         except OverBudget as err:
+            made = report.l1_added + sum(report.merged.values())
+            if made and err.needed >= last_error.needed and err.stage == last_error.stage:
+                # Progress guard: new summaries that do not shrink the request mean more of
+                # the same cannot help; stop instead of summarizing on.
+                raise OverBudget(
+                    f"compaction made no progress: {made} new summaries left the request at "
+                    f"{err.needed} tokens (before: {last_error.needed}). {err}",
+                    stage=err.stage, budget=err.budget, needed=err.needed,
+                ) from err
             last_error = err
     raise last_error
 

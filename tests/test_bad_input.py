@@ -776,7 +776,7 @@ def test_huge_budget_fits_everything(tmp_path: Path) -> None:
     ],
     ids=["binary", "png", "utf-16", "latin-1"],
 )
-@pytest.mark.parametrize("method", ["exact", "estimate"])
+@pytest.mark.parametrize("method", ["exact", "fast", "estimate"])
 def test_count_refuses_files_that_are_not_utf8_text(content: bytes, method: str, tmp_path: Path) -> None:
     good = write(tmp_path / "good.txt", "plain text")
     bad = write(tmp_path / "blob.bin", content)

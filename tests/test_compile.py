@@ -58,7 +58,7 @@ def test_pi_every_message_covered(pi_run: Any) -> None:
         covering = [s for s in compiled.summaries if s.start_seq <= seq < s.end_seq]
         assert len(covering) + (seq >= compiled.live_start) == 1 or seq in raw
     text = compiled.request.payload.decode()
-    assert text.count("[Summary of messages ") == len(compiled.summaries)
+    assert text.count("[Messages ") == len(compiled.summaries)
 
 
 def test_pi_no_orphan_tool_calls_or_results(pi_run: Any) -> None:

@@ -90,6 +90,10 @@ def _outcome(block: Block) -> tuple[str, str | None]:
     return summary, (_clip(error_line, 160) if error_line else None)
 
 
+#: The smallest bound a record is held to, however little it covers (tokens).
+MIN_SUMMARY_TOKENS = 32
+
+
 class ExtractiveSummarizer:
     """Summarize offline by extraction; deterministic; the default summarizer.
 
@@ -117,11 +121,22 @@ class ExtractiveSummarizer:
             sections = self._merge(messages)
         else:
             raise SummarizerError(f"unknown summary kind {kind!r}")
-        text = self._render(sections, max_tokens)
+        text = self._render(sections, self._bound(request, kind, max_tokens))
         if not text.strip():
             raise SummarizerError(f"the {kind} request held nothing to summarize")
         digest = hashlib.sha256(request.payload).hexdigest()[:16]
         return SummaryResult(text, {"summarizer": self.name, "request_sha256": digest, "kind": kind})
+
+    def _bound(self, request: GatedRequest, kind: str, max_tokens: int) -> int:
+        """Return the summary's token bound: ``max_tokens``, and well below what it covers.
+
+        A record as long as its source saves nothing: an L1 or split record gets at most a
+        quarter of the material's tokens, a merge or stitch half of its records' (never below
+        :data:`MIN_SUMMARY_TOKENS`).
+        """
+        material = request.tokens - (count_text(request.system, self.encoding) if request.system else 0)
+        share = material // 4 if kind in ("l1", "split") else material // 2
+        return min(max_tokens, max(MIN_SUMMARY_TOKENS, share))
 
     # -- level 1 ---------------------------------------------------------------------------
     def _record(self, messages: Sequence[tuple[str, Sequence[Block]]]) -> dict[str, list[str]]:
@@ -184,7 +199,7 @@ class ExtractiveSummarizer:
                 sections["Open"].append(_clip(tail[-1], 200))
         if messages and messages[-1][0] == "user":
             last_texts = [b["text"] for b in messages[-1][1] if b.get("type") == "text"]
-            if last_texts:
+            if last_texts and _clip(last_texts[-1], 240) not in sections["Asked"]:
                 sections["Open"].append("latest request: " + _clip(last_texts[-1], 200))
         sections["Identifiers"] = [", ".join(identifiers[:25])] if identifiers else []
         if last_assistant.strip() and not any(sections.values()):

@@ -1,0 +1,57 @@
+"""compress_and_compile: summarize only what the budget needs, and stop when it cannot help."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction import OverBudget, Recipe, Store, compress_and_compile
+from compaction.blocks import Message
+from compaction.summarizers.base import SummaryResult
+from compaction.wire import GatedRequest
+
+
+def _history(turns: int) -> list[Message]:
+    out = []
+    for i in range(turns):
+        out.append(Message("user", ({"type": "text", "text": f"question {i}: " + "why does it fail " * 8},)))
+        out.append(Message("assistant", ({"type": "text", "text": f"answer {i}: " + "because of the cache " * 8},)))
+    return out
+
+
+class _Verbose:
+    """A summarizer whose summaries are longer than what they cover."""
+
+    name = "verbose"
+
+    def summarize(self, request: GatedRequest, *, kind: str, max_tokens: int) -> SummaryResult:
+        return SummaryResult("Done:\n- " + "the same words again " * 60, {"summarizer": self.name})
+
+
+def test_a_store_that_fits_is_compiled_without_summarizing() -> None:
+    with Store(":memory:") as store:
+        store.append(_history(3))
+        compiled, ticks = compress_and_compile(store, Recipe(budget_tokens=4000))
+        assert ticks == [] and store.summaries() == [] and compiled.live_start == 0
+
+
+def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it() -> None:
+    with Store(":memory:") as store:
+        store.append(_history(40))
+        recipe = Recipe(budget_tokens=1500, chunk_target_tokens=300)
+        compiled, ticks = compress_and_compile(store, recipe)
+        assert compiled.tokens <= 1500 and compiled.live_start > 0 and ticks
+        # the newest half of the budget (about ten of these ~70-token messages) was not summarized
+        assert max(s.end_seq for s in store.summaries(level=1)) <= compiled.total_messages - 8
+        again, more = compress_and_compile(store, recipe)
+        assert more == [] and again.request.payload == compiled.request.payload
+
+
+def test_summaries_that_do_not_shrink_the_request_stop_with_a_clear_error() -> None:
+    with Store(":memory:") as store:
+        store.append(_history(12))
+        before = store.messages()
+        recipe = Recipe(budget_tokens=300, chunk_target_tokens=100, merge_fanout=50)
+        with pytest.raises(OverBudget, match="compaction made no progress") as caught:
+            compress_and_compile(store, recipe, summarizer=_Verbose())
+        assert caught.value.budget == 300 and caught.value.needed > 300
+        assert store.messages() == before  # the store keeps every message
