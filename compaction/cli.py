@@ -72,15 +72,14 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
 
 
 def _implementation() -> str:
-    try:
-        from .tokens.estimate import IMPLEMENTATION
-    except ImportError:  # pragma: no cover - the estimator is part of the package
-        return "unknown"
-    return IMPLEMENTATION
+    """Return which implementation of each native kernel is active (``c`` or ``py``)."""
+    from .tokens import estimate, fast
+
+    return f"fast path {fast.IMPLEMENTATION}, estimator {estimate.IMPLEMENTATION}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, message=f"%(prog)s %(version)s (speedups: {_implementation()})")
+@click.version_option(__version__, message=f"%(prog)s %(version)s ({_implementation()})")
 def main() -> None:
     """Keep long-running LLM agents inside their context window without losing what they said.
 
