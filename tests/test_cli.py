@@ -123,4 +123,4 @@ def test_stats_and_count(tmp_path: Path) -> None:
 def test_python_m_compaction_version(flag: str) -> None:
     done = subprocess.run([sys.executable, "-m", "compaction", flag], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert __version__ in done.stdout and "speedups" in done.stdout
+    assert __version__ in done.stdout and "fast path c, estimator c" in done.stdout
