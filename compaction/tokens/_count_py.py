@@ -13,13 +13,16 @@ independently.  So a text's token count is the sum of its pieces' counts, and a 
 costs the same number of tokens wherever it occurs.  Agent histories repeat the same pieces
 (``" the"``, ``"\\n"``, ``"    "``, ``"def"``, ``'":'``) millions of times, so:
 
-1. **Split** the text with the encoding's pattern (:func:`split_pattern`): ``o200k_base`` and
-   ``cl100k_base`` patterns, evaluated by the ``regex`` package with leftmost-first alternation,
-   greedy and possessive quantifiers and the ``(?!\\S)`` look-ahead, exactly as tiktoken's
-   ``fancy-regex`` applies them.  The Unicode classes of the pattern (``\\p{L}``, ``\\p{Lu}``,
-   ... ``\\p{N}``) are replaced by the explicit code point ranges of
-   :mod:`compaction.tokens._unicode_tables`: tiktoken's tables are Unicode 16.0, the ``regex``
-   package's may be another version, and a letter tiktoken does not know must not join a word.
+1. **Split** the text with the encoding's pattern (``ENCODINGS[encoding].pat_str``), evaluated by
+   the ``regex`` package with leftmost-first alternation, greedy and possessive quantifiers and
+   the ``(?!\\S)`` look-ahead, exactly as tiktoken's ``fancy-regex`` applies them.  One catch:
+   the pattern's Unicode classes (``\\p{L}``, ``\\p{Lu}``, ... ``\\p{N}``, ``\\s``) are tiktoken's
+   Unicode 16.0 (:mod:`compaction.tokens._unicode_tables`), and the ``regex`` package may be
+   another version (17.0 knows 17,559 letters, digits and marks tiktoken treats as
+   unassigned symbols, and U+0295 changed from ``Ll`` to ``Lo``).  Only the class of a character matters to the pattern, so a text
+   holding such a character is split as a copy of it in which each of them is replaced by a
+   character of its tiktoken class (:data:`_STAND_INS`, one code point for one, so the
+   positions of the pieces are the same), and the pieces are cut from the original text.
 2. **Count** each piece: look it up in a memo (piece -> tokens); on a miss, ask tiktoken's BPE
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
    count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
@@ -41,7 +44,17 @@ from collections.abc import Callable
 import regex
 
 from ..errors import EncodingDataMissing
-from ._unicode_tables import LOWER, MARK, NUMBER, OTHER_LETTER, UPPER, class_ranges
+from ._unicode_tables import (
+    LOWER,
+    MARK,
+    NUMBER,
+    OTHER,
+    OTHER_LETTER,
+    SPACE,
+    UPPER,
+    class_table,
+    regex_class_table,
+)
 from .encodings import ENCODINGS, get_encoding
 
 __all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE"]
@@ -53,56 +66,49 @@ DEFAULT_MEMO_SIZE = 65536
 #: Longest piece (characters) kept in the memo; longer pieces are counted on every call.
 MAX_MEMO_PIECE = 32
 
-# The property names of the patterns -> the classes of _unicode_tables they stand for.
-_PROPERTY_CLASSES: dict[str, tuple[int, ...]] = {
-    "L": (UPPER, LOWER, OTHER_LETTER),
-    "Lu": (UPPER,),
-    "Lt": (UPPER,),
-    "Ll": (LOWER,),
-    "Lm": (OTHER_LETTER,),
-    "Lo": (OTHER_LETTER,),
-    "M": (MARK,),
-    "N": (NUMBER,),
+#: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
+_STAND_INS: dict[int, str] = {
+    OTHER: "\u20ac",  # EURO SIGN (Sc)
+    UPPER: "\u0416",  # CYRILLIC CAPITAL LETTER ZHE (Lu)
+    LOWER: "\u0436",  # CYRILLIC SMALL LETTER ZHE (Ll)
+    OTHER_LETTER: "\u4e2d",  # a CJK ideograph (Lo)
+    MARK: "\u0301",  # COMBINING ACUTE ACCENT (Mn)
+    NUMBER: "\u0663",  # ARABIC-INDIC DIGIT THREE (Nd)
+    SPACE: "\u2003",  # EM SPACE (Zs, White_Space)
 }
 
 
-def _class_set(name: str) -> str:
-    """Return the ranges of property ``name`` in character-class syntax, without brackets."""
-    return "".join(
-        f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}"
-        for first, last in class_ranges(*_PROPERTY_CLASSES[name])
-    )
+class _Disagreements:
+    """The code points the ``regex`` package classifies otherwise than tiktoken, found once."""
+
+    def __init__(self) -> None:
+        ours = class_table()
+        theirs = regex_class_table()
+        self.stand_ins: dict[int, str] = {}
+        ranges: list[list[int]] = []
+        for cp in range(len(ours)):
+            if ours[cp] != theirs[cp]:
+                self.stand_ins[cp] = _STAND_INS[ours[cp]]
+                if ranges and ranges[-1][1] == cp - 1:
+                    ranges[-1][1] = cp
+                else:
+                    ranges.append([cp, cp])
+        members = "".join(f"\\U{first:08x}-\\U{last:08x}" for first, last in ranges)
+        # finds any of them; finds nothing when the two versions agree everywhere
+        self.search = regex.compile(f"[{members}]" if ranges else "(?!)").search
 
 
-def split_pattern(encoding: str) -> regex.Pattern[str]:
-    """Return ``encoding``'s pre-tokenizer with tiktoken's Unicode classes spelled out.
+_disagreements: _Disagreements | None = None
+_disagreements_lock = threading.Lock()
 
-    Each ``\\p{X}`` of ``ENCODINGS[encoding].pat_str`` becomes its ranges: inside a character
-    class as they are, outside one in brackets.  Everything else of the pattern is unchanged.
-    """
-    pattern = ENCODINGS[encoding].pat_str
-    out: list[str] = []
-    in_class = False
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and pattern.startswith("\\p{", i):
-            end = pattern.index("}", i)
-            ranges = _class_set(pattern[i + 3 : end])
-            out.append(ranges if in_class else f"[{ranges}]")
-            i = end + 1
-            continue
-        if ch == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if ch == "[" and not in_class:
-            in_class = True
-        elif ch == "]" and in_class:
-            in_class = False
-        out.append(ch)
-        i += 1
-    return regex.compile("".join(out))
+
+def _find_disagreements() -> _Disagreements:
+    """Return the :class:`_Disagreements` of this process (about 0.5 s the first time)."""
+    global _disagreements
+    with _disagreements_lock:
+        if _disagreements is None:
+            _disagreements = _Disagreements()
+        return _disagreements
 
 
 def single_piece_bpe(encoding: str) -> Callable[[bytes], list[int]]:
@@ -111,16 +117,14 @@ def single_piece_bpe(encoding: str) -> Callable[[bytes], list[int]]:
     ``CoreBPE.encode_single_piece`` is what ``encode_ordinary`` runs on each piece: the whole
     piece if it is one token, else the byte-pair merges.
     """
-    return get_encoding(encoding)._core_bpe.encode_single_piece  # type: ignore[no-any-return]
+    return get_encoding(encoding)._core_bpe.encode_single_piece
 
 
 def _check_encoding(encoding: str) -> None:
     """Raise :class:`EncodingDataMissing` unless ``encoding`` has a pre-tokenizer here."""
     if encoding not in ENCODING_NAMES:
         known = ", ".join(ENCODING_NAMES)
-        raise EncodingDataMissing(
-            f"no pre-tokenizer for encoding {encoding!r}; expected one of: {known}"
-        )
+        raise EncodingDataMissing(f"no pre-tokenizer for encoding {encoding!r}; expected one of: {known}")
 
 
 class PieceCounter:
@@ -146,7 +150,8 @@ class PieceCounter:
         self.encoding = encoding
         self.memo_size = memo_size
         self._bpe: Callable[[bytes], list[int]] = single_piece_bpe(encoding)
-        self._pattern = split_pattern(encoding)
+        self._pattern = regex.compile(ENCODINGS[encoding].pat_str)
+        self._disagreements = _find_disagreements()
         self._memo: dict[str, int] = {}
 
     @property
@@ -162,7 +167,19 @@ class PieceCounter:
         """Return the pre-tokenizer's pieces of ``text``, in order (they join back to ``text``)."""
         if not isinstance(text, str):
             raise TypeError(f"pieces() expected a str, got {type(text).__name__}; decode bytes first")
-        return self._pattern.findall(text)
+        return self._split(text)
+
+    def _split(self, text: str) -> list[str]:
+        """Return the pieces of ``text``: the regex split, with tiktoken's Unicode classes."""
+        if text.isascii() or self._disagreements.search(text) is None:
+            return self._pattern.findall(text)
+        stood_in = text.translate(self._disagreements.stand_ins)
+        pieces = []
+        start = 0
+        for piece in self._pattern.findall(stood_in):
+            pieces.append(text[start : start + len(piece)])
+            start += len(piece)
+        return pieces
 
     def count(self, text: str) -> int:
         """Return the number of tokens of ``text`` (tokens), ``len(encode_ordinary(text))``.
@@ -182,7 +199,7 @@ class PieceCounter:
         """Split ``text``, look each piece up, sum (the hot loop of :meth:`count`)."""
         memo = self._memo
         total = 0
-        for piece in self._pattern.findall(text):
+        for piece in self._split(text):
             tokens = memo.get(piece)
             if tokens is None:
                 tokens = len(self._bpe(piece.encode("utf-8")))
