@@ -61,6 +61,19 @@ def _progress(label: str) -> Iterator[Any]:
         yield update
 
 
+def _print_table(title: str, rows: list[tuple[str, str]]) -> None:
+    """Print a two-column table (what, value) with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for what, value in rows:
+        table.add_row(what, value)
+    Console().print(table)
+
+
 def _recipe(path: str | None, **overrides: Any) -> Recipe:
     recipe = load_recipe(path) if path else Recipe()
     changes = {k: v for k, v in overrides.items() if v is not None}
@@ -266,19 +279,16 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"store {store_path}")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("messages", str(data["messages"]))
-    table.add_row(f"tokens raw ({recipe.encoding})", f"{data['raw_tokens']:,}")
-    for level, count in sorted(levels.items()):
-        table.add_row(f"L{level} summaries", str(count))
-    table.add_row("image blobs", str(data["image_blobs"]))
-    table.add_row("chunks left raw (summarizer failures)", str(len(data["failures"])))
-    Console().print(table)
+    rows = [
+        ("messages", str(data["messages"])),
+        (f"tokens raw ({recipe.encoding})", f"{data['raw_tokens']:,}"),
+    ]
+    rows += [(f"L{level} summaries", str(count)) for level, count in sorted(levels.items())]
+    rows += [
+        ("image blobs", str(data["image_blobs"])),
+        ("chunks left raw (summarizer failures)", str(len(data["failures"]))),
+    ]
+    _print_table(f"store {store_path}", rows)
 
 
 @main.command()
@@ -365,39 +375,35 @@ def run(
     if as_json:
         click.echo(json.dumps(report))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"compaction run: {transcript}")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("format", result.transcript.format)
-    table.add_row(
-        "messages",
-        f"{compiled.total_messages:,}"
-        + (f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""),
-    )
-    table.add_row(f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}")
-    table.add_row("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})")
-    for level, count in sorted(result.summaries_per_level.items()):
-        table.add_row(f"L{level} summaries (shown)", f"{count} ({shown_levels.get(level, 0)})")
-    table.add_row("live window", f"{compiled.total_messages - compiled.live_start} messages")
-    table.add_row(
-        "images shown / replaced", f"{compiled.request.images_shown} / {compiled.request.images_replaced}"
-    )
-    table.add_row(
-        "request",
-        f"{compiled.request.format} -> {out}"
-        if out
-        else f"{compiled.request.format} (not written: use --out FILE)",
-    )
-    table.add_row("time", f"{result.seconds:.2f} s")
-    Console().print(table)
+    skipped = f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""
+    request = compiled.request
+    rows = [
+        ("format", result.transcript.format),
+        ("messages", f"{compiled.total_messages:,}{skipped}"),
+        (f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}"),
+        ("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})"),
+    ]
+    rows += [
+        (f"L{level} summaries (shown)", f"{count} ({shown_levels.get(level, 0)})")
+        for level, count in sorted(result.summaries_per_level.items())
+    ]
+    rows += [
+        ("live window", f"{compiled.total_messages - compiled.live_start} messages"),
+        ("images shown / replaced", f"{request.images_shown} / {request.images_replaced}"),
+        (
+            "request",
+            f"{request.format} -> {out}" if out else f"{request.format} (not written: use --out FILE)",
+        ),
+        ("time", f"{result.seconds:.2f} s"),
+    ]
+    _print_table(f"compaction run: {transcript}", rows)
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True)
+@click.option(
+    "--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True
+)
 @click.option(
     "--method",
     type=click.Choice(["exact", "fast", "estimate"]),
