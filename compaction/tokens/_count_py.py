@@ -64,7 +64,7 @@ ENCODING_NAMES = ("cl100k_base", "o200k_base")
 #: Pieces a counter remembers before it clears its memo.
 DEFAULT_MEMO_SIZE = 65536
 #: Longest piece (characters) kept in the memo; longer pieces are counted on every call.
-MAX_MEMO_PIECE = 32
+MAX_MEMO_PIECE = 64
 
 #: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
 _STAND_INS: dict[int, str] = {

@@ -1,0 +1,29 @@
+"""Count tokens exactly and fast: picks the compiled counter or its pure-Python twin.
+
+``COMPACTION_NO_EXTENSIONS`` set to anything but ``""`` or ``"0"``, or an interpreter other
+than CPython, selects the pure-Python twin; otherwise the compiled module is used, falling
+back to pure Python only when it is not built.  ``IMPLEMENTATION`` says which one is active.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+__all__ = ["PieceCounter", "count_tokens", "IMPLEMENTATION"]
+
+if os.environ.get("COMPACTION_NO_EXTENSIONS", "") not in ("", "0") or (
+    platform.python_implementation() != "CPython"
+):
+    from ._count_py import PieceCounter, count_tokens
+
+    IMPLEMENTATION = "py"
+else:
+    try:
+        from ._count_c import PieceCounter, count_tokens  # type: ignore[no-redef, import-not-found, unused-ignore]
+
+        IMPLEMENTATION = "c"
+    except ImportError:
+        from ._count_py import PieceCounter, count_tokens
+
+        IMPLEMENTATION = "py"

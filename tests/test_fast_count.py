@@ -1,0 +1,438 @@
+"""Tests of the exact fast token counter: both implementations, the dispatcher, tiktoken parity."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.blocks import canonical_json
+from compaction.errors import EncodingDataMissing
+from compaction.formats import load_transcript
+from compaction.tokens import _unicode_tables
+from compaction.tokens.encodings import ENCODINGS, get_encoding
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+ENCODING_NAMES = ("o200k_base", "cl100k_base")
+
+
+@pytest.fixture(params=["c", "py"], scope="module")
+def impl(request: pytest.FixtureRequest) -> ModuleType:
+    """Each implementation imported directly (no dispatcher): a missing extension fails."""
+    return importlib.import_module(f"compaction.tokens._count_{request.param}")
+
+
+@pytest.fixture(scope="module")
+def c_impl() -> ModuleType:
+    return importlib.import_module("compaction.tokens._count_c")
+
+
+@pytest.fixture(scope="module")
+def py_impl() -> ModuleType:
+    return importlib.import_module("compaction.tokens._count_py")
+
+
+def tiktoken_count(text: str, encoding: str) -> int:
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+# --------------------------------------------------------------------------- dispatcher
+
+
+def test_dispatcher_picks_the_compiled_module_by_default() -> None:
+    if os.environ.get("COMPACTION_NO_EXTENSIONS", "") not in ("", "0"):
+        pytest.skip("COMPACTION_NO_EXTENSIONS is set for this run")
+    from compaction.tokens import _count_c, fast
+
+    assert fast.IMPLEMENTATION == "c"
+    assert fast.count_tokens is _count_c.count_tokens
+    assert fast.PieceCounter is _count_c.PieceCounter
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", "py"), ("yes", "py"), ("0", "c"), ("", "c")])
+def test_environment_variable_selects_the_implementation(value: str, expected: str) -> None:
+    env = dict(os.environ, COMPACTION_NO_EXTENSIONS=value)
+    code = (
+        "from compaction.tokens import fast; "
+        "print(fast.IMPLEMENTATION, fast.count_tokens.__module__, fast.count_tokens('hello world'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    implementation, module, count = out.stdout.split()
+    assert implementation == expected
+    assert module == f"compaction.tokens._count_{expected}"
+    assert count == "2"
+
+
+# --------------------------------------------------------------------------- API and errors
+
+
+def test_api_is_the_same(c_impl: ModuleType, py_impl: ModuleType) -> None:
+    assert c_impl.__all__ == py_impl.__all__
+    for name in ("ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE"):
+        assert getattr(c_impl, name) == getattr(py_impl, name)
+
+
+def test_errors(impl: ModuleType) -> None:
+    with pytest.raises(TypeError, match="count\\(\\) expected a str, got bytes; decode bytes first"):
+        impl.count_tokens(b"abc")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="pieces\\(\\) expected a str, got int"):
+        impl.PieceCounter().pieces(3)
+    with pytest.raises(EncodingDataMissing, match="expected one of: cl100k_base, o200k_base"):
+        impl.count_tokens("abc", "p50k_base")
+    with pytest.raises(LookupError):
+        impl.PieceCounter("r50k_base")
+    with pytest.raises(ValueError, match="memo_size must be >= 0 pieces, got -1"):
+        impl.PieceCounter("o200k_base", memo_size=-1)
+
+
+def test_known_counts(impl: ModuleType) -> None:
+    assert impl.count_tokens("") == 0
+    assert impl.count_tokens("hello world") == 2
+    assert impl.PieceCounter("o200k_base").pieces("Hello world's 1234!\n") == [
+        "Hello",
+        " world's",
+        " ",
+        "123",
+        "4",
+        "!\n",
+    ]
+    assert impl.PieceCounter("cl100k_base").pieces("Hello world's 1234!\n") == [
+        "Hello",
+        " world",
+        "'s",
+        " ",
+        "123",
+        "4",
+        "!\n",
+    ]
+    counter = impl.PieceCounter("cl100k_base")
+    assert counter.encoding == "cl100k_base"
+    assert counter.memo_size == impl.DEFAULT_MEMO_SIZE
+
+
+# --------------------------------------------------------------------------- differential, generated text
+
+FRAGMENTS = [
+    # letters of every case class, scripts, marks
+    "hello",
+    "World",
+    "HTTPServer",
+    "camelCase",
+    "ǅungla",
+    "ǈ",
+    "ß",
+    "İstanbul",
+    "ſ",
+    "Ωμέγα",
+    "Привет",
+    "ΣΑΣ",
+    "שלום",
+    "مرحبا",
+    "नमस्ते",
+    "தமிழ்",
+    "ภาษาไทย",
+    "ქართ",
+    "中文字符",
+    "日本語のテキスト",
+    "カタカナ",
+    "한국어",
+    "e\u0301",
+    "\u0301\u0302",
+    "a\u20dd",
+    "\u0903",
+    "ʕ",
+    "ʰ",
+    "ꙮ",
+    # emoji, ZWJ sequences, skin tones, flags, variation selectors
+    "👍",
+    "👍🏽",
+    "👨‍👩‍👧‍👦",
+    "🏳️‍🌈",
+    "🇫🇷",
+    "❤️",
+    "\u200d",
+    "\U0001f3fd",
+    "\ufe0f",
+    # whitespace and newlines
+    " ",
+    "  ",
+    "    ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\r",
+    "\r\r\n",
+    " \n ",
+    "\u00a0",
+    "\u2028",
+    "\u2029",
+    "\u3000",
+    "\u2003",
+    "\x0b",
+    "\x0c",
+    "\x85",
+    "\u200b",
+    "\x1c",
+    "\x1f",
+    "\u180e",
+    "\ufeff",
+    # digits, ASCII and not
+    "1",
+    "12",
+    "123",
+    "1234",
+    "1234567",
+    "٣٤٥",
+    "१२३",
+    "１２３",
+    "Ⅻ",
+    "½",
+    "²",
+    "𝟙𝟚",
+    "0x1F",
+    # contractions in any case
+    "'s",
+    "'S",
+    "'t",
+    "'T",
+    "'re",
+    "'RE",
+    "'Re",
+    "'ve",
+    "'VE",
+    "'m",
+    "'M",
+    "'ll",
+    "'LL",
+    "'Ll",
+    "'d",
+    "'D",
+    "'ſ",
+    "'x",
+    "''",
+    "don't",
+    "I'LL",
+    "'",
+    # special-token text, punctuation runs with newlines and slashes
+    "<|endoftext|>",
+    "<|fim_prefix|>",
+    "<|endofprompt|>",
+    "...",
+    "!!!",
+    '"',
+    "://",
+    "/",
+    "//\n",
+    "!\n/",
+    ".\r\n",
+    "?!\n\n",
+    '{"a": 1}',
+    "=>",
+    "#",
+    "@",
+    "$",
+    "€",
+    "©",
+    "→",
+    "─",
+    "—",
+    "、",
+    "。",
+    "！",
+    # characters where Unicode versions disagree (tiktoken is Unicode 16.0)
+    "\U00010940",
+    "\U000323b0",
+    "\u1acf",
+    "\ua7cb",
+    "\u1c89",
+    "\U00010d40",
+    "\U00031350",
+    "\U0002ebf0",
+    "\u0897",
+]
+
+texts = st.one_of(
+    st.text(st.characters(codec="utf-8"), max_size=80),
+    st.text(max_size=80),
+    st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join),
+    st.lists(
+        st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(codec="utf-8"), max_size=4)), max_size=30
+    ).map("".join),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=texts)
+def test_compiled_equals_pure_python_equals_tiktoken(
+    c_impl: ModuleType, py_impl: ModuleType, text: str
+) -> None:
+    for encoding in ENCODING_NAMES:
+        expected = tiktoken_count(text, encoding)
+        assert c_impl.count_tokens(text, encoding) == expected
+        assert py_impl.count_tokens(text, encoding) == expected
+        c_pieces = c_impl.PieceCounter(encoding, memo_size=0).pieces(text)
+        assert c_pieces == py_impl.PieceCounter(encoding, memo_size=0).pieces(text)
+        assert "".join(c_pieces) == text
+
+
+@pytest.fixture(scope="module")
+def disagreeing_code_points() -> frozenset[int]:
+    """The code points the ``regex`` package classifies otherwise than tiktoken (Unicode 16.0)."""
+    ours = _unicode_tables.class_table()
+    theirs = _unicode_tables.regex_class_table()
+    return frozenset(cp for cp in range(0x110000) if ours[cp] != theirs[cp])
+
+
+def test_unicode_discrepancies_are_the_documented_ones(disagreeing_code_points: frozenset[int]) -> None:
+    ours = _unicode_tables.class_table()
+    theirs = _unicode_tables.regex_class_table()
+    for cp in disagreeing_code_points:
+        if cp == 0x295:  # LATIN LETTER PHARYNGEAL VOICED FRICATIVE: Ll until Unicode 16.0, Lo since 17.0
+            assert (ours[cp], theirs[cp]) == (_unicode_tables.LOWER, _unicode_tables.OTHER_LETTER)
+        else:  # assigned in Unicode 17.0: unknown to tiktoken
+            assert ours[cp] == _unicode_tables.OTHER, hex(cp)
+
+
+@settings(max_examples=800, deadline=None)
+@given(text=texts)
+def test_pieces_equal_the_regex_split(
+    c_impl: ModuleType, disagreeing_code_points: frozenset[int], text: str
+) -> None:
+    text = "".join(ch for ch in text if ord(ch) not in disagreeing_code_points)
+    for encoding in ENCODING_NAMES:
+        expected = regex.findall(ENCODINGS[encoding].pat_str, text)
+        assert c_impl.PieceCounter(encoding, memo_size=0).pieces(text) == expected
+
+
+# Texts around every code point whose tokens depend on the character's class (see
+# _unicode_tables._PROBES), one per line; the counters must agree with tiktoken on each block of
+# 4096 code points.
+SWEEP_TEMPLATES = ("{c}'s", "{c}1234", "a   {c}", "x{c}x")
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_every_code_point_agrees_with_tiktoken(c_impl: ModuleType, encoding: str) -> None:
+    counter = c_impl.PieceCounter(encoding)
+    mismatches = []
+    for template in SWEEP_TEMPLATES:
+        for block in range(0, 0x110000, 4096):
+            if 0xD800 <= block <= 0xDFFF:
+                continue
+            text = "\n".join(template.replace("{c}", chr(cp)) for cp in range(block, block + 4096))
+            if counter.count(text) != tiktoken_count(text, encoding):
+                mismatches.append((template, hex(block)))
+    assert mismatches == []
+
+
+@pytest.mark.parametrize(
+    "text", ["\ud800", "a\udfffb", "\ud83d\ude00 x", "x\ude00\ud83d", "\ud800\ud800's 12"]
+)
+def test_surrogates_count_as_tiktoken_counts_them(impl: ModuleType, text: str) -> None:
+    for encoding in ENCODING_NAMES:
+        assert impl.PieceCounter(encoding).count(text) == tiktoken_count(text, encoding)
+        assert impl.PieceCounter(encoding).pieces(text)  # split as they are
+
+
+# --------------------------------------------------------------------------- real transcripts
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+@pytest.fixture(scope="module")
+def example_texts() -> list[str]:
+    """Every string of every message of every transcript in examples/, tool inputs as JSON."""
+    out: list[str] = []
+    for path in sorted(EXAMPLES.rglob("*")):
+        if not path.is_file() or path.name == "README.md":
+            continue
+        for message in load_transcript(path, lenient=True).messages:
+            for block in message.content:
+                out.extend(_strings(block))
+                if block.get("type") == "tool_use":
+                    out.append(canonical_json(block.get("input", {})))
+    return out
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_every_example_message_is_exact(impl: ModuleType, example_texts: list[str], encoding: str) -> None:
+    assert len(example_texts) > 1000
+    counter = impl.PieceCounter(encoding)
+    mismatches = [t for t in example_texts if counter.count(t) != tiktoken_count(t, encoding)]
+    assert mismatches == []
+    whole = "\n".join(example_texts)
+    assert counter.count(whole) == tiktoken_count(whole, encoding)
+
+
+# --------------------------------------------------------------------------- the memo
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=st.lists(texts, min_size=1, max_size=8))
+def test_cold_memo_equals_warm_memo(impl: ModuleType, batch: list[str]) -> None:
+    for encoding in ENCODING_NAMES:
+        cold = [impl.PieceCounter(encoding, memo_size=0).count(t) for t in batch]
+        warm_counter = impl.PieceCounter(encoding)
+        first = [warm_counter.count(t) for t in batch]
+        again = [warm_counter.count(t) for t in batch]
+        assert cold == first == again
+
+
+def test_memo_bound_is_respected(impl: ModuleType) -> None:
+    counter = impl.PieceCounter("o200k_base", memo_size=50)
+    words = [f"w{i}x" for i in range(1000)]
+    for start in range(0, 1000, 7):
+        text = " ".join(words[start : start + 40])
+        assert counter.count(text) == tiktoken_count(text, "o200k_base")
+        assert counter.memo_len <= 50
+    assert counter.memo_len > 0
+    counter.clear()
+    assert counter.memo_len == 0
+    nothing = impl.PieceCounter("o200k_base", memo_size=0)
+    assert nothing.count("a b c") == 3
+    assert nothing.memo_len == 0
+
+
+def test_long_pieces_are_not_remembered(impl: ModuleType) -> None:
+    counter = impl.PieceCounter("o200k_base")
+    long_piece = "a" * (impl.MAX_MEMO_PIECE + 1)
+    assert counter.pieces(long_piece) == [long_piece]
+    counter.count(long_piece)
+    assert counter.memo_len == 0
+    counter.count("a" * impl.MAX_MEMO_PIECE)
+    assert counter.memo_len == 1
+
+
+# --------------------------------------------------------------------------- long runs
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+@pytest.mark.parametrize(
+    "unit", [" ", "a", "A", "1", "!", "\n", "\r\n", "中", "😀", "\u0301", "\u00a0", "aB", " \n"]
+)
+def test_long_runs_of_one_character(impl: ModuleType, encoding: str, unit: str) -> None:
+    # a linear scanner; a quadratic one would take minutes on these texts
+    for text in (unit * 100_000, "x" + unit * 100_000 + "x", unit * 100_000 + " "):
+        counter = impl.PieceCounter(encoding)
+        assert counter.count(text) == tiktoken_count(text, encoding)
+        assert "".join(counter.pieces(text)) == text
