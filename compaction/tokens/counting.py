@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from ..blocks import DATA_URI_RE, Block, Message, canonical_json
+from ..errors import EncodingDataMissing
 from ..render import unknown_block_text
 from .encodings import DEFAULT_ENCODING, get_encoding
+from .fast import count_tokens
 
 __all__ = [
     "COUNTING_VERSION",
@@ -62,7 +64,15 @@ TOOL_ERROR_PREFIX = "[tool error] "
 
 @lru_cache(maxsize=65536)
 def _count_cached(text: str, encoding: str) -> int:
-    return len(get_encoding(encoding).encode_ordinary(text))
+    return _count_fast(text, encoding)
+
+
+def _count_fast(text: str, encoding: str) -> int:
+    try:
+        return count_tokens(text, encoding)
+    except EncodingDataMissing:
+        get_encoding(encoding)  # an unknown name: raise the package's own error
+        raise
 
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
@@ -73,7 +83,8 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
 
     Returns:
-        The token count (tokens), equal to ``len(tiktoken_encoding.encode_ordinary(text))``.
+        The token count (tokens), equal to ``len(tiktoken_encoding.encode_ordinary(text))``;
+        counted by the exact fast path (:mod:`compaction.tokens.fast`).
 
     Raises:
         EncodingDataMissing: unknown encoding or missing package data.
@@ -82,7 +93,7 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         return 0
     if len(text) <= 4096:
         return _count_cached(text, encoding)
-    return len(get_encoding(encoding).encode_ordinary(text))
+    return _count_fast(text, encoding)
 
 
 def count_texts(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
