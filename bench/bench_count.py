@@ -13,6 +13,7 @@ long-running agent's history does); ``cold`` is the same with a fresh memo for e
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import time
 from collections.abc import Callable
 
@@ -22,7 +23,10 @@ from conftest import CORPORA
 from compaction.tokens.encodings import get_encoding
 
 ENCODING = "o200k_base"
-IMPLEMENTATIONS = ("tiktoken", "c", "py", "estimate")
+#: Peer exact counters measured in the same run where installed (`pip install -e '.[bench]'`):
+#: toktok-rs (module ``toktok``) and quicktok-v1 (module ``quicktok``).
+PEERS = tuple(name for name in ("toktok", "quicktok") if importlib.util.find_spec(name) is not None)
+IMPLEMENTATIONS = ("tiktoken", "c", "py", "estimate", *PEERS)
 RESULTS: dict[tuple[str, str, str], dict[str, float]] = {}
 
 
@@ -30,6 +34,15 @@ def _counter(implementation: str, fresh: bool = False) -> Callable[[str], int]:
     if implementation == "tiktoken":
         encode = get_encoding(ENCODING).encode_ordinary
         return lambda text: len(encode(text))
+    if implementation == "toktok":
+        import toktok
+
+        return lambda text: int(toktok.batch_count([text], ENCODING)[0])
+    if implementation == "quicktok":
+        import quicktok
+
+        peer = quicktok.get_encoding(ENCODING)
+        return lambda text: len(peer.encode(text))
     if implementation == "estimate":
         from compaction.tokens.estimate import estimate_tokens
 
