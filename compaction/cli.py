@@ -274,7 +274,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
             "encoding": recipe.encoding,
             "summaries": {str(k): v for k, v in sorted(levels.items())},
             "image_blobs": store.image_count(),
-            "failures": store.failures(),
+            "failures": (failures := store.failures()),
         }
     if as_json:
         click.echo(json.dumps(data))
@@ -286,7 +286,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     rows += [(f"L{level} summaries", str(count)) for level, count in sorted(levels.items())]
     rows += [
         ("image blobs", str(data["image_blobs"])),
-        ("chunks left raw (summarizer failures)", str(len(data["failures"]))),
+        ("chunks left raw (summarizer failures)", str(len(failures))),
     ]
     _print_table(f"store {store_path}", rows)
 

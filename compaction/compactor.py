@@ -362,7 +362,8 @@ class Compactor:
             {"type": "text", "text": f"Merge these {len(texts)} consecutive records into one."}
         ]
         blocks.extend(
-            {"type": "text", "text": f"[Record of {label}]\n{text}"} for label, text in zip(labels, texts, strict=True)
+            {"type": "text", "text": f"[Record of {label}]\n{text}"}
+            for label, text in zip(labels, texts, strict=True)
         )
         return OutboundRequest(
             kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),)

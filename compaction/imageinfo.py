@@ -268,7 +268,12 @@ def canonical_base64(data_b64: str) -> str:
     Raises:
         ImageError: the text is not base64.
     """
-    if len(data_b64) % 4 == 0 and not _BASE64_JUNK.search(data_b64) and "-" not in data_b64 and "_" not in data_b64:
+    if (
+        len(data_b64) % 4 == 0
+        and not _BASE64_JUNK.search(data_b64)
+        and "-" not in data_b64
+        and "_" not in data_b64
+    ):
         return data_b64
     return base64.b64encode(decode_base64(data_b64)).decode("ascii")
 

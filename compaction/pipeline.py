@@ -124,7 +124,9 @@ def compress_and_compile(
                 raise OverBudget(
                     f"compaction made no progress: {made} new summaries left the request at "
                     f"{err.needed} tokens (before: {last_error.needed}). {err}",
-                    stage=err.stage, budget=err.budget, needed=err.needed,
+                    stage=err.stage,
+                    budget=err.budget,
+                    needed=err.needed,
                 ) from err
             last_error = err
     raise last_error

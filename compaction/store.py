@@ -454,7 +454,7 @@ class Store:
             MessageFacts(
                 seq,
                 role,
-                counted.get(seq, tokens) if tokens is None else tokens,
+                counted[seq] if tokens is None else tokens,
                 tuple(json.loads(uses)),
                 tuple(json.loads(results)),
                 tuple(ImageFact(**{**_IMAGE_FACT_DEFAULTS, **f}) for f in json.loads(images)),

@@ -463,11 +463,11 @@ def gate(
         tokens += MESSAGE_OVERHEAD + count_text(request.system, encoding)
     # A message the gate left as it was (no image, no repair) costs what it cost before.
     changed = {occ.message_index for occ in occurrences} | {r.message_index for r in report}
-    for index, (_role, blocks) in enumerate(rebuilt):
+    for index, (_role, gated_blocks) in enumerate(rebuilt):
         if index not in changed:
             tokens += per_message_text[index]
             continue
-        text_tokens, image_tokens = _message_tokens(blocks, encoding, model)
+        text_tokens, image_tokens = _message_tokens(gated_blocks, encoding, model)
         tokens += text_tokens + image_tokens
     first_role = next((role for role, _blocks in rebuilt if role != "system"), None)
     if format == "anthropic" and first_role == "assistant":

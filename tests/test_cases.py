@@ -28,7 +28,15 @@ from strategies import (
     wire_images,
 )
 
-from compaction import Compactor, InvalidTranscript, OverBudget, Recipe, Store, compile_request, load_transcript
+from compaction import (
+    Compactor,
+    InvalidTranscript,
+    OverBudget,
+    Recipe,
+    Store,
+    compile_request,
+    load_transcript,
+)
 from compaction.formats import parse_messages
 from compaction.imageinfo import image_size
 from compaction.tokens.counting import count_text
@@ -362,7 +370,7 @@ def test_tool_pair_in_the_middle(fmt: str) -> None:
     assert done
     rounds = [(1, 2), (5, 6), (9, 10), (13, 14)]
     for compiled in done:
-        for use, result in rounds:
+        for _use, result in rounds:
             assert compiled.live_start not in (result,), "a round split by the window"
             assert not any(s.start_seq == result or s.end_seq == result for s in compiled.summaries)
     assert len({c.live_start for c in done}) > 1, "the sweep moves the window across rounds"

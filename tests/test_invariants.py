@@ -27,7 +27,16 @@ from strategies import (
     wire_images,
 )
 
-from compaction import Compactor, CompiledRequest, ImageError, Message, OverBudget, Recipe, Store, compile_request
+from compaction import (
+    Compactor,
+    CompiledRequest,
+    ImageError,
+    Message,
+    OverBudget,
+    Recipe,
+    Store,
+    compile_request,
+)
 from compaction.compile import default_model
 
 PROPERTY = settings(
@@ -142,7 +151,7 @@ def test_tool_pairing_in_every_request(messages: list[Message], recipe: Recipe, 
         if outcome.recipe.output_format == "anthropic":
             assert body["messages"][0]["role"] == "user"
             roles = [m["role"] for m in body["messages"]]
-            assert all(a != b for a, b in zip(roles, roles[1:])), "roles must alternate"
+            assert all(a != b for a, b in zip(roles, roles[1:], strict=False)), "roles must alternate"
     finally:
         outcome.store.close()
 

@@ -94,10 +94,10 @@ def test_token_count_cache_equals_a_direct_count(store: Store) -> None:
     words = ["the stale cache", "rerun the failing suite", "src/app.py line 42"]
     store.append([text("user" if i % 2 == 0 else "assistant", w) for i, w in enumerate(words)])
     encoding = get_encoding("o200k_base")
-    for fact, word in zip(store.facts(), words):
+    for fact, word in zip(store.facts(), words, strict=True):
         assert fact.text_tokens == len(encoding.encode_ordinary(word)) + 4  # + the framing per message
     cl100k = get_encoding("cl100k_base")
-    for fact, word in zip(store.facts(encoding="cl100k_base"), words):
+    for fact, word in zip(store.facts(encoding="cl100k_base"), words, strict=True):
         assert fact.text_tokens == len(cl100k.encode_ordinary(word)) + 4
     # cached: a second read gives the same numbers
     assert [f.text_tokens for f in store.facts(encoding="cl100k_base")] == [

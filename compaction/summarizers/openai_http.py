@@ -396,7 +396,8 @@ class OpenAIChatSummarizer:
             )
         if status in (401, 403):
             hint = (
-                f"check the key in ${self.api_key_env}" if self.api_key_env
+                f"check the key in ${self.api_key_env}"
+                if self.api_key_env
                 else "the server wants a key: set summarizer.api_key_env"
             )
             what = "unauthorized" if status == 401 else "forbidden"

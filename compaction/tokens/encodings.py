@@ -117,7 +117,7 @@ def load_ranks(name: str) -> dict[bytes, int]:
             return _ranks_cache[name]
         spec = _spec(name)
         try:
-            packed = resources.files(__package__).joinpath("data", spec.filename).read_bytes()
+            packed = resources.files(__package__).joinpath("data").joinpath(spec.filename).read_bytes()
         except (FileNotFoundError, OSError) as err:
             raise EncodingDataMissing(
                 f"the rank file {spec.filename} of encoding {name!r} is missing from the installed "

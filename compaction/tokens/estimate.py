@@ -20,7 +20,7 @@ if os.environ.get("COMPACTION_NO_EXTENSIONS", "") not in ("", "0") or (
     IMPLEMENTATION = "py"
 else:
     try:
-        from ._estimate_c import estimate_tokens, text_features  # type: ignore[import-not-found]
+        from ._estimate_c import estimate_tokens, text_features  # type: ignore[no-redef, import-not-found, unused-ignore]
 
         IMPLEMENTATION = "c"
     except ImportError:
