@@ -101,6 +101,26 @@ def main() -> None:
     """
 
 
+def _load_tools(path: str | None) -> list[Any]:
+    """Read tool definitions (a JSON array, OpenAI or Anthropic shape) from ``path``."""
+    if not path:
+        return []
+    try:
+        tools = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CompactionError(f"{path}: tool definitions must be a JSON array: {err}") from None
+    if not isinstance(tools, list):
+        raise CompactionError(f"{path}: tool definitions must be a JSON array; found {type(tools).__name__}")
+    return tools
+
+
+tools_option = click.option(
+    "--tools",
+    "tools_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON array of tool definitions offered to the model (OpenAI or Anthropic shape); they count against the budget.",
+)
+
 recipe_option = click.option(
     "--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings."
 )
@@ -231,6 +251,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
+@tools_option
 def compile_command(
     store_path: str,
     recipe_path: str | None,
@@ -240,6 +261,7 @@ def compile_command(
     vision: str | None,
     max_live_images: int | None,
     out: str | None,
+    tools_path: str | None,
 ) -> None:
     """Compile the store into the next model request within the token budget."""
     with _errors(), Store(store_path, create=False) as store:
@@ -251,7 +273,7 @@ def compile_command(
             vision=vision,
             max_live_images=max_live_images,
         )
-        compiled = compile_request(store, recipe)
+        compiled = compile_request(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
         click.echo(f"wrote {out}: {compiled.tokens} tokens of {compiled.budget}", err=True)
@@ -322,6 +344,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
 )
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@tools_option
 def run(
     transcript: str,
     budget: int | None,
@@ -335,6 +358,7 @@ def run(
     store_path: str,
     lenient: bool,
     as_json: bool,
+    tools_path: str | None,
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     with _errors(), _progress("compressing") as progress:
@@ -347,7 +371,13 @@ def run(
             max_live_images=max_live_images,
         )
         result = run_pipeline(
-            transcript, recipe, store_path=store_path, format=input_format, lenient=lenient, progress=progress
+            transcript,
+            recipe,
+            store_path=store_path,
+            format=input_format,
+            lenient=lenient,
+            progress=progress,
+            tools=_load_tools(tools_path),
         )
     compiled = result.compiled
     if out:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .blocks import Block
 from .errors import InvalidMessage, InvariantViolation, OverBudget
@@ -28,6 +29,7 @@ from .recipe import Recipe
 from .store import MessageFacts, Store, StoredSummary
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, count_text
 from .tokens.image_pricing import price_image
+from .tools import normalize_tools, tools_tokens
 from .wire import DAMAGED_DATA_URI, DAMAGED_IMAGE, GatedRequest, OutboundRequest, gate
 
 __all__ = [
@@ -208,6 +210,7 @@ def compile_request(
     budget: int | None = None,
     format: str | None = None,
     model: str | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> CompiledRequest:
     """Compile ``store`` into a request of at most ``budget`` tokens.
 
@@ -217,6 +220,8 @@ def compile_request(
         budget: the token budget; default ``recipe.budget_tokens``.
         format: ``"openai"`` or ``"anthropic"``; default ``recipe.output_format``.
         model: the model named in the request (also selects image pricing).
+        tools: tool definitions offered to the model, in either provider's shape; they are
+            rendered into the request and their tokens count against the budget.
 
     Returns:
         The :class:`CompiledRequest`.
@@ -247,7 +252,9 @@ def compile_request(
     if plan.n == 0:
         raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
     system, pinned = _system_text(store)
+    offered = normalize_tools(tools)
     fixed = REQUEST_OVERHEAD + (MESSAGE_OVERHEAD + count_text(system, plan.encoding) if system else 0)
+    fixed += tools_tokens(offered, format, plan.encoding)
     intro = MESSAGE_OVERHEAD + count_text(SUMMARY_INTRO, plan.encoding)
 
     candidates: list[tuple[int, list[StoredSummary], int]] = []
@@ -295,7 +302,7 @@ def compile_request(
     for cut, cover, total in fitting:
         cover = _refine(plan, cover, total, budget)
         try:
-            request = _emit(store, plan, system, pinned, cover, cut, format, model, budget)
+            request = _emit(store, plan, system, pinned, cover, cut, format, model, budget, offered)
         except OverBudget as err:
             last_error = err
             continue
@@ -334,6 +341,7 @@ def _emit(
     format: str,
     model: str,
     budget: int,
+    tools: tuple[dict[str, Any], ...] = (),
 ) -> GatedRequest:
     messages: list[tuple[str, tuple[Block, ...]]] = []
     hints: list[int | None] = []
@@ -346,7 +354,7 @@ def _emit(
             messages.append((message.role, message.content))
             hints.append(plan.text_tokens.get(message.seq) if message.seq is not None else None)
     _check_coverage(plan, pinned, cover, cut)
-    request = OutboundRequest("compile", system, tuple(messages), tuple(hints))
+    request = OutboundRequest("compile", system, tuple(messages), tuple(hints), tools)
     return gate(request, plan.settings, format=format, model=model, encoding=plan.encoding, budget=budget)
 
 

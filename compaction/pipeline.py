@@ -6,9 +6,10 @@ The CLI's ``compaction run`` is a thin shell over :func:`run_pipeline`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .compactor import Compactor, TickReport
 from .compile import CompiledRequest, compile_request, raw_history_tokens
@@ -80,6 +81,7 @@ def compress_and_compile(
     *,
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> tuple[CompiledRequest, list[TickReport]]:
     """Compress ``store`` as much as the budget needs, then compile; the call before each model turn.
 
@@ -94,6 +96,7 @@ def compress_and_compile(
         recipe: settings; ``recipe.budget_tokens`` is required.
         summarizer: default: the one the recipe names (the offline extractive summarizer).
         progress: called as ``progress(done, total)`` while chunks are summarized.
+        tools: tool definitions offered to the model (counted against the budget).
 
     Returns:
         The compiled request and one :class:`TickReport` per compression round.
@@ -104,7 +107,7 @@ def compress_and_compile(
     _require_budget(recipe)
     ticks: list[TickReport] = []
     try:
-        return compile_request(store, recipe), ticks
+        return compile_request(store, recipe, tools=tools), ticks
     except OverBudget as err:
         if err.stage == "settings":
             raise
@@ -115,7 +118,7 @@ def compress_and_compile(
         report = compactor.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
         ticks.append(report)
         try:
-            return compile_request(store, recipe), ticks
+            return compile_request(store, recipe, tools=tools), ticks
         except OverBudget as err:
             made = report.l1_added + sum(report.merged.values())
             if made and err.needed >= last_error.needed and err.stage == last_error.stage:
@@ -141,6 +144,7 @@ def run_pipeline(
     lenient: bool = False,
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> RunResult:
     """Import ``transcript``, then :func:`compress_and_compile` within ``recipe.budget_tokens``.
 
@@ -153,7 +157,9 @@ def run_pipeline(
     store = Store(store_path, encoding=recipe.encoding)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
-        compiled, ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress)
+        compiled, ticks = compress_and_compile(
+            store, recipe, summarizer=summarizer, progress=progress, tools=tools
+        )
         before = raw_history_tokens(store, recipe)
         levels: dict[int, int] = {}
         for summary in store.summaries():

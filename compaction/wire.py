@@ -33,6 +33,7 @@ from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
 from .render import render_anthropic, render_openai
 from .tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, count_text
 from .tokens.image_pricing import price_image
+from .tools import render_tools, tools_tokens
 
 __all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images"]
 
@@ -57,12 +58,14 @@ class OutboundRequest:
         token_hints: optional, per message: its ``blocks_text_tokens`` already known (the
             store's cached count), so the gate need not re-tokenize a message it ships
             unchanged; ``None`` where unknown.
+        tools: normalized tool definitions offered to the model (see :mod:`compaction.tools`).
     """
 
     purpose: str
     system: str | None
     messages: tuple[tuple[str, tuple[Block, ...]], ...]
     token_hints: tuple[int | None, ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -444,6 +447,8 @@ def gate(
         body = render_anthropic(request.system, rebuilt, model, max_tokens)
     else:
         raise ValueError(f"format must be 'openai' or 'anthropic'; found {format!r}")
+    if request.tools:
+        body["tools"] = render_tools(request.tools, format)
     shipped = count_wire_images(body)
     if shipped != kept:
         raise InvariantViolation(
@@ -458,7 +463,7 @@ def gate(
             f"{request.purpose} request: {shipped} images over the cap {settings.max_images}"
         )
 
-    tokens = REQUEST_OVERHEAD
+    tokens = REQUEST_OVERHEAD + tools_tokens(request.tools, format, encoding)
     if request.system:
         tokens += MESSAGE_OVERHEAD + count_text(request.system, encoding)
     # A message the gate left as it was (no image, no repair) costs what it cost before.
