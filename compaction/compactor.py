@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .blocks import DATA_URI_RE, Block, Message, canonical_json
+from .blocks import Block, Message
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
-from .errors import CompactionError, ImageError, SummarizerError, SummarizerRefused
-from .imageinfo import canonical_base64, info_from_block, info_from_data_uri
+from .errors import CompactionError, SummarizerError, SummarizerRefused
+from .imageinfo import info_from_block
 from .policy import ImageSettings, placeholder_text
 from .recipe import Recipe
+from .splitting import flatten, lift_data_uris, split_texts, tool_output_text, truncate_tool_result
 from .store import MessageFacts, Store, StoredSummary
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
@@ -217,7 +218,7 @@ class Compactor:
                 return request
             sizes = sorted(
                 (
-                    (count_text(_tool_output_text(b), self.encoding), m, i)
+                    (count_text(tool_output_text(b), self.encoding), m, i)
                     for m, message in enumerate(messages)
                     for i, b in enumerate(message.content)
                     if b.get("type") == "tool_result"
@@ -236,7 +237,7 @@ class Compactor:
             shrunk = []
             for m, message in enumerate(messages):
                 blocks = tuple(
-                    _truncate_tool_result(b, targets[(m, i)], self.encoding) if (m, i) in targets else b
+                    truncate_tool_result(b, targets[(m, i)], self.encoding) if (m, i) in targets else b
                     for i, b in enumerate(message.content)
                 )
                 shrunk.append(Message(message.role, blocks, message.seq, message.source_id))
@@ -285,12 +286,12 @@ class Compactor:
         for message in messages:
             if message.role == "system":
                 continue
-            pieces.extend(_flatten(message))
+            pieces.extend(flatten(message))
         part_limit = max(128, (self.request_limit - 300) // 2)
         parts: list[list[Block]] = []
         current: list[Block] = []
         used = 0
-        for piece in _split_texts(_lift_data_uris(pieces), part_limit, self.encoding):
+        for piece in split_texts(lift_data_uris(pieces), part_limit, self.encoding):
             if piece["type"] == "text":
                 cost = count_text(piece["text"], self.encoding)
             else:
@@ -400,137 +401,3 @@ class Compactor:
                 )
                 self._report.merged[level + 1] = self._report.merged.get(level + 1, 0) + 1
             level += 1
-
-
-def _flatten(message: Message) -> list[Block]:
-    """Render one message as text pieces (and its image blocks) for split-part requests."""
-    out: list[Block] = []
-    for block in message.content:
-        kind = block.get("type")
-        if kind == "text":
-            out.append({"type": "text", "text": f"[{message.role}] {block['text']}"})
-        elif kind == "tool_use":
-            out.append(
-                {
-                    "type": "text",
-                    "text": f"[{message.role} called tool {block['name']} (id {block['id']})] "
-                    f"{canonical_json(block.get('input', {}))}",
-                }
-            )
-        elif kind == "tool_result":
-            content = block.get("content", "")
-            status = "error" if block.get("is_error") else "result"
-            if isinstance(content, str):
-                out.append({"type": "text", "text": f"[tool {status} for {block['tool_use_id']}]\n{content}"})
-            else:
-                out.append({"type": "text", "text": f"[tool {status} for {block['tool_use_id']}]"})
-                for inner in content:
-                    if inner.get("type") == "text":
-                        out.append({"type": "text", "text": inner["text"]})
-                    elif inner.get("type") == "image":
-                        out.append(inner)
-        elif kind == "image":
-            out.append(block)
-        elif kind == "thinking":
-            out.append({"type": "text", "text": f"[{message.role} thinking] {block.get('thinking', '')}"})
-        elif kind == "redacted_thinking":
-            continue
-        else:
-            out.append({"type": "text", "text": f"[{kind} block] {canonical_json(block)}"})
-    return out
-
-
-def _split_texts(pieces: Sequence[Block], limit: int, encoding: str) -> list[Block]:
-    """Cut text pieces longer than ``limit`` tokens at line (or character) boundaries."""
-    out: list[Block] = []
-    for piece in pieces:
-        if piece["type"] != "text":
-            out.append(piece)
-            continue
-        out.extend({"type": "text", "text": t} for t in _cut(piece["text"], limit, encoding))
-    return out
-
-
-def _cut(text: str, limit: int, encoding: str) -> list[str]:
-    tokens = count_text(text, encoding)
-    if tokens <= limit:
-        return [text]
-    parts = max(2, -(-tokens // limit))
-    size = max(1, len(text) // parts)
-    cut = text.rfind("\n", size // 2, size + size // 4)
-    cut = cut + 1 if cut > 0 else size
-    return _cut(text[:cut], limit, encoding) + _cut(text[cut:], limit, encoding)
-
-
-def _tool_output_text(block: Block) -> str:
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-
-
-def _truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block:
-    """Return ``block`` with its text cut in the middle to about ``keep_tokens``, marked loudly."""
-    text = _tool_output_text(block)
-    size = max(1, count_text(text, encoding))
-    keep_chars = max(1, len(text) * keep_tokens // size)
-    cut_head, cut_tail = keep_chars * 3 // 5, len(text) - keep_chars * 2 // 5
-    if ";base64," in text:  # never cut through a data: URI (half an image is garbage)
-        for match in DATA_URI_RE.finditer(text):
-            if match.start() < cut_head < match.end():
-                cut_head = match.start()
-            if match.start() < cut_tail < match.end():
-                cut_tail = match.end()
-    head, tail = text[:cut_head], text[max(cut_head, cut_tail) :]
-    omitted = len(text) - len(head) - len(tail)
-    marker = (
-        f"\n[… {omitted:,} characters of this tool output ({text.count(chr(10)) + 1:,} lines in all) are left out "
-        "of this summary request to fit the summarizer's context window; the store keeps the whole output …]\n"
-    )
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return {**block, "content": head + marker + tail}
-    images = [b for b in content if b.get("type") != "text"]
-    return {**block, "content": [{"type": "text", "text": head + marker + tail}, *images]}
-
-
-def _lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
-    """Turn ``data:image/...;base64,`` URIs inside text pieces into image blocks.
-
-    Cutting text into parts must never cut through an image's base64; as blocks they are
-    priced and gated as the images they are.
-    """
-    out: list[Block] = []
-    for piece in pieces:
-        text = piece.get("text", "") if piece.get("type") == "text" else ""
-        if ";base64," not in text:
-            out.append(piece)
-            continue
-        last = 0
-        for match in DATA_URI_RE.finditer(text):
-            if not _readable_data_uri(match.group(0)):
-                continue  # left in the text; the gate replaces it by a placeholder
-            if text[last : match.start()]:
-                out.append({"type": "text", "text": text[last : match.start()]})
-            media = f"image/{match.group(1).lower()}"
-            out.append(
-                {
-                    "type": "image",
-                    "source": {
-                        "type": "base64",
-                        "media_type": media,
-                        "data": canonical_base64(match.group(2)),
-                    },
-                }
-            )
-            last = match.end()
-        if text[last:]:
-            out.append({"type": "text", "text": text[last:]})
-    return out
-
-
-def _readable_data_uri(uri: str) -> bool:
-    try:
-        return info_from_data_uri(uri).has_size
-    except ImageError:
-        return False
