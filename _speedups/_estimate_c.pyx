@@ -2,13 +2,21 @@
 
 The compiled twin of ``compaction/tokens/_estimate_py.py``, which documents the algorithm and is
 the specification: same names, same order, same error messages, same features and the same
-integer estimate for every ``str``.  Only the pass over the text (``_scan``) is native: it reads
-the code points straight from the string's PEP 393 buffer (1, 2 or 4 bytes a character)
-without creating a Python object per character.  Directives are in ``setup.py``.
+integer estimate for every ``str``.  The pass over the text (``_scan``) reads the code points
+straight from the string's PEP 393 buffer (1, 2 or 4 bytes a character) without creating a
+Python object per character, into a C pair table; the features are summed from that table in C
+and the estimate is the same double sums, in the same order, with the coefficients of each
+encoding converted once into a C array (``_CoefficientVector``), so that a message-sized text
+costs no Python object per cell or per feature.  Directives are in ``setup.py``.
 """
 
+import array
 from collections.abc import Iterable
 
+from cpython.float cimport PyFloat_FromDouble
+from cpython.long cimport PyLong_FromDouble
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memset
 
 from ..errors import EncodingDataMissing
@@ -32,6 +40,8 @@ cdef enum:
     C_N_CLASSES = 16
     C_HALF = 256  # C_N_CLASSES * C_N_CLASSES: one half of the pair table
     C_TABLE = 512  # both halves
+    C_MAX_FEATURES = 64  # room for FEATURE_NAMES (checked below)
+    C_SHORT = 128  # shorter texts skip the four table copies of _scan_units (one table)
 
 BOUNDARY = 0
 LOWER = 1
@@ -213,16 +223,18 @@ cdef inline unsigned char _unit_class(Py_UCS4 cp) noexcept nogil:
 
 cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_t* pairs) noexcept nogil:
     # The hot loop of _scan() for one PEP 393 kind; returns digit_tokens, adds into pairs.
-    # Four characters a step, each counted into its own copy of the pair table so that runs
-    # of one class (a long word: the same cell again and again) do not serialize on one
-    # counter.  The digit phase of the twin (position in the digit run modulo 3, reset by any
-    # other class) advances four characters at once through _c_digit_steps; the last
-    # characters go one at a time, exactly as in the twin.
-    cdef Py_ssize_t copies[4 * C_TABLE]
-    cdef Py_ssize_t* t0 = copies
-    cdef Py_ssize_t* t1 = copies + C_TABLE
-    cdef Py_ssize_t* t2 = copies + 2 * C_TABLE
-    cdef Py_ssize_t* t3 = copies + 3 * C_TABLE
+    # Four characters a step, each counted into its own copy of the pair table (``pairs``
+    # itself and three more) so that runs of one class (a long word: the same cell again and
+    # again) do not serialize on one counter.  The digit phase of the twin (position in the
+    # digit run modulo 3, reset by any other class) advances four characters at once through
+    # _c_digit_steps; the last characters go one at a time, exactly as in the twin.  A text
+    # shorter than C_SHORT goes one character at a time into ``pairs`` only: clearing and
+    # adding up the three other copies would cost more than the whole pass.
+    cdef Py_ssize_t copies[3 * C_TABLE]
+    cdef Py_ssize_t* t0 = pairs
+    cdef Py_ssize_t* t1 = copies
+    cdef Py_ssize_t* t2 = copies + C_TABLE
+    cdef Py_ssize_t* t3 = copies + 2 * C_TABLE
     cdef Py_ssize_t i = 0
     cdef Py_ssize_t j
     cdef Py_ssize_t digit_tokens = 0
@@ -232,27 +244,29 @@ cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_
     cdef Py_UCS4 prev_cp = 0xFFFFFFFF  # no code point: the first character repeats nothing
     cdef Py_UCS4 cp, p0, p1, p2, p3
     cdef unsigned char step
-    memset(copies, 0, sizeof(copies))
-    while i + 4 <= length:
-        p0 = data[i]
-        p1 = data[i + 1]
-        p2 = data[i + 2]
-        p3 = data[i + 3]
-        c0 = _unit_class(p0)
-        c1 = _unit_class(p1)
-        c2 = _unit_class(p2)
-        c3 = _unit_class(p3)
-        step = _c_digit_steps[phase * 16 + (c0 == C_DIGIT) + 2 * (c1 == C_DIGIT)
-                              + 4 * (c2 == C_DIGIT) + 8 * (c3 == C_DIGIT)]
-        digit_tokens += step >> 2
-        phase = step & 3
-        t0[(p0 == prev_cp) * C_HALF + prev * C_N_CLASSES + c0] += 1
-        t1[(p1 == p0) * C_HALF + c0 * C_N_CLASSES + c1] += 1
-        t2[(p2 == p1) * C_HALF + c1 * C_N_CLASSES + c2] += 1
-        t3[(p3 == p2) * C_HALF + c2 * C_N_CLASSES + c3] += 1
-        prev = c3
-        prev_cp = p3
-        i += 4
+    cdef bint unrolled = length >= C_SHORT
+    if unrolled:
+        memset(copies, 0, sizeof(copies))
+        while i + 4 <= length:
+            p0 = data[i]
+            p1 = data[i + 1]
+            p2 = data[i + 2]
+            p3 = data[i + 3]
+            c0 = _unit_class(p0)
+            c1 = _unit_class(p1)
+            c2 = _unit_class(p2)
+            c3 = _unit_class(p3)
+            step = _c_digit_steps[phase * 16 + (c0 == C_DIGIT) + 2 * (c1 == C_DIGIT)
+                                  + 4 * (c2 == C_DIGIT) + 8 * (c3 == C_DIGIT)]
+            digit_tokens += step >> 2
+            phase = step & 3
+            t0[(p0 == prev_cp) * C_HALF + prev * C_N_CLASSES + c0] += 1
+            t1[(p1 == p0) * C_HALF + c0 * C_N_CLASSES + c1] += 1
+            t2[(p2 == p1) * C_HALF + c1 * C_N_CLASSES + c2] += 1
+            t3[(p3 == p2) * C_HALF + c2 * C_N_CLASSES + c3] += 1
+            prev = c3
+            prev_cp = p3
+            i += 4
     while i < length:
         cp = data[i]
         cls = _unit_class(cp)
@@ -269,9 +283,54 @@ cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_
         prev_cp = cp
         i += 1
     t0[prev * C_N_CLASSES + C_BOUNDARY] += 1
-    for j in range(C_TABLE):
-        pairs[j] += t0[j] + t1[j] + t2[j] + t3[j]
+    if unrolled:
+        for j in range(C_TABLE):
+            pairs[j] += t1[j] + t2[j] + t3[j]
     return digit_tokens
+
+
+cdef Py_ssize_t _c_scan(object text, Py_ssize_t* pairs) noexcept:
+    # _scan() into a C table: zeroes ``pairs`` (C_TABLE cells), fills it, returns digit_tokens.
+    cdef Py_ssize_t digit_tokens
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    memset(pairs, 0, C_TABLE * sizeof(Py_ssize_t))
+    with nogil:
+        if kind == PyUnicode_1BYTE_KIND:
+            digit_tokens = _scan_units(<const Py_UCS1*>data, length, pairs)
+        elif kind == PyUnicode_2BYTE_KIND:
+            digit_tokens = _scan_units(<const Py_UCS2*>data, length, pairs)
+        else:
+            digit_tokens = _scan_units(<const Py_UCS4*>data, length, pairs)
+    return digit_tokens
+
+
+# The cells of _FEATURE_PAIRS as C arrays: feature k (k >= 1) is the sum of the cells
+# _c_cells[_c_cell_ends[k - 1] : _c_cell_ends[k]] (_c_cell_ends[0] == 0).
+cdef Py_ssize_t _c_n_features = len(FEATURE_NAMES)
+if _c_n_features > C_MAX_FEATURES:
+    raise ImportError(f"_estimate_c has room for {C_MAX_FEATURES} features, not {_c_n_features}")
+cdef unsigned short* _c_cells = NULL
+cdef Py_ssize_t _c_cell_ends[C_MAX_FEATURES]
+_C_CELLS_OWNER = array.array("H", [cell for _name, cells in _FEATURE_PAIRS for cell in cells])
+cdef unsigned short[::1] _c_cells_view = _C_CELLS_OWNER
+_c_cells = &_c_cells_view[0]
+_c_cell_ends[0] = 0
+for _k, (_name, _cells) in enumerate(_FEATURE_PAIRS):
+    _c_cell_ends[_k + 1] = _c_cell_ends[_k] + len(_cells)
+
+
+cdef void _c_text_features(object text, double* features) noexcept:
+    # text_features() into a C array of _c_n_features doubles (text is a str or a subclass).
+    cdef Py_ssize_t pairs[C_TABLE]
+    cdef Py_ssize_t k, j, total
+    features[0] = <double>_c_scan(text, pairs)
+    for k in range(1, _c_n_features):
+        total = 0
+        for j in range(_c_cell_ends[k - 1], _c_cell_ends[k]):
+            total += pairs[_c_cells[j]]
+        features[k] = <double>total
 
 
 def _scan(str text):
@@ -283,18 +342,7 @@ def _scan(str text):
         previous one, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
     """
     cdef Py_ssize_t c_pairs[C_TABLE]
-    cdef Py_ssize_t digit_tokens
-    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
-    cdef int kind = PyUnicode_KIND(text)
-    cdef void* data = PyUnicode_DATA(text)
-    memset(c_pairs, 0, sizeof(c_pairs))
-    with nogil:
-        if kind == PyUnicode_1BYTE_KIND:
-            digit_tokens = _scan_units(<const Py_UCS1*>data, length, c_pairs)
-        elif kind == PyUnicode_2BYTE_KIND:
-            digit_tokens = _scan_units(<const Py_UCS2*>data, length, c_pairs)
-        else:
-            digit_tokens = _scan_units(<const Py_UCS4*>data, length, c_pairs)
+    cdef Py_ssize_t digit_tokens = _c_scan(text, c_pairs)
     pairs = [c_pairs[i] for i in range(C_TABLE)]
     return pairs, digit_tokens
 
@@ -313,14 +361,15 @@ def text_features(text: str) -> tuple[float, ...]:
     """
     if not isinstance(text, str):
         raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
-    pairs, digit_tokens = _scan(text)
-    features = [float(digit_tokens)]
-    for _name, cells in _FEATURE_PAIRS:
-        total = 0
-        for cell in cells:
-            total += pairs[cell]
-        features.append(float(total))
-    return tuple(features)
+    cdef double features[C_MAX_FEATURES]
+    cdef Py_ssize_t k
+    _c_text_features(text, features)
+    result = PyTuple_New(_c_n_features)
+    for k in range(_c_n_features):
+        value = PyFloat_FromDouble(features[k])
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(result, k, value)
+    return result
 
 
 def _coefficients(encoding: str) -> tuple[float, ...]:
@@ -359,11 +408,53 @@ def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
         >>> estimate_tokens("1234567")
         3
     """
-    coefficients = _coefficients(encoding)
-    features = text_features(text)
-    cdef object total = 0.0  # a Python float, as in the twin: the same sums in the same order
-    for coefficient, feature in zip(coefficients, features, strict=True):
-        total += coefficient * feature
+    cdef _CoefficientVector vector = _c_coefficient_vectors.get(encoding)
+    cdef double features[C_MAX_FEATURES]
+    cdef double total = 0.0  # the same IEEE double sums in the same order as the twin's floats
+    cdef volatile double product  # stored, hence rounded: never fused into total (no FMA)
+    cdef Py_ssize_t k
+    if vector is None:
+        vector = _coefficient_vector(encoding)
+        if vector is None:  # not one coefficient per feature: the twin's path and its error
+            coefficients = _coefficients(encoding)
+            features_tuple = text_features(text)
+            py_total = 0.0
+            for coefficient, feature in zip(coefficients, features_tuple, strict=True):
+                py_total += coefficient * feature
+            if py_total <= 0.0:
+                return 0
+            return int(py_total + 0.5)
+    if not isinstance(text, str):
+        raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
+    _c_text_features(text, features)
+    for k in range(_c_n_features):
+        product = vector.values[k] * features[k]
+        total += product
     if total <= 0.0:
         return 0
-    return int(total + 0.5)
+    return PyLong_FromDouble(total + 0.5)
+
+
+cdef class _CoefficientVector:
+    """The coefficients of one encoding as a C array of doubles, in FEATURE_NAMES order."""
+
+    cdef double values[C_MAX_FEATURES]
+
+
+# encoding -> _CoefficientVector, filled on the first call with each encoding
+cdef dict _c_coefficient_vectors = {}
+
+
+cdef _CoefficientVector _coefficient_vector(encoding):
+    # Returns the cached vector of ``encoding``, raising _coefficients()'s errors; None when
+    # the coefficients do not have one value per feature (left to the twin's zip error).
+    cdef _CoefficientVector vector
+    cdef Py_ssize_t k
+    coefficients = _coefficients(encoding)
+    if len(coefficients) != _c_n_features:
+        return None
+    vector = _CoefficientVector()
+    for k in range(_c_n_features):
+        vector.values[k] = coefficients[k]
+    _c_coefficient_vectors[encoding] = vector
+    return vector

@@ -75,3 +75,17 @@ def test_messages(benchmark, corpora, corpus: str, implementation: str) -> None:
         values["mape"] = _mape(count, messages)
     benchmark.extra_info.update(values)
     record(corpus, "messages", implementation, **values)
+
+
+SHORT_TEXT = "Sure - I'll rerun the tests in tests/test_estimate.py now."
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_short_string(benchmark, implementation: str) -> None:
+    """Per-call cost on one short string (a chat turn): the fixed overhead of a call."""
+    count = _counter(implementation)
+    benchmark(count, SHORT_TEXT)
+    seconds = benchmark.stats.stats.min
+    values = {"mb_per_s": len(SHORT_TEXT.encode("utf-8")) / 1e6 / seconds, "us_per_call": seconds * 1e6}
+    benchmark.extra_info.update(values)
+    record("short", "one call", implementation, **values)

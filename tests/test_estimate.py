@@ -135,6 +135,26 @@ def test_compiled_equals_pure_python_on_digit_heavy_text(
         assert c_impl.text_features(text) == py_impl.text_features(text)
 
 
+def test_compiled_equals_pure_python_at_every_length(c_impl: ModuleType, py_impl: ModuleType) -> None:
+    # both sides of the compiled pass's short-text path (one table) and unrolled path (four)
+    alphabet = "aZ09 \n\t.,\u00e9\u00d7\u4e2d\u30ab\ud55c\u3002\u2014\U0001f600\x85\u3000"
+    for n in range(300):
+        text = "".join(alphabet[(i * i + 3 * n) % len(alphabet)] for i in range(n))
+        for candidate in (text, text.encode("latin-1", "ignore").decode("latin-1")):
+            assert c_impl.text_features(candidate) == py_impl.text_features(candidate), n
+            for encoding in ENCODING_NAMES:
+                assert c_impl.estimate_tokens(candidate, encoding) == py_impl.estimate_tokens(candidate, encoding)
+
+
+def test_a_str_subclass_is_a_str(impl: ModuleType, py_impl: ModuleType) -> None:
+    class Text(str):
+        pass
+
+    text = Text("fooBar 12345\n\tx,y \u4e2d\u6587 \u00e9")
+    assert impl.text_features(text) == py_impl.text_features(str(text))
+    assert impl.estimate_tokens(text, "cl100k_base") == py_impl.estimate_tokens(str(text), "cl100k_base")
+
+
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(max_size=200))
 def test_estimate_is_non_negative(impl: ModuleType, text: str) -> None:
