@@ -7,19 +7,21 @@ hand-written scanner reproduces each alternative of the ``o200k_base`` and ``cl1
 split patterns (leftmost-first alternation, greedy and possessive quantifiers, the ``(?!\\S)``
 look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 buffer, with the
 character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
-each piece up in a C hash table keyed by its code points.  tiktoken's BPE is called only for a
-piece the memo does not hold.  Directives are in ``setup.py``.
+each piece up in a C hash table keyed by its code points.  A piece the memo does not hold is
+counted by a native byte-pair merge loop on the encoding's ranks (``load_ranks``, tiktoken's
+algorithm: see ``_bpe_count``) if it is short, else by tiktoken's BPE.  Directives are in
+``setup.py``.
 """
 
 import threading
 
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, realloc
-from libc.string cimport memcpy, memset
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
 
 from ..errors import EncodingDataMissing
 from ._unicode_tables import LOWER, MARK, NUMBER, OTHER_LETTER, SPACE, UPPER, class_table
-from .encodings import get_encoding
+from .encodings import get_encoding, load_ranks
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object text)
@@ -32,11 +34,13 @@ cdef extern from "Python.h":
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
     object PyUnicode_AsUTF8String(object text)
 
-__all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE"]
+__all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE",
+           "MAX_MEMO_CHARS"]
 
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
 DEFAULT_MEMO_SIZE = 65536
-MAX_MEMO_PIECE = 64
+MAX_MEMO_PIECE = 4096
+MAX_MEMO_CHARS = 1 << 22
 
 # --------------------------------------------------------------------------- character classes
 
@@ -48,7 +52,10 @@ cdef enum:
     F_NUMBER = 8     # \p{N}
     F_SPACE = 16     # \s
     F_NEWLINE = 32   # [\r\n]
-    C_MAX_MEMO_PIECE = 64
+    C_MAX_MEMO_PIECE = 4096
+    C_MAX_MEMO_CHARS = 1 << 22
+    C_SMALL_PIECE = 64     # a miss this short is encoded on the stack
+    PACKED = 0x8000        # _Slot.shape: ``key`` holds the code points themselves
 
 _CLASS_FLAGS = {
     UPPER: F_UPPER | F_LETTER,
@@ -301,8 +308,7 @@ cdef class PieceCounter
 
 ctypedef struct _Slot:
     uint32_t hash
-    uint8_t length      # code points (<= MAX_MEMO_PIECE); 0 marks an empty slot
-    uint8_t packed      # 1: ``key`` holds the code points themselves (see _hash_piece)
+    uint16_t shape      # code points (<= MAX_MEMO_PIECE) | PACKED (see _hash_piece); 0: empty
     uint16_t tokens     # <= 4 * MAX_MEMO_PIECE: a token holds at least one byte
     uint64_t key        # the packed code points, or their offset in _Memo.keys
 
@@ -315,6 +321,7 @@ ctypedef struct _Memo:
     size_t limit        # memo_size
     uint32_t* keys
     size_t keys_used
+    size_t chars        # code points of the remembered pieces (<= MAX_MEMO_CHARS)
     size_t keys_capacity
 
 
@@ -350,12 +357,13 @@ cdef inline _Slot* _find(_Memo* memo, uint32_t h, uint64_t packed, bint is_packe
     cdef _Slot* slot
     cdef uint32_t* key
     cdef Py_ssize_t k
-    cdef uint8_t length = <uint8_t>(e - i)
+    cdef Py_ssize_t length = e - i
+    cdef uint16_t shape = <uint16_t>(length | (PACKED if is_packed else 0))
     while True:
         slot = &memo.slots[index]
-        if slot.length == 0:
+        if slot.shape == 0:
             return slot
-        if slot.hash == h and slot.length == length and slot.packed == is_packed:
+        if slot.hash == h and slot.shape == shape:
             if is_packed:
                 if slot.key == packed:
                     return slot
@@ -379,9 +387,9 @@ cdef int _grow(_Memo* memo) except -1:
     if slots == NULL:
         raise MemoryError()
     for j in range(old_size):
-        if old[j].length:
+        if old[j].shape:
             index = old[j].hash & (size - 1)
-            while slots[index].length:
+            while slots[index].shape:
                 index = (index + 1) & (size - 1)
             slots[index] = old[j]
     memo.slots = slots
@@ -398,25 +406,27 @@ cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, con
     cdef Py_ssize_t k
     if memo.limit == 0:
         return 0
-    if memo.used >= memo.limit:
+    if memo.used >= memo.limit or memo.chars + (e - i) > C_MAX_MEMO_CHARS:
         memset(memo.slots, 0, (memo.mask + 1) * sizeof(_Slot))
         memo.used = 0
         memo.keys_used = 0
+        memo.chars = 0
     if 4 * (memo.used + 1) > 3 * (memo.mask + 1) and memo.mask + 1 < memo.max_slots:
         _grow(memo)
     if not is_packed and memo.keys_used + (e - i) > memo.keys_capacity:
-        capacity = memo.keys_capacity * 2 if memo.keys_capacity else 4096
+        capacity = memo.keys_capacity if memo.keys_capacity else 4096
+        while memo.keys_used + (e - i) > capacity:
+            capacity *= 2
         keys = <uint32_t*>realloc(memo.keys, capacity * sizeof(uint32_t))
         if keys == NULL:
             raise MemoryError()
         memo.keys = keys
         memo.keys_capacity = capacity
     slot = _find(memo, h, packed, is_packed, s, i, e)
-    if slot.length:
+    if slot.shape:
         return 0  # already there
     slot.hash = h
-    slot.length = <uint8_t>(e - i)
-    slot.packed = is_packed
+    slot.shape = <uint16_t>((e - i) | (PACKED if is_packed else 0))
     slot.tokens = <uint16_t>tokens
     if is_packed:
         slot.key = packed
@@ -426,7 +436,281 @@ cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, con
             memo.keys[memo.keys_used + k] = s[i + k]
         memo.keys_used += e - i
     memo.used += 1
+    memo.chars += e - i
     return 0
+
+
+# --------------------------------------------------------------------------- native BPE
+
+# A miss is counted here rather than by tiktoken's ``encode_single_piece``: the same algorithm
+# (the whole piece if it is one token; else repeatedly merge the adjacent pair of parts whose
+# concatenation has the lowest rank, the leftmost of equal ranks, until no pair is a token; the
+# count is the number of parts), on the encoding's ranks (``load_ranks``), in a C hash table.
+# A min-heap of (rank, start) with lazy deletion finds the pair tiktoken's linear scan finds.
+
+DEF NO_RANK = 0xFFFFFFFF
+
+
+ctypedef struct _RankSlot:
+    uint32_t hash
+    uint32_t rank
+    uint32_t offset     # of the token's bytes in _Ranks.arena
+    uint32_t length     # bytes; 0 marks an empty slot
+
+
+ctypedef struct _Ranks:
+    uint32_t pairs[65536]   # the rank of every two-byte sequence, NO_RANK if none
+    _RankSlot* slots
+    size_t mask
+    uint8_t* arena
+    Py_ssize_t max_length   # the longest token (bytes): a longer span is never a token
+
+
+cdef _Ranks* _rank_tables[2]   # [cl100k]: built on first use, kept for the process
+
+
+cdef inline uint32_t _hash_bytes(const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    # eight bytes a step (multiply-xorshift); the table compares the bytes on a hash match
+    cdef uint64_t h = (<uint64_t>n) * 0x9E3779B97F4A7C15ULL
+    cdef uint64_t w
+    while n >= 8:
+        memcpy(&w, b, 8)
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 32
+        b += 8
+        n -= 8
+    w = 0
+    while n > 0:
+        n -= 1
+        w = (w << 8) | b[n]
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL
+    h ^= h >> 29
+    return <uint32_t>(h ^ (h >> 32))
+
+
+cdef inline uint32_t _rank(const _Ranks* r, const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    # The rank of the token b[:n], NO_RANK if it is not one.
+    cdef uint32_t h
+    cdef size_t index
+    cdef const _RankSlot* slot
+    if n > r.max_length:
+        return NO_RANK
+    if n == 2:
+        return r.pairs[(<uint32_t>b[0] << 8) | b[1]]
+    h = _hash_bytes(b, n)
+    index = h & r.mask
+    while True:
+        slot = &r.slots[index]
+        if slot.length == 0:
+            return NO_RANK
+        if slot.hash == h and slot.length == n and memcmp(r.arena + slot.offset, b, n) == 0:
+            return slot.rank
+        index = (index + 1) & r.mask
+
+
+cdef void _free_ranks(_Ranks* r) noexcept:
+    if r != NULL:
+        free(r.slots)
+        free(r.arena)
+        free(r)
+
+
+cdef _Ranks* _build_ranks(dict ranks) except NULL:
+    cdef size_t size = 8
+    cdef size_t total = 0
+    cdef size_t offset = 0
+    cdef size_t index
+    cdef Py_ssize_t n
+    cdef uint32_t h
+    cdef bytes key
+    cdef _Ranks* r
+    for key in ranks:
+        total += len(key)
+    while size < 2 * <size_t>len(ranks):
+        size *= 2
+    r = <_Ranks*>calloc(1, sizeof(_Ranks))
+    if r == NULL:
+        raise MemoryError()
+    r.slots = <_RankSlot*>calloc(size, sizeof(_RankSlot))
+    r.arena = <uint8_t*>malloc(total + 1)
+    if r.slots == NULL or r.arena == NULL:
+        _free_ranks(r)
+        raise MemoryError()
+    r.mask = size - 1
+    for index in range(65536):
+        r.pairs[index] = NO_RANK
+    for key, value in ranks.items():
+        n = len(key)
+        memcpy(r.arena + offset, <const char*>key, n)
+        h = _hash_bytes(r.arena + offset, n)
+        index = h & r.mask
+        while r.slots[index].length:
+            index = (index + 1) & r.mask
+        r.slots[index].hash = h
+        r.slots[index].rank = <uint32_t>value
+        r.slots[index].offset = <uint32_t>offset
+        r.slots[index].length = <uint32_t>n
+        offset += n
+        if n > r.max_length:
+            r.max_length = n
+        if n == 2:
+            r.pairs[(<uint32_t>r.arena[offset - 2] << 8) | r.arena[offset - 1]] = <uint32_t>value
+    return r
+
+
+cdef _Ranks* _ranks_of(str encoding, bint cl100k) except NULL:
+    cdef _Ranks* r = _rank_tables[cl100k]
+    if r == NULL:
+        ranks = load_ranks(encoding)  # Python code: another thread may build the table meanwhile
+        r = _build_ranks(ranks)
+        if _rank_tables[cl100k] == NULL:
+            _rank_tables[cl100k] = r
+        else:
+            _free_ranks(r)
+            r = _rank_tables[cl100k]
+    return r
+
+
+cdef inline void _heap_push(uint64_t* heap, Py_ssize_t* size, uint64_t key) noexcept nogil:
+    cdef Py_ssize_t k = size[0]
+    cdef Py_ssize_t parent
+    size[0] = k + 1
+    while k > 0:
+        parent = (k - 1) >> 1
+        if heap[parent] <= key:
+            break
+        heap[k] = heap[parent]
+        k = parent
+    heap[k] = key
+
+
+cdef inline uint64_t _heap_pop(uint64_t* heap, Py_ssize_t* size) noexcept nogil:
+    cdef uint64_t top = heap[0]
+    cdef Py_ssize_t n = size[0] - 1
+    cdef uint64_t last = heap[n]
+    cdef Py_ssize_t k = 0
+    cdef Py_ssize_t child
+    size[0] = n
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1] < heap[child]:
+            child += 1
+        if last <= heap[child]:
+            break
+        heap[k] = heap[child]
+        k = child
+    if n > 0:
+        heap[k] = last
+    return top
+
+
+cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) except -1:
+    # len(encode_single_piece(b[:n])): tiktoken's merges, counted.
+    cdef uint32_t* nxt
+    cdef uint32_t* prv
+    cdef uint32_t* pair
+    cdef uint64_t* heap
+    cdef Py_ssize_t heap_size = 0
+    cdef Py_ssize_t parts = n
+    cdef Py_ssize_t i
+    cdef uint32_t rank, start, merged, after, before, end
+    cdef uint64_t key
+    if n <= 1:
+        return n
+    if _rank(r, b, n) != NO_RANK:
+        return 1
+    if n == 2:
+        return 2
+    nxt = <uint32_t*>malloc(3 * (n + 1) * sizeof(uint32_t) + 3 * n * sizeof(uint64_t))
+    if nxt == NULL:
+        raise MemoryError()
+    prv = nxt + (n + 1)
+    pair = prv + (n + 1)
+    heap = <uint64_t*>(pair + (n + 1))
+    for i in range(n):
+        nxt[i] = <uint32_t>(i + 1)
+        prv[i] = <uint32_t>(i - 1)
+        pair[i] = NO_RANK
+    for i in range(n - 1):
+        rank = r.pairs[(<uint32_t>b[i] << 8) | b[i + 1]]
+        pair[i] = rank
+        if rank != NO_RANK:
+            _heap_push(heap, &heap_size, ((<uint64_t>rank) << 32) | <uint64_t>i)
+    while heap_size:
+        key = _heap_pop(heap, &heap_size)
+        rank = <uint32_t>(key >> 32)
+        start = <uint32_t>(key & 0xFFFFFFFFU)
+        if pair[start] != rank:
+            continue  # stale: the part is gone or its pair has changed since
+        merged = nxt[start]
+        after = nxt[merged]
+        nxt[start] = after
+        if after < n:
+            prv[after] = start
+        pair[merged] = NO_RANK
+        parts -= 1
+        if after < n:
+            end = nxt[after]
+            rank = _rank(r, b + start, end - start)
+        else:
+            rank = NO_RANK
+        pair[start] = rank
+        if rank != NO_RANK:
+            _heap_push(heap, &heap_size, ((<uint64_t>rank) << 32) | <uint64_t>start)
+        if start > 0:
+            before = prv[start]
+            rank = _rank(r, b + before, after - before)
+            pair[before] = rank
+            if rank != NO_RANK:
+                _heap_push(heap, &heap_size, ((<uint64_t>rank) << 32) | <uint64_t>before)
+    free(nxt)
+    return parts
+
+
+cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t* out) noexcept nogil:
+    # Encode s[i:e] as UTF-8 into ``out`` (room for 4 bytes a code point); -1 on a surrogate.
+    cdef Py_ssize_t n = 0
+    cdef uint32_t cp
+    while i < e:
+        cp = s[i]
+        if cp < 0x80:
+            out[n] = <uint8_t>cp
+            n += 1
+        elif cp < 0x800:
+            out[n] = <uint8_t>(0xC0 | (cp >> 6))
+            out[n + 1] = <uint8_t>(0x80 | (cp & 0x3F))
+            n += 2
+        elif cp < 0x10000:
+            if 0xD800 <= cp <= 0xDFFF:
+                return -1
+            out[n] = <uint8_t>(0xE0 | (cp >> 12))
+            out[n + 1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+            out[n + 2] = <uint8_t>(0x80 | (cp & 0x3F))
+            n += 3
+        else:
+            out[n] = <uint8_t>(0xF0 | (cp >> 18))
+            out[n + 1] = <uint8_t>(0x80 | ((cp >> 12) & 0x3F))
+            out[n + 2] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+            out[n + 3] = <uint8_t>(0x80 | (cp & 0x3F))
+            n += 4
+        i += 1
+    return n
+
+
+cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
+                             object text) except -1:
+    # The tokens of the piece s[i:e] (a memo miss): native BPE for a short piece; tiktoken's for
+    # a long one (its merge loop is the faster there: both are bound by rank look-ups) or one
+    # with a lone surrogate (it raises the UnicodeEncodeError count() handles).
+    cdef uint8_t buf[4 * C_SMALL_PIECE]
+    cdef Py_ssize_t n = -1
+    if e - i <= C_SMALL_PIECE:
+        n = _utf8(s, i, e, buf)
+    if n < 0:
+        return len(counter._bpe(PyUnicode_AsUTF8String(PyUnicode_Substring(text, i, e))))
+    return _bpe_count(counter._ranks, buf, n)
 
 
 cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n, object text) except -1:
@@ -446,14 +730,14 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
         if e - i <= C_MAX_MEMO_PIECE:
             h = _hash_piece(s, i, e, &packed, &is_packed)
             slot = _find(memo, h, packed, is_packed, s, i, e)
-            if slot.length:
+            if slot.shape:
                 total += slot.tokens
             else:
-                tokens = len(counter._bpe(PyUnicode_AsUTF8String(PyUnicode_Substring(text, i, e))))
+                tokens = _count_piece(counter, s, i, e, text)
                 _remember(memo, h, packed, is_packed, s, i, e, tokens)
                 total += tokens
         else:
-            total += len(counter._bpe(PyUnicode_AsUTF8String(PyUnicode_Substring(text, i, e))))
+            total += _count_piece(counter, s, i, e, text)
         i = e
     return total
 
@@ -508,6 +792,7 @@ cdef class PieceCounter:
     cdef object _bpe
     cdef bint _cl100k
     cdef _Memo _memo
+    cdef _Ranks* _ranks
 
     def __init__(self, encoding: str = "o200k_base", memo_size: int = DEFAULT_MEMO_SIZE) -> None:
         cdef size_t slots = 8
@@ -518,6 +803,7 @@ cdef class PieceCounter:
         self.memo_size = memo_size
         self._bpe = single_piece_bpe(encoding)
         self._cl100k = encoding == "cl100k_base"
+        self._ranks = _ranks_of(encoding, self._cl100k)
         while slots < 2 * <size_t>memo_size:
             slots *= 2
         self._memo.max_slots = slots
@@ -530,6 +816,7 @@ cdef class PieceCounter:
         self._memo.used = 0
         self._memo.limit = memo_size
         self._memo.keys_used = 0
+        self._memo.chars = 0
 
     def __dealloc__(self):
         free(self._memo.slots)
@@ -545,6 +832,7 @@ cdef class PieceCounter:
         memset(self._memo.slots, 0, (self._memo.mask + 1) * sizeof(_Slot))
         self._memo.used = 0
         self._memo.keys_used = 0
+        self._memo.chars = 0
 
     def pieces(self, text: str) -> list[str]:
         """Return the pre-tokenizer's pieces of ``text``, in order (they join back to ``text``)."""

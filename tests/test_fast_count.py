@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def test_environment_variable_selects_the_implementation(value: str, expected: s
 
 def test_api_is_the_same(c_impl: ModuleType, py_impl: ModuleType) -> None:
     assert c_impl.__all__ == py_impl.__all__
-    for name in ("ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE"):
+    for name in ("ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE", "MAX_MEMO_CHARS"):
         assert getattr(c_impl, name) == getattr(py_impl, name)
 
 
@@ -421,6 +422,37 @@ def test_long_pieces_are_not_remembered(impl: ModuleType) -> None:
     assert counter.memo_len == 0
     counter.count("a" * impl.MAX_MEMO_PIECE)
     assert counter.memo_len == 1
+
+
+def test_long_pieces_are_remembered_within_the_character_bound(impl: ModuleType) -> None:
+    # base64 image data in a transcript: long pieces, counted again on every call
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    counter = impl.PieceCounter("o200k_base")
+    piece = "".join(rng.choice(alphabet) for _ in range(impl.MAX_MEMO_PIECE))
+    assert counter.pieces(piece) == [piece]
+    expected = tiktoken_count(piece, "o200k_base")
+    assert counter.count(piece) == expected
+    assert counter.memo_len == 1
+    assert counter.count(piece) == expected
+    most = impl.MAX_MEMO_CHARS // impl.MAX_MEMO_PIECE
+    for k in range(most + 2):
+        # distinct pieces of MAX_MEMO_PIECE letters: the memo is cleared before it would pass
+        # MAX_MEMO_CHARS characters
+        other = alphabet[k % 26] + alphabet[k // 26 % 26] + alphabet[k // 676 % 26] + piece[3:]
+        counter.count(other)
+        assert 1 <= counter.memo_len <= most
+    assert counter.memo_len < most
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_short_runs_merge_as_tiktoken_merges(impl: ModuleType, encoding: str) -> None:
+    # equal ranks side by side: the leftmost pair merges first, as in tiktoken
+    counter = impl.PieceCounter(encoding, memo_size=0)
+    for unit in ("a", "A", "aB", "ab", "=", "!?", " ", "\n", "1", "中", "é", "😀", "\u0301", "AA=="):
+        for repeat in range(1, 70):
+            text = unit * repeat
+            assert counter.count(text) == tiktoken_count(text, encoding), (unit, repeat)
 
 
 # --------------------------------------------------------------------------- long runs

@@ -26,8 +26,9 @@ costs the same number of tokens wherever it occurs.  Agent histories repeat the 
 2. **Count** each piece: look it up in a memo (piece -> tokens); on a miss, ask tiktoken's BPE
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
    count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
-   :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), and it is
-   cleared when full, so memory stays bounded whatever the input.
+   :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), at most
+   :data:`MAX_MEMO_CHARS` characters in all, and it is cleared when either bound would be
+   passed, so memory stays bounded whatever the input.
 3. **Sum** the counts.
 
 Exact by construction: ``count(text) == len(encoding.encode_ordinary(text))`` for every ``str``
@@ -57,14 +58,24 @@ from ._unicode_tables import (
 )
 from .encodings import ENCODINGS, get_encoding
 
-__all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE"]
+__all__ = [
+    "PieceCounter",
+    "count_tokens",
+    "ENCODING_NAMES",
+    "DEFAULT_MEMO_SIZE",
+    "MAX_MEMO_PIECE",
+    "MAX_MEMO_CHARS",
+]
 
 #: The encodings whose pre-tokenizer is implemented.
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
 #: Pieces a counter remembers before it clears its memo.
 DEFAULT_MEMO_SIZE = 65536
 #: Longest piece (characters) kept in the memo; longer pieces are counted on every call.
-MAX_MEMO_PIECE = 64
+MAX_MEMO_PIECE = 4096
+#: Characters of all remembered pieces together before the memo is cleared (bounds its memory;
+#: long pieces such as base64 image data repeat in a transcript too).
+MAX_MEMO_CHARS = 1 << 22
 
 #: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
 _STAND_INS: dict[int, str] = {
@@ -153,6 +164,7 @@ class PieceCounter:
         self._pattern = regex.compile(ENCODINGS[encoding].pat_str)
         self._disagreements = _find_disagreements()
         self._memo: dict[str, int] = {}
+        self._memo_chars = 0
 
     @property
     def memo_len(self) -> int:
@@ -162,6 +174,7 @@ class PieceCounter:
     def clear(self) -> None:
         """Forget every remembered piece."""
         self._memo.clear()
+        self._memo_chars = 0
 
     def pieces(self, text: str) -> list[str]:
         """Return the pre-tokenizer's pieces of ``text``, in order (they join back to ``text``)."""
@@ -204,9 +217,11 @@ class PieceCounter:
             if tokens is None:
                 tokens = len(self._bpe(piece.encode("utf-8")))
                 if len(piece) <= MAX_MEMO_PIECE and self.memo_size:
-                    if len(memo) >= self.memo_size:
+                    if len(memo) >= self.memo_size or self._memo_chars + len(piece) > MAX_MEMO_CHARS:
                         memo.clear()
+                        self._memo_chars = 0
                     memo[piece] = tokens
+                    self._memo_chars += len(piece)
             total += tokens
         return total
 
