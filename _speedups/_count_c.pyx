@@ -325,29 +325,87 @@ ctypedef struct _Memo:
     size_t keys_capacity
 
 
-cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint64_t* packed,
-                                 bint* is_packed) noexcept nogil:
-    # FNV-1a of the piece's code points.  A piece of at most 8 code points below 256 (most
-    # pieces) is also packed into 64 bits, one byte each (``is_packed``), so that the memo
-    # compares it in one step without touching the key arena.
-    cdef uint32_t h = 2166136261U
+cdef inline uint32_t _mix(uint64_t x) noexcept nogil:
+    x ^= x >> 32
+    x *= 0xD6E8FEB86659FD93ULL
+    x ^= x >> 32
+    return <uint32_t>x
+
+
+cdef inline uint64_t _low_bytes(const _unit* s, Py_ssize_t i, Py_ssize_t count) noexcept nogil:
+    # The low bytes of the ``count`` (<= 8) code points from s[i], one byte each, the first in
+    # the lowest byte; zero above.
     cdef uint64_t p = 0
-    cdef uint32_t high = 0
     cdef uint32_t cp
-    cdef int shift = 0
+    cdef Py_ssize_t k
+    for k in range(count):
+        cp = s[i + k]
+        p |= (<uint64_t>(cp & 0xFF)) << (8 * k)
+    return p
+
+
+cdef inline uint64_t _word(const _unit* s, Py_ssize_t i) noexcept nogil:
+    # _low_bytes(s, i, 8): for a 1-byte kind, one unaligned load (little-endian hosts; on a
+    # big-endian one the memo only keeps some pieces twice, once per kind)
+    cdef uint64_t w
+    if _unit is Py_UCS1:
+        memcpy(&w, s + i, 8)
+        return w
+    else:
+        return _low_bytes(s, i, 8)
+
+
+cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_ssize_t n,
+                                 uint64_t* packed, bint* is_packed) noexcept nogil:
+    # The memo's hash of the piece s[i:e], a function of its code points alone (the same for a
+    # piece of a 1-, 2- or 4-byte string).  A piece of at most 8 code points below 256 (most
+    # pieces) is packed into 64 bits, one byte each (``is_packed``), so that the memo compares
+    # it in one step without touching the key arena; a 1-byte string reads it with one load,
+    # without a loop over its characters (whose exit the branch predictor would mostly miss).
+    # A longer piece of code points below 256 is hashed eight bytes a step; any other piece
+    # (FNV-1a) one code point a step.
     cdef Py_ssize_t length = e - i
-    while i < e:
-        cp = s[i]
-        h = (h ^ cp) * 16777619U
-        if _unit is not Py_UCS1:
+    cdef Py_ssize_t k
+    cdef uint64_t p
+    cdef uint64_t h
+    cdef uint32_t high = 0
+    cdef uint32_t fnv, cp
+    if _unit is not Py_UCS1:
+        for k in range(i, e):
+            cp = s[k]
             high |= cp
-        if shift < 64:
-            p |= (<uint64_t>(cp & 0xFF)) << shift
-        shift += 8
-        i += 1
-    packed[0] = p
-    is_packed[0] = length <= 8 and high < 256
-    return h ^ (h >> 15)
+        if high >= 256:
+            is_packed[0] = False
+            packed[0] = 0
+            fnv = 2166136261U
+            for k in range(i, e):
+                cp = s[k]
+                fnv = (fnv ^ cp) * 16777619U
+            return fnv ^ (fnv >> 15)
+    if length <= 8:
+        if _unit is Py_UCS1 and i + 8 <= n:
+            memcpy(&p, s + i, 8)
+            p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 8 * length)
+        else:
+            p = _low_bytes(s, i, length)
+        packed[0] = p
+        is_packed[0] = True
+        return _mix(p * 0x9E3779B97F4A7C15ULL + <uint64_t>length)
+    packed[0] = 0
+    is_packed[0] = False
+    h = <uint64_t>length * 0x9E3779B97F4A7C15ULL
+    k = i
+    while k + 8 <= e:
+        h = (h ^ _word(s, k)) * 0xFF51AFD7ED558CCDULL
+        h ^= h >> 29
+        k += 8
+    if k < e:
+        if _unit is Py_UCS1:
+            p = _word(s, e - 8) >> (8 * (8 - (e - k)))   # the last e - k bytes (length > 8)
+        else:
+            p = _low_bytes(s, k, e - k)
+        h = (h ^ p) * 0xC4CEB9FE1A85EC53ULL
+    return _mix(h)
 
 
 cdef inline _Slot* _find(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, const _unit* s,
@@ -728,7 +786,7 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
     while i < n:
         e = _piece_end(cl100k, s, i, n)
         if e - i <= C_MAX_MEMO_PIECE:
-            h = _hash_piece(s, i, e, &packed, &is_packed)
+            h = _hash_piece(s, i, e, n, &packed, &is_packed)
             slot = _find(memo, h, packed, is_packed, s, i, e)
             if slot.shape:
                 total += slot.tokens

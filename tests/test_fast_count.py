@@ -468,3 +468,18 @@ def test_long_runs_of_one_character(impl: ModuleType, encoding: str, unit: str) 
         counter = impl.PieceCounter(encoding)
         assert counter.count(text) == tiktoken_count(text, encoding)
         assert "".join(counter.pieces(text)) == text
+
+
+def test_memo_is_shared_by_the_string_kinds(impl: ModuleType) -> None:
+    # a piece is remembered once, whether its text is stored 1, 2 or 4 bytes a character
+    counter = impl.PieceCounter("o200k_base")
+    base = "def get_value(self):\n                return self.counterexamples + 42  # ok"
+    assert counter.count(base) == tiktoken_count(base, "o200k_base")
+    remembered = counter.memo_len
+    for wide in (" 中", " 😀", " é"):
+        # the extra piece sits at the end, after a newline: the other pieces are unchanged
+        text = base + "\n" + wide
+        assert counter.pieces(text)[: len(counter.pieces(base))] == counter.pieces(base)
+        assert counter.count(text) == tiktoken_count(text, "o200k_base")
+        assert counter.memo_len <= remembered + 2, wide
+        remembered = counter.memo_len
