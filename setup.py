@@ -15,8 +15,8 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 
 # Directives for every extension, in one place.  boundscheck/wraparound are off: every index in
-# the kernels is a loop counter below the length of the buffer it indexes, or a class pair
-# ``prev * 16 + cls`` with both classes below 16.
+# the kernels is a loop counter below the length of the buffer it indexes, or a pair of codes
+# ``previous * N_CODES + current`` with both codes below N_CODES (161).
 COMPILER_DIRECTIVES = {
     "language_level": 3,
     "boundscheck": False,

@@ -1,27 +1,23 @@
 """Estimate the BPE token count of a text in one pass, without tokenizing it (compiled).
 
 The compiled twin of ``compaction/tokens/_estimate_py.py``, which documents the algorithm and is
-the specification: same names, same order, same error messages, same features and the same
-integer estimate for every ``str``.  The pass over the text (``_scan``) reads the code points
-straight from the string's PEP 393 buffer (1, 2 or 4 bytes a character) without creating a
-Python object per character, into a C pair table; the features are summed from that table in C
-and the estimate is the same double sums, in the same order, with the coefficients of each
-encoding converted once into a C array (``_CoefficientVector``), so that a message-sized text
-costs no Python object per cell or per feature.  Directives are in ``setup.py``.
+the specification: same names, same error messages, the same pair counts and the same integer
+estimate for every ``str``.  The pass reads the code points straight from the string's PEP 393
+buffer (1, 2 or 4 bytes a character) and adds the weight of each pair of codes from the
+encoding's table (int32, fixed point) into one 64-bit integer: no Python object per character
+and no floating point, so the sum is exactly the twin's.  A run of ASCII digits is consumed in
+one inner loop (its internal pairs weigh 0; it costs ``ceil(n / 3)`` tokens).  The class of a
+non-ASCII character of the Basic Multilingual Plane comes from a 64 KiB table built at import.
+Directives are in ``setup.py``.
 """
 
-import array
-from collections.abc import Iterable
+import sys
 
-from cpython.float cimport PyFloat_FromDouble
-from cpython.long cimport PyLong_FromDouble
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from libc.string cimport memset
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy
 
-from ..errors import EncodingDataMissing
-from .estimator_coefficients import COEFFICIENTS
-from .estimator_coefficients import FEATURE_NAMES as _FITTED_FEATURE_NAMES
+from .estimator_tables import BOUNDARY, CLASS_BASE, N_CODES, REPEAT_BASE, SCALE_BITS, weight_table
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object text)
@@ -32,38 +28,40 @@ cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
     ctypedef unsigned short Py_UCS2
 
-__all__ = ["estimate_tokens", "text_features", "char_class", "FEATURE_NAMES", "N_CLASSES"]
+__all__ = ["estimate_tokens", "pair_counts", "char_class", "char_code", "N_CODES", "BOUNDARY"]
 
 cdef enum:
-    C_BOUNDARY = 0
-    C_DIGIT = 3
-    C_N_CLASSES = 16
-    C_HALF = 256  # C_N_CLASSES * C_N_CLASSES: one half of the pair table
-    C_TABLE = 512  # both halves
-    C_MAX_FEATURES = 64  # room for FEATURE_NAMES (checked below)
-    C_SHORT = 128  # shorter texts skip the four table copies of _scan_units (one table)
+    C_N_CODES = 161
+    C_CLASS_BASE = 128
+    C_REPEAT_BASE = 144
+    C_BOUNDARY = 160
+    C_SCALE_BITS = 16
 
-BOUNDARY = 0
-LOWER = 1
-UPPER = 2
-DIGIT = 3
-SPACE = 4
-NEWLINE = 5
-BLANK = 6
-PUNCT = 7
-LATIN = 8
-SYMBOL = 9
-HAN = 10
-KANA = 11
-HANGUL = 12
-CJK_PUNCT = 13
-OTHER = 14
-ASTRAL = 15
-N_CLASSES = 16
+if (N_CODES, CLASS_BASE, REPEAT_BASE, BOUNDARY, SCALE_BITS) != (
+    C_N_CODES, C_CLASS_BASE, C_REPEAT_BASE, C_BOUNDARY, C_SCALE_BITS
+):
+    raise ImportError("_estimate_c was built for another code space than compaction.tokens.estimator_tables")
+
+# Character classes, as in the twin.
+cdef enum:
+    LOWER = 1
+    UPPER = 2
+    DIGIT = 3
+    SPACE = 4
+    NEWLINE = 5
+    BLANK = 6
+    PUNCT = 7
+    LATIN = 8
+    SYMBOL = 9
+    HAN = 10
+    KANA = 11
+    HANGUL = 12
+    CJK_PUNCT = 13
+    OTHER = 14
+    ASTRAL = 15
 
 
-def _ascii_class(cp: int) -> int:
-    """Return the class of the ASCII code point ``cp`` (``0 <= cp < 128``)."""
+cdef inline uint8_t _ascii_class(Py_UCS4 cp) noexcept nogil:
     if 97 <= cp <= 122:
         return LOWER
     if 65 <= cp <= 90:
@@ -79,313 +77,228 @@ def _ascii_class(cp: int) -> int:
     return PUNCT
 
 
-_ASCII_CLASSES = tuple(_ascii_class(cp) for cp in range(128))
-
-
-cdef unsigned char _c_ascii_classes[128]
-cdef unsigned char _c_latin1_classes[256]
-
-
-cdef inline unsigned char _c_char_class(Py_UCS4 cp) noexcept nogil:
-    # keep in step with char_class() below (the same chain of tests)
+cdef uint8_t _c_char_class(Py_UCS4 cp) noexcept nogil:
+    # keep in step with char_class() of the twin (the same chain of tests)
     if cp < 128:
-        return _c_ascii_classes[cp]
+        return _ascii_class(cp)
     if cp < 0x800:
         if cp == 0x85 or cp == 0xA0:
-            return 6  # BLANK
+            return BLANK
         if cp < 0xC0 or cp == 0xD7 or cp == 0xF7:
-            return 9  # SYMBOL
-        return 8  # LATIN
+            return SYMBOL
+        return LATIN
     if cp < 0x10000:
         if 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF:
-            return 10  # HAN
+            return HAN
         if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F:
-            return 11  # KANA
+            return KANA
         if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
-            return 12  # HANGUL
+            return HANGUL
         if cp == 0x3000 or cp == 0x1680 or 0x2000 <= cp <= 0x200A or 0x2028 <= cp <= 0x2029:
-            return 6  # BLANK
+            return BLANK
         if cp == 0x202F or cp == 0x205F:
-            return 6  # BLANK
+            return BLANK
         if 0x3001 <= cp <= 0x303F or 0xFF00 <= cp <= 0xFF65 or 0xFE30 <= cp <= 0xFE4F:
-            return 13  # CJK_PUNCT
-        return 14  # OTHER
+            return CJK_PUNCT
+        return OTHER
     if 0x20000 <= cp <= 0x3FFFF:
-        return 10  # HAN
-    return 15  # ASTRAL
+        return HAN
+    return ASTRAL
+
+
+cdef uint8_t _bmp_class[65536]  # char class of every code point below 0x10000
+cdef uint8_t _bmp_code[65536]  # its code (not repeating the character before it)
+cdef Py_ssize_t _cp
+for _cp in range(65536):
+    _bmp_class[_cp] = _c_char_class(<Py_UCS4>_cp)
+    _bmp_code[_cp] = _cp if _cp < 128 else C_CLASS_BASE + _bmp_class[_cp]
+
+
+cdef inline uint8_t _class_of(Py_UCS4 cp) noexcept nogil:
+    if cp < 65536:
+        return _bmp_class[cp]
+    return _c_char_class(cp)
 
 
 def char_class(cp: int) -> int:
-    """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``."""
+    """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``.
+
+    Raises:
+        ValueError: ``cp`` is not in ``0..0x10FFFF``.
+    """
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError(f"char_class() expected a code point in 0..0x10FFFF, got {cp}")
-    return _c_char_class(<Py_UCS4>cp)
+    return _class_of(<Py_UCS4>cp)
 
 
-cdef int _i
-for _i in range(128):
-    _c_ascii_classes[_i] = _ASCII_CLASSES[_i]
-for _i in range(256):
-    _c_latin1_classes[_i] = _c_char_class(<Py_UCS4>_i)
+def char_code(cp: int, prev_cp: int = -1) -> int:
+    """Return the code of the character ``cp`` when it follows the character ``prev_cp``.
 
-# _c_digit_steps[phase * 16 + mask]: four characters at once of the digit phase of _scan().
-# ``mask`` has bit k set when character k of the four is an ASCII digit; ``phase`` is the
-# position modulo 3 of the next digit in the current run (0 after any other class).  The
-# entry is ``tokens << 2 | new_phase``.
-cdef unsigned char _c_digit_steps[48]
-cdef int _phase, _mask, _k, _p, _tokens
-for _phase in range(3):
-    for _mask in range(16):
-        _p = _phase
-        _tokens = 0
-        for _k in range(4):
-            if _mask & (1 << _k):
-                if _p == 0:
-                    _tokens += 1
-                _p = (_p + 1) % 3
-            else:
-                _p = 0
-        _c_digit_steps[_phase * 16 + _mask] = (_tokens << 2) | _p
-
-
-def _pairs(previous: Iterable[int], current: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells of the pair table of every ``(previous, current)`` combination.
-
-    Both halves of the table: pairs of two different characters and pairs of a repeated one.
+    Raises:
+        ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
-    current = tuple(current)
-    return tuple(
-        same * N_CLASSES * N_CLASSES + p * N_CLASSES + c for same in (0, 1) for p in previous for c in current
-    )
+    if 0 <= cp < 128:
+        return cp
+    return (C_REPEAT_BASE if cp == prev_cp else C_CLASS_BASE) + char_class(cp)
 
 
-def _repeats(classes: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells of the pair table that count a character of ``classes`` repeating itself."""
-    return tuple(N_CLASSES * N_CLASSES + c * N_CLASSES + c for c in classes)
-
-
-_ALL = tuple(range(N_CLASSES))
-_LETTERS = (LOWER, UPPER, LATIN)
-_NOT_LETTERS = tuple(c for c in _ALL if c not in _LETTERS)
-_CASED = (LOWER, UPPER)
-
-# Each feature after ``digit_tokens`` is the sum of these cells of the pair table.
-_FEATURE_PAIRS = (
-    ("lower", _pairs(_ALL, [LOWER])),
-    ("upper", _pairs(_ALL, [UPPER])),
-    ("word_starts", _pairs(_NOT_LETTERS, _LETTERS)),
-    ("lower_to_upper", _pairs([LOWER], [UPPER])),
-    ("upper_to_lower", _pairs([UPPER], [LOWER])),
-    ("upper_to_upper", _pairs([UPPER], [UPPER])),
-    ("letter_digit_switches", _pairs(_CASED, [DIGIT]) + _pairs([DIGIT], _CASED)),
-    ("spaces", _pairs(_ALL, [SPACE])),
-    ("space_to_space", _pairs([SPACE], [SPACE])),
-    ("loose_spaces", _pairs([SPACE], [DIGIT, BOUNDARY, BLANK, NEWLINE])),
-    ("newlines", _pairs(_ALL, [NEWLINE])),
-    ("newline_runs", _pairs([c for c in _ALL if c != NEWLINE], [NEWLINE])),
-    ("indents", _pairs([NEWLINE], [SPACE, BLANK])),
-    ("punct_to_newline", _pairs([PUNCT], [NEWLINE])),
-    ("blanks", _pairs(_ALL, [BLANK])),
-    ("punct", _pairs(_ALL, [PUNCT])),
-    ("punct_runs", _pairs([c for c in _ALL if c != PUNCT], [PUNCT])),
-    ("punct_to_letter", _pairs([PUNCT], _CASED)),
-    ("space_to_punct", _pairs([SPACE], [PUNCT])),
-    ("digit_punct_switches", _pairs([DIGIT], [PUNCT]) + _pairs([PUNCT], [DIGIT])),
-    ("latin", _pairs(_ALL, [LATIN])),
-    ("symbols", _pairs(_ALL, [SYMBOL])),
-    ("han", _pairs(_ALL, [HAN])),
-    ("kana", _pairs(_ALL, [KANA])),
-    ("hangul", _pairs(_ALL, [HANGUL])),
-    ("cjk_runs", _pairs([c for c in _ALL if c not in (HAN, KANA, HANGUL)], [HAN, KANA, HANGUL])),
-    ("cjk_punct", _pairs(_ALL, [CJK_PUNCT])),
-    ("other", _pairs(_ALL, [OTHER])),
-    ("astral", _pairs(_ALL, [ASTRAL])),
-    ("repeated_spaces", _repeats([SPACE, BLANK])),
-    ("repeated_punct", _repeats([PUNCT])),
-    ("repeated_symbols", _repeats([SYMBOL, OTHER, CJK_PUNCT, ASTRAL])),
-    ("repeated_letters", _repeats([LOWER, UPPER, LATIN, HAN, KANA, HANGUL])),
-)
-
-FEATURE_NAMES = ("digit_tokens",) + tuple(name for name, _ in _FEATURE_PAIRS)
-
-
-ctypedef fused _code_unit:
+ctypedef fused _unit:
     Py_UCS1
     Py_UCS2
     Py_UCS4
 
 
-cdef inline unsigned char _unit_class(Py_UCS4 cp) noexcept nogil:
-    if cp < 256:
-        return _c_latin1_classes[cp]
-    return _c_char_class(cp)
+# _steps8[phase * 256 + mask]: eight characters at once of the digit phase.  ``mask`` has bit k
+# set when character k of the eight is an ASCII digit; ``phase`` is the position modulo 3 of the
+# next digit in the current run (0 after any other character): a digit at phase 0 starts a
+# token.  The entry is ``tokens << 2 | new_phase``.
+cdef uint8_t _steps8[3 * 256]
 
 
-cdef Py_ssize_t _scan_units(const _code_unit* data, Py_ssize_t length, Py_ssize_t* pairs) noexcept nogil:
-    # The hot loop of _scan() for one PEP 393 kind; returns digit_tokens, adds into pairs.
-    # Four characters a step, each counted into its own copy of the pair table (``pairs``
-    # itself and three more) so that runs of one class (a long word: the same cell again and
-    # again) do not serialize on one counter.  The digit phase of the twin (position in the
-    # digit run modulo 3, reset by any other class) advances four characters at once through
-    # _c_digit_steps; the last characters go one at a time, exactly as in the twin.  A text
-    # shorter than C_SHORT goes one character at a time into ``pairs`` only: clearing and
-    # adding up the three other copies would cost more than the whole pass.
-    cdef Py_ssize_t copies[3 * C_TABLE]
-    cdef Py_ssize_t* t0 = pairs
-    cdef Py_ssize_t* t1 = copies
-    cdef Py_ssize_t* t2 = copies + C_TABLE
-    cdef Py_ssize_t* t3 = copies + 2 * C_TABLE
+def _fill_steps():
+    cdef int phase, mask, k, p, tokens
+    for phase in range(3):
+        for mask in range(256):
+            p = phase
+            tokens = 0
+            for k in range(8):
+                if mask & (1 << k):
+                    if p == 0:
+                        tokens += 1
+                    p = (p + 1) % 3
+                else:
+                    p = 0
+            _steps8[phase * 256 + mask] = (tokens << 2) | p
+
+
+_fill_steps()
+
+# The blocks below read several characters as one little-endian 64-bit word (SWAR): on a
+# big-endian machine every character goes the one-at-a-time way.
+cdef bint _little_endian = sys.byteorder == "little"
+
+# Per 8-, 16- or 32-bit lane holding an ASCII character v: bit 7 of (v + 0x50) is set when
+# v >= 0x30 ("0") and bit 7 of (v + 0x46) when v >= 0x3A (past "9"); no lane carries into the
+# next since v < 0x80.  A multiplication then gathers bit 7 of each lane into a mask whose bit k
+# is lane k (every partial product lands on its own bit, so nothing carries).
+cdef inline uint64_t _load64(const void* p) noexcept nogil:
+    cdef uint64_t x
+    memcpy(&x, p, 8)
+    return x
+
+
+cdef inline unsigned int _digit_mask8(uint64_t x) noexcept nogil:
+    # eight 8-bit lanes, all < 0x80 -> bit k set when lane k is an ASCII digit
+    cdef uint64_t bits = (x + 0x5050505050505050ULL) & ~(x + 0x4646464646464646ULL) & 0x8080808080808080ULL
+    return <unsigned int>(((bits >> 7) * 0x0102040810204080ULL) >> 56)
+
+
+cdef inline int64_t _pairs8(const int32_t* w, Py_ssize_t row, unsigned int c0, unsigned int c1,
+                            unsigned int c2, unsigned int c3, unsigned int c4, unsigned int c5,
+                            unsigned int c6, unsigned int c7) noexcept nogil:
+    return ((<int64_t>w[row + c0] + w[c0 * C_N_CODES + c1])
+            + (<int64_t>w[c1 * C_N_CODES + c2] + w[c2 * C_N_CODES + c3])
+            + (<int64_t>w[c3 * C_N_CODES + c4] + w[c4 * C_N_CODES + c5])
+            + (<int64_t>w[c5 * C_N_CODES + c6] + w[c6 * C_N_CODES + c7]))
+
+
+cdef int64_t _sum_units(const _unit* s, Py_ssize_t n, const int32_t* w, Py_ssize_t* digits) noexcept nogil:
+    # The pass of estimate_tokens(): the sum of the weights of every pair of codes, boundaries
+    # included (a digit next to a digit or a boundary weighs 0 in every table); adds the digit
+    # tokens into ``digits``.  A block of eight ASCII characters (most of an agent's text) goes
+    # at once with no branch inside, its digits advancing the digit phase through _steps8; any
+    # other character goes alone, exactly as in the twin.
+    cdef int64_t total = 0
+    cdef Py_ssize_t row = C_BOUNDARY * C_N_CODES
     cdef Py_ssize_t i = 0
-    cdef Py_ssize_t j
-    cdef Py_ssize_t digit_tokens = 0
-    cdef int phase = 0
-    cdef int prev = C_BOUNDARY
-    cdef int cls, c0, c1, c2, c3
-    cdef Py_UCS4 prev_cp = 0xFFFFFFFF  # no code point: the first character repeats nothing
-    cdef Py_UCS4 cp, p0, p1, p2, p3
-    cdef unsigned char step
-    cdef bint unrolled = length >= C_SHORT
-    if unrolled:
-        memset(copies, 0, sizeof(copies))
-        while i + 4 <= length:
-            p0 = data[i]
-            p1 = data[i + 1]
-            p2 = data[i + 2]
-            p3 = data[i + 3]
-            c0 = _unit_class(p0)
-            c1 = _unit_class(p1)
-            c2 = _unit_class(p2)
-            c3 = _unit_class(p3)
-            step = _c_digit_steps[phase * 16 + (c0 == C_DIGIT) + 2 * (c1 == C_DIGIT)
-                                  + 4 * (c2 == C_DIGIT) + 8 * (c3 == C_DIGIT)]
-            digit_tokens += step >> 2
-            phase = step & 3
-            t0[(p0 == prev_cp) * C_HALF + prev * C_N_CLASSES + c0] += 1
-            t1[(p1 == p0) * C_HALF + c0 * C_N_CLASSES + c1] += 1
-            t2[(p2 == p1) * C_HALF + c1 * C_N_CLASSES + c2] += 1
-            t3[(p3 == p2) * C_HALF + c2 * C_N_CLASSES + c3] += 1
-            prev = c3
-            prev_cp = p3
-            i += 4
-    while i < length:
-        cp = data[i]
-        cls = _unit_class(cp)
-        if cls == C_DIGIT:
-            if prev != C_DIGIT:
+    cdef Py_ssize_t end
+    cdef Py_ssize_t d = 0
+    cdef unsigned int phase = 0
+    cdef unsigned int step
+    cdef uint64_t x, y, z, v, packed
+    cdef unsigned int cp, code, c7
+    cdef unsigned int prev_cp = 0xFFFFFFFF  # no code point: the first character repeats nothing
+    while True:
+        if _little_endian:
+            while i + 8 <= n:
+                # the next eight characters as eight bytes of one word, or stop at a non-ASCII one
+                if _unit is Py_UCS1:
+                    packed = _load64(s + i)
+                    if packed & 0x8080808080808080ULL:
+                        break
+                elif _unit is Py_UCS2:
+                    x = _load64(s + i)
+                    y = _load64(s + i + 4)
+                    if (x | y) & 0xFF80FF80FF80FF80ULL:
+                        break
+                    x = (x | (x >> 8)) & 0x0000FFFF0000FFFFULL
+                    y = (y | (y >> 8)) & 0x0000FFFF0000FFFFULL
+                    packed = ((x | (x >> 16)) & 0xFFFFFFFFULL) | ((y | (y >> 16)) << 32)
+                else:
+                    x = _load64(s + i)
+                    y = _load64(s + i + 2)
+                    z = _load64(s + i + 4)
+                    v = _load64(s + i + 6)
+                    if (x | y | z | v) & 0xFFFFFF80FFFFFF80ULL:
+                        break
+                    packed = (((x | (x >> 24)) & 0xFFFFULL) | (((y | (y >> 24)) & 0xFFFFULL) << 16)
+                              | (((z | (z >> 24)) & 0xFFFFULL) << 32) | (((v | (v >> 24)) & 0xFFFFULL) << 48))
+                step = _steps8[phase * 256 + _digit_mask8(packed)]
+                d += step >> 2
+                phase = step & 3
+                c7 = s[i + 7]  # (a Py_UCS4 is no C integer to Cython: copy before arithmetic)
+                total += _pairs8(w, row, s[i], s[i + 1], s[i + 2], s[i + 3], s[i + 4], s[i + 5], s[i + 6], c7)
+                row = c7 * C_N_CODES
+                prev_cp = c7
+                i += 8
+        if i >= n:
+            break
+        # the next eight characters (or the rest) one at a time: the block stopped at one of
+        # them, and in mixed text (CJK with ASCII punctuation) a block would stop again soon.
+        # The code comes from _bmp_code (a repeated non-ASCII character moves up by
+        # REPEAT_BASE - CLASS_BASE, without a branch), then the digit phase.
+        end = i + 8 if i + 8 < n else n
+        while i < end:
+            cp = s[i]
+            if _unit is Py_UCS4:
+                code = _bmp_code[cp] if cp < 65536 else C_CLASS_BASE + _c_char_class(cp)
+            else:
+                code = _bmp_code[cp]
+            code += ((cp == prev_cp) & (cp >= 128)) * (C_REPEAT_BASE - C_CLASS_BASE)
+            if cp - 48 < 10:
+                d += phase == 0
+                phase = phase + 1 if phase < 2 else 0
+            else:
                 phase = 0
-            if phase == 0:
-                digit_tokens += 1
-            phase += 1
-            if phase == 3:
-                phase = 0
-        t0[(cp == prev_cp) * C_HALF + prev * C_N_CLASSES + cls] += 1
-        prev = cls
-        prev_cp = cp
-        i += 1
-    t0[prev * C_N_CLASSES + C_BOUNDARY] += 1
-    if unrolled:
-        for j in range(C_TABLE):
-            pairs[j] += t1[j] + t2[j] + t3[j]
-    return digit_tokens
+            total += w[row + code]
+            row = code * C_N_CODES
+            prev_cp = cp
+            i += 1
+    digits[0] += d
+    return total + w[row + C_BOUNDARY]
 
 
-cdef Py_ssize_t _c_scan(object text, Py_ssize_t* pairs) noexcept:
-    # _scan() into a C table: zeroes ``pairs`` (C_TABLE cells), fills it, returns digit_tokens.
-    cdef Py_ssize_t digit_tokens
-    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
-    cdef int kind = PyUnicode_KIND(text)
-    cdef void* data = PyUnicode_DATA(text)
-    memset(pairs, 0, C_TABLE * sizeof(Py_ssize_t))
-    with nogil:
-        if kind == PyUnicode_1BYTE_KIND:
-            digit_tokens = _scan_units(<const Py_UCS1*>data, length, pairs)
-        elif kind == PyUnicode_2BYTE_KIND:
-            digit_tokens = _scan_units(<const Py_UCS2*>data, length, pairs)
-        else:
-            digit_tokens = _scan_units(<const Py_UCS4*>data, length, pairs)
-    return digit_tokens
+cdef class _Table:
+    """One encoding's weight table, held alive with a pointer to its ``N_CODES ** 2`` int32."""
+
+    cdef object owner
+    cdef const int32_t* weights
 
 
-# The cells of _FEATURE_PAIRS as C arrays: feature k (k >= 1) is the sum of the cells
-# _c_cells[_c_cell_ends[k - 1] : _c_cell_ends[k]] (_c_cell_ends[0] == 0).
-cdef Py_ssize_t _c_n_features = len(FEATURE_NAMES)
-if _c_n_features > C_MAX_FEATURES:
-    raise ImportError(f"_estimate_c has room for {C_MAX_FEATURES} features, not {_c_n_features}")
-cdef unsigned short* _c_cells = NULL
-cdef Py_ssize_t _c_cell_ends[C_MAX_FEATURES]
-_C_CELLS_OWNER = array.array("H", [cell for _name, cells in _FEATURE_PAIRS for cell in cells])
-cdef unsigned short[::1] _c_cells_view = _C_CELLS_OWNER
-_c_cells = &_c_cells_view[0]
-_c_cell_ends[0] = 0
-for _k, (_name, _cells) in enumerate(_FEATURE_PAIRS):
-    _c_cell_ends[_k + 1] = _c_cell_ends[_k] + len(_cells)
+cdef dict _tables = {}
 
 
-cdef void _c_text_features(object text, double* features) noexcept:
-    # text_features() into a C array of _c_n_features doubles (text is a str or a subclass).
-    cdef Py_ssize_t pairs[C_TABLE]
-    cdef Py_ssize_t k, j, total
-    features[0] = <double>_c_scan(text, pairs)
-    for k in range(1, _c_n_features):
-        total = 0
-        for j in range(_c_cell_ends[k - 1], _c_cell_ends[k]):
-            total += pairs[_c_cells[j]]
-        features[k] = <double>total
-
-
-def _scan(str text):
-    """Count the class pairs of ``text`` and its ASCII digit tokens in one pass (the hot loop).
-
-    Returns:
-        ``(pairs, digit_tokens)``: the 2 x 16 x 16 pair table, flattened as
-        ``[same][previous class][class]`` where ``same`` is 1 when the character repeats the
-        previous one, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
-    """
-    cdef Py_ssize_t c_pairs[C_TABLE]
-    cdef Py_ssize_t digit_tokens = _c_scan(text, c_pairs)
-    pairs = [c_pairs[i] for i in range(C_TABLE)]
-    return pairs, digit_tokens
-
-
-def text_features(text: str) -> tuple[float, ...]:
-    """Return the estimator's features of ``text``, in :data:`FEATURE_NAMES` order.
-
-    Args:
-        text: any ``str``.
-
-    Returns:
-        One float per name in :data:`FEATURE_NAMES` (counts of characters or class pairs).
-
-    Raises:
-        TypeError: ``text`` is not a ``str``.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
-    cdef double features[C_MAX_FEATURES]
-    cdef Py_ssize_t k
-    _c_text_features(text, features)
-    result = PyTuple_New(_c_n_features)
-    for k in range(_c_n_features):
-        value = PyFloat_FromDouble(features[k])
-        Py_INCREF(value)
-        PyTuple_SET_ITEM(result, k, value)
-    return result
-
-
-def _coefficients(encoding: str) -> tuple[float, ...]:
-    """Return the fitted coefficients of ``encoding``, in :data:`FEATURE_NAMES` order."""
-    if _FITTED_FEATURE_NAMES != FEATURE_NAMES:
-        raise EncodingDataMissing(
-            "compaction.tokens.estimator_coefficients was fitted for other features than "
-            "FEATURE_NAMES; run scripts/fit_estimator.py to refit it"
-        )
-    try:
-        return COEFFICIENTS[encoding]
-    except KeyError:
-        known = ", ".join(sorted(COEFFICIENTS))
-        raise EncodingDataMissing(
-            f"no estimator coefficients for encoding {encoding!r}; expected one of: {known}"
-        ) from None
+cdef _Table _table(encoding):
+    cdef _Table table = _tables.get(encoding)
+    cdef const int32_t[::1] view
+    if table is None:
+        owner = weight_table(encoding)  # raises EncodingDataMissing
+        view = owner
+        table = _Table()
+        table.owner = owner
+        table.weights = &view[0]
+        _tables[encoding] = table
+    return table
 
 
 def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
@@ -396,65 +309,97 @@ def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
 
     Returns:
-        The estimated token count (tokens), ``>= 0``; exact for a text of ASCII digits only.
-        The error measured on held-out text is in
-        ``compaction.tokens.estimator_coefficients.HELD_OUT_MAPE``.
+        The estimated token count (tokens): 0 for ``""``, else ``>= 1``; exact for a text of
+        ASCII digits only.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
-        EncodingDataMissing: no coefficients for ``encoding``.
-
-    Example:
-        >>> estimate_tokens("1234567")
-        3
+        EncodingDataMissing: no weight table for ``encoding``, or its file is damaged.
     """
-    cdef _CoefficientVector vector = _c_coefficient_vectors.get(encoding)
-    cdef double features[C_MAX_FEATURES]
-    cdef double total = 0.0  # the same IEEE double sums in the same order as the twin's floats
-    cdef volatile double product  # stored, hence rounded: never fused into total (no FMA)
-    cdef Py_ssize_t k
-    if vector is None:
-        vector = _coefficient_vector(encoding)
-        if vector is None:  # not one coefficient per feature: the twin's path and its error
-            coefficients = _coefficients(encoding)
-            features_tuple = text_features(text)
-            py_total = 0.0
-            for coefficient, feature in zip(coefficients, features_tuple, strict=True):
-                py_total += coefficient * feature
-            if py_total <= 0.0:
-                return 0
-            return int(py_total + 0.5)
+    cdef _Table table = _table(encoding)
     if not isinstance(text, str):
-        raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
-    _c_text_features(text, features)
-    for k in range(_c_n_features):
-        product = vector.values[k] * features[k]
-        total += product
-    if total <= 0.0:
+        raise TypeError(f"pair_counts() expected a str, got {type(text).__name__}; decode bytes first")
+    cdef const int32_t* w = table.weights
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t digits = 0
+    cdef int64_t total
+    if kind == PyUnicode_1BYTE_KIND:
+        total = _sum_units(<const Py_UCS1*>data, n, w, &digits)
+    elif kind == PyUnicode_2BYTE_KIND:
+        total = _sum_units(<const Py_UCS2*>data, n, w, &digits)
+    else:
+        total = _sum_units(<const Py_UCS4*>data, n, w, &digits)
+    total += (<int64_t>digits) << C_SCALE_BITS
+    if n == 0:
         return 0
-    return PyLong_FromDouble(total + 0.5)
+    if total < 0:
+        return 1
+    total = (total + (1 << (C_SCALE_BITS - 1))) >> C_SCALE_BITS
+    return total if total > 1 else 1
 
 
-cdef class _CoefficientVector:
-    """The coefficients of one encoding as a C array of doubles, in FEATURE_NAMES order."""
+cdef Py_ssize_t _count_units(const _unit* s, Py_ssize_t n, Py_ssize_t* counts) noexcept nogil:
+    # pair_counts() of the twin, pair by pair (no digit-run shortcut); returns digit_tokens.
+    cdef Py_ssize_t i
+    cdef Py_ssize_t digits = 0
+    cdef Py_ssize_t run = 0
+    cdef Py_ssize_t prev = C_BOUNDARY
+    cdef Py_UCS4 cp
+    cdef Py_UCS4 prev_cp = 0xFFFFFFFF
+    cdef Py_ssize_t code
+    for i in range(n):
+        cp = s[i]
+        if cp < 128:
+            code = cp
+        elif cp == prev_cp:
+            code = C_REPEAT_BASE + _class_of(cp)
+        else:
+            code = C_CLASS_BASE + _class_of(cp)
+        if 48 <= code <= 57:
+            if run % 3 == 0:
+                digits += 1
+            run += 1
+        else:
+            run = 0
+        counts[prev * C_N_CODES + code] += 1
+        prev = code
+        prev_cp = cp
+    counts[prev * C_N_CODES + C_BOUNDARY] += 1
+    return digits
 
-    cdef double values[C_MAX_FEATURES]
 
+def pair_counts(text: str) -> tuple[int, dict[int, int]]:
+    """Count the code pairs of ``text`` and its ASCII digit tokens in one pass.
 
-# encoding -> _CoefficientVector, filled on the first call with each encoding
-cdef dict _c_coefficient_vectors = {}
+    Returns:
+        ``(digit_tokens, {previous * N_CODES + current: count})``, as the twin.
 
-
-cdef _CoefficientVector _coefficient_vector(encoding):
-    # Returns the cached vector of ``encoding``, raising _coefficients()'s errors; None when
-    # the coefficients do not have one value per feature (left to the twin's zip error).
-    cdef _CoefficientVector vector
-    cdef Py_ssize_t k
-    coefficients = _coefficients(encoding)
-    if len(coefficients) != _c_n_features:
-        return None
-    vector = _CoefficientVector()
-    for k in range(_c_n_features):
-        vector.values[k] = coefficients[k]
-    _c_coefficient_vectors[encoding] = vector
-    return vector
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        MemoryError: no room for the ``N_CODES ** 2`` counters.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"pair_counts() expected a str, got {type(text).__name__}; decode bytes first")
+    cdef Py_ssize_t* counts = <Py_ssize_t*>calloc(C_N_CODES * C_N_CODES, sizeof(Py_ssize_t))
+    if counts == NULL:
+        raise MemoryError("pair_counts() could not allocate its pair table")
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t digits, cell
+    try:
+        if kind == PyUnicode_1BYTE_KIND:
+            digits = _count_units(<const Py_UCS1*>data, n, counts)
+        elif kind == PyUnicode_2BYTE_KIND:
+            digits = _count_units(<const Py_UCS2*>data, n, counts)
+        else:
+            digits = _count_units(<const Py_UCS4*>data, n, counts)
+        result = {}
+        for cell in range(C_N_CODES * C_N_CODES):
+            if counts[cell]:
+                result[cell] = counts[cell]
+        return digits, result
+    finally:
+        free(counts)

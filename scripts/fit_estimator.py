@@ -1,9 +1,10 @@
-"""Fit the token estimator's per-encoding coefficients against tiktoken and report its error.
+"""Fit the token estimator's per-encoding weight tables against tiktoken and report their error.
 
 Usage::
 
-    python scripts/fit_estimator.py            # fit, write the coefficients module, print the error
-    python scripts/fit_estimator.py --check    # print the error of the shipped coefficients only
+    python scripts/fit_estimator.py            # fit, write the tables and their module, print the error
+    python scripts/fit_estimator.py --by-file  # also: each agent transcript's error, fitted without it
+    python scripts/fit_estimator.py --check    # print the error of the shipped tables only
 
 Corpora (message-sized pieces of 200-4000 characters):
 
@@ -20,13 +21,18 @@ Corpora (message-sized pieces of 200-4000 characters):
 - ``base64``: base64 of random bytes, of compressed data and of files, with and without MIME
   line breaks;
 - ``mixed``: European languages (vim's de/fr/es/pl/cs/tr/ru/uk/sr/vi messages, when present)
-  and English prose sprinkled with emoji, arrows, dashes and other symbols.
+  and English prose sprinkled with emoji, arrows, dashes and other symbols;
+- ``edge``: runs of one character, random mixtures of scripts and emoji, short snippets
+  (``edge_strings``): not what agents send, but no text should be priced at nothing.
 
-Each corpus is split into a training and a held-out half by source string; the coefficients are
-fitted by least squares on the training pieces, each row weighted by ``1 / tokens`` so that the
-relative error is minimized, with ``digit_tokens`` fixed at 1 (it is exact).  The mean absolute
-percentage error (MAPE) of the held-out pieces is printed per corpus and stored beside the
-coefficients.
+Each corpus is split into a training and a held-out half by source string.  The weights are
+fitted by ridge least squares on the training pieces' pair counts (see ``fit``), each row scaled by
+``1 / tokens`` so that the relative error is minimized, with ``digit_tokens`` exact; they are
+stored as fixed-point integers (``compaction/tokens/data/estimator-<encoding>.i32.gz``).  The
+mean absolute percentage error (MAPE) of the held-out pieces is printed per corpus and stored in
+``compaction/tokens/estimator_fit.py`` beside the tables' sha256.  ``--by-file`` also
+refits once without each agent transcript (every other corpus kept) and reports that
+transcript's error: the error to expect on transcripts the tables have never seen.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import argparse
 import base64
 import gettext
 import glob
+import gzip
+import hashlib
 import inspect
 import json
 import os
@@ -53,10 +61,26 @@ sys.path.insert(0, str(ROOT))
 
 from compaction.tokens import _estimate_py  # noqa: E402
 from compaction.tokens.encodings import get_encoding  # noqa: E402
+from compaction.tokens.estimator_tables import (  # noqa: E402
+    BOUNDARY,
+    CLASS_BASE,
+    FORMAT_NAME,
+    N_CODES,
+    REPEAT_BASE,
+    SCALE_BITS,
+    table_filename,
+    weight_table,
+)
 
-OUT = ROOT / "compaction" / "tokens" / "estimator_coefficients.py"
+try:  # the compiled twin counts the same pairs, faster
+    from compaction.tokens._estimate_c import pair_counts  # noqa: E402
+except ImportError:
+    from compaction.tokens._estimate_py import pair_counts  # noqa: E402
+
+OUT = ROOT / "compaction" / "tokens" / "estimator_fit.py"
+DATA = ROOT / "compaction" / "tokens" / "data"
 ENCODING_NAMES = ("o200k_base", "cl100k_base")
-CORPORA = ("agent", "prose", "code", "json", "cjk", "base64", "mixed")
+CORPORA = ("agent", "prose", "code", "json", "cjk", "base64", "mixed", "edge")
 MIN_PIECE, MAX_PIECE = 200, 4000
 MAX_PIECES_PER_STRING = 20
 
@@ -76,27 +100,34 @@ def json_strings(value: object) -> Iterator[str]:
             yield from json_strings(item)
 
 
+def transcript_strings(path: Path) -> list[str]:
+    """Return the string values of one transcript (JSON, JSON lines, ``.traj`` or aider Markdown)."""
+    out: list[str] = []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".md":
+        out.extend(part for part in text.split("\n\n#### ") if part)
+        return [s for s in out if s.strip()]
+    try:
+        out.extend(json_strings(json.loads(text)))
+        return [s for s in out if s.strip()]
+    except json.JSONDecodeError:
+        pass
+    for line in text.splitlines():
+        try:
+            out.extend(json_strings(json.loads(line)))
+        except json.JSONDecodeError:
+            out.append(line)
+    return [s for s in out if s.strip()]
+
+
+def transcript_files(examples: Path = ROOT / "examples") -> list[Path]:
+    """Return the transcripts under ``examples/`` in a stable order."""
+    return [p for p in sorted(examples.rglob("*")) if p.is_file() and p.name != "README.md"]
+
+
 def agent_strings(examples: Path = ROOT / "examples") -> list[str]:
     """Return the string values of every transcript under ``examples/`` (file order)."""
-    out: list[str] = []
-    for path in sorted(examples.rglob("*")):
-        if not path.is_file() or path.name == "README.md":
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if path.suffix == ".md":
-            out.extend(part for part in text.split("\n\n#### ") if part)
-            continue
-        try:
-            out.extend(json_strings(json.loads(text)))
-            continue
-        except json.JSONDecodeError:
-            pass
-        for line in text.splitlines():
-            try:
-                out.extend(json_strings(json.loads(line)))
-            except json.JSONDecodeError:
-                out.append(line)
-    return [s for s in out if s.strip()]
+    return [s for path in transcript_files(examples) for s in transcript_strings(path)]
 
 
 def prose_strings() -> list[str]:
@@ -251,6 +282,41 @@ def base64_strings(rng: random.Random) -> list[str]:
     return out
 
 
+RUN_CHARACTERS = ["a", "x", "Z", " ", "\n", "\t", "=", "-", "*", "#", "_", ".", "/", "é", "ß", "я", "—", "━",
+                  "│", "中", "あ", "한", "。", "😀", "🚀", "\u00a0", "\u3000", "0"]
+SCRIPT_SAMPLES = ["abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " \n\t", "!\"#$%&'()*+,-./:;<=>?@[]^_`{|}~",
+                  "éèêàçñöüßøåæœ", "абвгдежзийклмнопрстуфхцчшщыьэюя", "αβγδεζηθικλμνξοπρστυφχψω", "אבגדהוזחטיכלמנסעפצקרשת",
+                  "ابتثجحخدذرزسشصضطظعغفقكلمنهوي", "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年",
+                  "あいうえおかきくけこさしすせそアイウエオカキクケコ", "가나다라마바사아자차카타파하한국어", "。、「」（）！？：；",
+                  "→←↑↓•…“”‘’—–±×÷°©®™€£¥", "😀😂🥲🚀✅❌⚠️👍🎉🔥", "\u0301\u0308\u0327", "कखगघङचछजझञटठडढणतथदधनपफबभमयरलवशषसह"]
+
+
+def edge_strings(rng: random.Random, prose: list[str], count: int = 1200) -> list[str]:
+    """Return texts outside the corpora's usual shapes: runs of one character (alone or inside
+    prose), random mixtures of scripts, symbols and emoji, and short snippets (1-200 characters),
+    so that no shape the corpora lack (``"é" * 40``, ``"😀😀"``) is priced at nothing."""
+    out = []
+    for i in range(count):
+        kind = i % 4
+        if kind == 0:
+            run = rng.choice(RUN_CHARACTERS) * rng.randint(1, 300)
+            if rng.random() < 0.5:
+                text = rng.choice(prose)
+                at = rng.randint(0, min(len(text), 1500))
+                run = text[max(0, at - rng.randint(0, 300)) : at] + run + text[at : at + rng.randint(0, 300)]
+            out.append(run)
+        elif kind == 1:
+            alphabet = "".join(rng.sample(SCRIPT_SAMPLES, rng.randint(1, 4)))
+            out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400))))
+        elif kind == 2:
+            words = [w for w in rng.choice(prose).split() if w]
+            start = rng.randrange(len(words))
+            out.append(" ".join(words[start : start + rng.randint(1, 30)]))
+        else:
+            out.append(" ".join(rng.choice(SCRIPT_SAMPLES)[: rng.randint(1, 12)] for _ in range(rng.randint(1, 40))))
+    return [t for t in out if t]
+
+
 def pieces(strings: list[str], rng: random.Random) -> list[list[str]]:
     """Cut or join ``strings`` into message-sized pieces; one list of pieces per source group."""
     groups: list[list[str]] = []
@@ -298,14 +364,62 @@ def build_corpora(seed: int = 20240501) -> dict[str, tuple[list[str], list[str]]
         for i, group in enumerate(groups):
             (held_out if i % 2 else train).extend(group)
         corpora[name] = (train, held_out)
+    edge = edge_strings(random.Random(seed + 1), prose)
+    # every fourth text is of one kind: alternate blocks of four, so that both halves have every kind
+    corpora["edge"] = ([t for i, t in enumerate(edge) if i // 4 % 2 == 0],
+                       [t for i, t in enumerate(edge) if i // 4 % 2 == 1])
     return corpora
 
 
-# --------------------------------------------------------------------------- fitting
+# --------------------------------------------------------------------------- features
 
 
-def feature_matrix(texts: list[str]) -> np.ndarray:
-    return np.array([_estimate_py.text_features(t) for t in texts], dtype=np.float64)
+def cell_classes() -> tuple[np.ndarray, np.ndarray]:
+    """Return, per cell of the weight table, its class-pair group (0..511) and whether it is fixed at 0.
+
+    A class-pair group is ``same * 256 + class(previous) * 16 + class(current)``: the cell of a
+    16 x 16 class model (``same`` when the character repeats the one before it).  The fixed
+    cells are a digit after a digit and a boundary next to a digit, which ``digit_tokens``
+    already prices exactly.
+    """
+    n = N_CODES
+    classes = np.zeros(n, dtype=np.int64)
+    for code in range(128):
+        classes[code] = _estimate_py.char_class(code)
+    for k in range(16):
+        classes[CLASS_BASE + k] = k
+        classes[REPEAT_BASE + k] = k
+    classes[BOUNDARY] = 0
+    codes = np.arange(n)
+    repeat = (codes >= REPEAT_BASE) & (codes < REPEAT_BASE + 16)
+    same = ((codes[:, None] == codes[None, :]) & (codes[:, None] < 128)) | repeat[None, :]
+    groups = same.astype(np.int64) * 256 + classes[:, None] * 16 + classes[None, :]
+    digit = (codes >= 48) & (codes <= 57)
+    edge = digit | (codes == BOUNDARY)
+    fixed = (digit[:, None] & edge[None, :]) | (edge[:, None] & digit[None, :])
+    return groups.ravel(), fixed.ravel()
+
+
+class Pieces:
+    """Pair counts of many texts: ``digits[i]`` and a sparse row ``(cells, counts)`` per text."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.digits = np.zeros(len(texts))
+        self.empty = np.array([not t for t in texts], dtype=bool)
+        self.rows: list[tuple[np.ndarray, np.ndarray]] = []
+        for i, text in enumerate(texts):
+            digits, counts = pair_counts(text)
+            self.digits[i] = digits
+            self.rows.append((np.fromiter(counts.keys(), np.int64), np.fromiter(counts.values(), np.float64)))
+
+    def dense(self, columns: np.ndarray, n_columns: int) -> np.ndarray:
+        """Return the counts summed into ``n_columns`` columns (``columns[cell]``; -1 drops a cell)."""
+        out = np.zeros((len(self.rows), n_columns))
+        for i, (cells, counts) in enumerate(self.rows):
+            col = columns[cells]
+            keep = col >= 0
+            np.add.at(out[i], col[keep], counts[keep])
+        return out
 
 
 def token_counts(texts: list[str], encoding: str) -> np.ndarray:
@@ -313,53 +427,80 @@ def token_counts(texts: list[str], encoding: str) -> np.ndarray:
     return np.array([len(enc.encode_ordinary(t)) for t in texts], dtype=np.float64)
 
 
+# --------------------------------------------------------------------------- fitting
+
 # agent transcripts are what the estimator is for: they weigh as much as all the others together
-CORPUS_WEIGHT = {"agent": 10.0, "prose": 1.0, "code": 1.0, "json": 1.0, "cjk": 1.0, "base64": 1.0}
-CORPUS_WEIGHT["mixed"] = 1.0
-RIDGE = 0.02  # pulls each coefficient towards 0 (towards PRIOR for per-character counts of rare classes)
-PRIOR = {"symbols": 1.0, "other": 1.0, "astral": 2.0, "cjk_punct": 1.0, "latin": 0.5}
+CORPUS_WEIGHT = {"agent": 10.0, "prose": 1.0, "code": 1.0, "json": 1.0, "cjk": 1.0, "base64": 1.0, "mixed": 1.0,
+                 "edge": 1.0}
+MIN_SUPPORT = 5  # a cell gets a weight of its own when it occurs in at least this many training pieces
+RIDGE_CLASS = 1e-4  # ridge on the class-pair weights (in relative-error units)
+RIDGE_CELL = 1e-3  # ridge on each cell's correction to its class pair: pulls rare cells to the class
+ROUNDS = 6
 
 
-def fit(xs: dict[str, np.ndarray], ys: dict[str, np.ndarray], rounds: int = 12) -> np.ndarray:
-    """Return coefficients minimizing the weighted absolute relative error, digit_tokens fixed at 1.
+def fit(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int = ROUNDS) -> np.ndarray:
+    """Return the weight of every cell (tokens, float) fitted on ``train`` against ``ys``.
 
-    Least squares on rows weighted by ``1 / tokens`` (relative error), then iteratively
-    reweighted (``1 / max(|relative residual|, 0.5 %)``) towards the mean absolute relative
-    error, which is what we report.
+    Each cell's weight is its class pair's weight plus, for a cell seen in at least
+    ``MIN_SUPPORT`` training pieces, a correction of its own; fixed cells weigh 0.  The fit is
+    ridge least squares on rows scaled by ``1 / tokens`` (relative error), each corpus weighing
+    ``CORPUS_WEIGHT`` in total, iteratively reweighted (``1 / max(|relative residual|, 0.5 %)``)
+    towards the mean absolute relative error, which is what we report.  It is solved in its
+    dual form (one equation per training piece), since there are more weights than pieces.
     """
-    names = _estimate_py.FEATURE_NAMES[1:]
-    xs_rel, ys_rel, corpus_w = [], [], []
-    for name in xs:
-        x, y = xs[name], ys[name]
+    groups, fixed = cell_classes()
+    support = np.zeros(N_CODES * N_CODES)
+    for pieces in train.values():
+        for cells, _ in pieces.rows:
+            support[cells] += 1
+    own = np.nonzero((support >= MIN_SUPPORT) & ~fixed)[0]
+    n_own = len(own)
+    group_columns = np.where(fixed, -1, groups)
+    own_columns = np.full(N_CODES * N_CODES, -1)
+    own_columns[own] = np.arange(n_own)
+    blocks, targets, weights = [], [], []
+    for name, pieces in train.items():
+        y = ys[name]
         keep = y > 0
-        x, y = x[keep], y[keep]
-        xs_rel.append(x[:, 1:] / y[:, None])
-        ys_rel.append((y - x[:, 0]) / y)
-        # each corpus weighs the same in total (times CORPUS_WEIGHT)
-        corpus_w.append(np.full(len(y), CORPUS_WEIGHT[name] / len(y)))
-    a0 = np.vstack(xs_rel)
-    b0 = np.concatenate(ys_rel)
-    w0 = np.concatenate(corpus_w)
-    irls = np.ones_like(b0)
-    # a little ridge keeps features with few examples (emoji, symbols) at plausible values
-    ridge_a = RIDGE * np.eye(len(names))
-    ridge_b = np.array([RIDGE * PRIOR.get(name, 0.0) for name in names])
-    coef = np.zeros(len(names))
+        x = np.hstack([pieces.dense(group_columns, 512), pieces.dense(own_columns, n_own)])[keep]
+        blocks.append(x / y[keep, None])
+        targets.append((y[keep] - pieces.digits[keep]) / y[keep])
+        weights.append(np.full(int(keep.sum()), CORPUS_WEIGHT[name] / int(keep.sum())))
+    a = np.vstack(blocks)
+    b = np.concatenate(targets)
+    w0 = np.concatenate(weights) * len(train)
+    ridge = np.concatenate([np.full(512, RIDGE_CLASS), np.full(n_own, RIDGE_CELL)])
+    a_scaled = a / ridge  # A Λ^-1
+    kernel = a_scaled @ a.T  # A Λ^-1 Aᵀ
+    irls = np.ones_like(b)
+    coef = np.zeros(a.shape[1])
     for _ in range(rounds):
-        w = np.sqrt(w0 * irls * len(xs))
-        a = np.vstack([a0 * w[:, None], ridge_a])
-        b = np.concatenate([b0 * w, ridge_b])
-        coef, *_ = np.linalg.lstsq(a, b, rcond=None)
-        residual = np.abs(a0 @ coef - b0)
+        w = w0 * irls
+        dual = np.linalg.solve(kernel + np.diag(1.0 / w), b)
+        coef = a_scaled.T @ dual  # Λ^-1 Aᵀ (A Λ^-1 Aᵀ + W^-1)^-1 b
+        residual = np.abs(a @ coef - b)
         irls = 1.0 / np.maximum(residual, 0.005)
         irls /= irls.mean()
-    return np.concatenate([[1.0], coef])
+    weights_of_cells = np.where(fixed, 0.0, coef[:512][groups])
+    weights_of_cells[own] += coef[512:]
+    return weights_of_cells
 
 
-def estimates(x: np.ndarray, coef: tuple[float, ...]) -> np.ndarray:
-    """Vectorized twin of ``estimate_tokens`` (same rounding; float sums may differ in the last ulp)."""
-    total = x @ np.asarray(coef)
-    return np.where(total <= 0.0, 0.0, np.floor(total + 0.5))
+def quantize(weights: np.ndarray) -> np.ndarray:
+    """Return the weights (tokens) as int32 in units of ``2 ** -SCALE_BITS`` tokens."""
+    limit = 2**31 - 1
+    return np.clip(np.rint(weights * (1 << SCALE_BITS)), -limit, limit).astype(np.int32)
+
+
+def estimates(pieces: Pieces, table: np.ndarray) -> np.ndarray:
+    """Vectorized twin of ``estimate_tokens``: the same integer sums, the same rounding."""
+    out = np.zeros(len(pieces.rows))
+    t = table.astype(np.int64)
+    for i, (cells, counts) in enumerate(pieces.rows):
+        total = (int(pieces.digits[i]) << SCALE_BITS) + int(t[cells] @ counts.astype(np.int64))
+        rounded = (total + (1 << (SCALE_BITS - 1))) >> SCALE_BITS if total >= 0 else 1
+        out[i] = 0 if pieces.empty[i] else max(1, rounded)
+    return out
 
 
 def mape(est: np.ndarray, y: np.ndarray) -> float:
@@ -367,27 +508,39 @@ def mape(est: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.abs(est[keep] - y[keep]) / y[keep]) * 100.0)
 
 
-def write_module(coefficients: dict[str, tuple[float, ...]], held_out: dict[str, dict[str, float]]) -> None:
+# --------------------------------------------------------------------------- output
+
+
+def write_tables(tables: dict[str, np.ndarray], held_out: dict[str, dict[str, float]],
+                 by_file: dict[str, dict[str, float]]) -> None:
+    digests = {}
+    for encoding, table in tables.items():
+        raw = table.astype("<i4").tobytes()
+        digests[encoding] = hashlib.sha256(raw).hexdigest()
+        (DATA / table_filename(encoding)).write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
     lines = [
-        '"""Coefficients of the token estimator, one vector per encoding (generated; do not edit).',
+        '"""What the estimator\'s weight tables are and how well they fit (generated; do not edit).',
         "",
-        "Written by ``scripts/fit_estimator.py``; ``HELD_OUT_MAPE`` is the mean absolute percentage",
-        "error of the estimate against tiktoken on the held-out pieces of each corpus.",
+        "Written by ``scripts/fit_estimator.py`` with the tables ``compaction/tokens/data/estimator-*.i32.gz``.",
+        "``TABLE_SHA256`` is the sha256 of each un-gzipped table; ``HELD_OUT_MAPE`` is the mean absolute",
+        "percentage error of the estimate against tiktoken on the held-out pieces of each corpus;",
+        "``AGENT_FILE_MAPE`` the same on each agent transcript when the tables are fitted without it.",
         '"""',
         "",
-        "FEATURE_NAMES: tuple[str, ...] = (",
-        *[f'    "{name}",' for name in _estimate_py.FEATURE_NAMES],
-        ")",
+        f"FORMAT = {FORMAT_NAME!r}",
         "",
-        "COEFFICIENTS: dict[str, tuple[float, ...]] = {",
+        "TABLE_SHA256: dict[str, str] = {",
+        *[f'    "{enc}": "{digest}",' for enc, digest in digests.items()],
+        "}",
+        "",
+        "HELD_OUT_MAPE: dict[str, dict[str, float]] = {",
     ]
-    for enc, coef in coefficients.items():
-        lines.append(f'    "{enc}": (')
-        for name, value in zip(_estimate_py.FEATURE_NAMES, coef, strict=True):
-            lines.append(f"        {value!r},  # {name}")
-        lines.append("    ),")
-    lines += ["}", "", "HELD_OUT_MAPE: dict[str, dict[str, float]] = {"]
     for enc, errors in held_out.items():
+        lines.append(f'    "{enc}": {{')
+        lines.extend(f'        "{k}": {v:.2f},' for k, v in errors.items())
+        lines.append("    },")
+    lines += ["}", "", "AGENT_FILE_MAPE: dict[str, dict[str, float]] = {"]
+    for enc, errors in by_file.items():
         lines.append(f'    "{enc}": {{')
         lines.extend(f'        "{k}": {v:.2f},' for k, v in errors.items())
         lines.append("    },")
@@ -395,38 +548,79 @@ def write_module(coefficients: dict[str, tuple[float, ...]], held_out: dict[str,
     OUT.write_text("\n".join(lines), encoding="utf-8")
 
 
+def leave_one_file_out(train: dict[str, Pieces], ys_train: dict[str, np.ndarray], encoding: str,
+                       rng_seed: int = 1) -> dict[str, float]:
+    """Return each agent transcript's error when the tables are fitted without any of its text."""
+    rng = random.Random(rng_seed)
+    files = transcript_files()
+    per_file = {}
+    for path in files:
+        texts = [t for group in pieces(transcript_strings(path), rng) for t in group]
+        if texts:
+            per_file[path.name] = (Pieces(texts), token_counts(texts, encoding))
+    out = {}
+    others = {k: v for k, v in train.items() if k != "agent"}
+    others_y = {k: v for k, v in ys_train.items() if k != "agent"}
+    for name in per_file:
+        fold = dict(others)
+        fold_y = dict(others_y)
+        rest = [per_file[n] for n in per_file if n != name]
+        fold["agent"] = _concat([p for p, _ in rest])
+        fold_y["agent"] = np.concatenate([y for _, y in rest])
+        table = quantize(fit(fold, fold_y))
+        held, y = per_file[name]
+        out[name] = mape(estimates(held, table), y)
+        print(f"  {name:60s} {out[name]:6.2f} % ({len(y)} pieces)", flush=True)
+    return out
+
+
+def _concat(parts: list[Pieces]) -> Pieces:
+    joined = Pieces([])
+    for part in parts:
+        joined.digits = np.concatenate([joined.digits, part.digits])
+        joined.empty = np.concatenate([joined.empty, part.empty])
+        joined.rows.extend(part.rows)
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report the shipped coefficients' error")
+    parser.add_argument("--check", action="store_true", help="only report the shipped tables' error")
+    parser.add_argument("--by-file", action="store_true",
+                        help="also fit once without each agent transcript and report its error (slow)")
     args = parser.parse_args(argv)
 
     corpora = build_corpora()
     print("pieces per corpus (train / held out):",
-          ", ".join(f"{k} {len(v[0])}/{len(v[1])}" for k, v in corpora.items()))
-    x_train = {k: feature_matrix(v[0]) for k, v in corpora.items()}
-    x_test = {k: feature_matrix(v[1]) for k, v in corpora.items()}
+          ", ".join(f"{k} {len(v[0])}/{len(v[1])}" for k, v in corpora.items()), flush=True)
+    train = {k: Pieces(v[0]) for k, v in corpora.items()}
+    test = {k: Pieces(v[1]) for k, v in corpora.items()}
 
-    if args.check:
-        from compaction.tokens.estimator_coefficients import COEFFICIENTS
-
-        coefficients = dict(COEFFICIENTS)
-    else:
-        coefficients = {}
+    tables: dict[str, np.ndarray] = {}
     held_out: dict[str, dict[str, float]] = {}
+    by_file: dict[str, dict[str, float]] = {}
+    if args.check:
+        from compaction.tokens.estimator_fit import AGENT_FILE_MAPE
+
+        by_file = dict(AGENT_FILE_MAPE)
     for enc in ENCODING_NAMES:
         y_train = {k: token_counts(v[0], enc) for k, v in corpora.items()}
         y_test = {k: token_counts(v[1], enc) for k, v in corpora.items()}
-        if not args.check:
-            coefficients[enc] = tuple(float(c) for c in fit(x_train, y_train))
-        coef = coefficients[enc]
-        held_out[enc] = {k: mape(estimates(x_test[k], coef), y_test[k]) for k in CORPORA}
-        train_err = {k: mape(estimates(x_train[k], coef), y_train[k]) for k in CORPORA}
+        if args.check:
+            tables[enc] = np.frombuffer(weight_table(enc).tobytes(), dtype=np.int32)
+        else:
+            tables[enc] = quantize(fit(train, y_train))
+        held_out[enc] = {k: mape(estimates(test[k], tables[enc]), y_test[k]) for k in CORPORA}
+        train_err = {k: mape(estimates(train[k], tables[enc]), y_train[k]) for k in CORPORA}
         print(f"\n{enc}: mean absolute % error vs tiktoken (held out | training)")
         for k in CORPORA:
             print(f"  {k:8s} {held_out[enc][k]:6.2f} % | {train_err[k]:6.2f} %")
+        if args.by_file:
+            print(f"{enc}: each agent transcript, fitted without it")
+            by_file[enc] = leave_one_file_out(train, y_train, enc)
     if not args.check:
-        write_module(coefficients, held_out)
-        print(f"\nwrote {OUT.relative_to(ROOT)}")
+        write_tables(tables, held_out, by_file)
+        print(f"\nwrote {OUT.relative_to(ROOT)} and the tables in {DATA.relative_to(ROOT)}")
     return 0
 
 

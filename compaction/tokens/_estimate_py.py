@@ -1,58 +1,53 @@
 """Estimate the BPE token count of a text in one pass, without tokenizing it (pure Python).
 
 This module is the readable specification of the estimator; ``compaction.tokens._estimate_c``
-(``_speedups/_estimate_c.pyx``) is its compiled twin and must return exactly the same features
-and the same integer estimate for every ``str``.  Import :mod:`compaction.tokens.estimate`, which
-picks one of the two.
+(``_speedups/_estimate_c.pyx``) is its compiled twin and must return exactly the same pair
+counts and the same integer estimate for every ``str``.  Import
+:mod:`compaction.tokens.estimate`, which picks one of the two.
 
 The algorithm
 -------------
-1. **Classes.**  Every code point falls in one of 15 character classes (:func:`char_class`):
-   ASCII lower / upper letters, ASCII digits, the space, newlines (``\\n``, ``\\r``), other
-   blanks (tab, form feed, no-break and ideographic spaces...), ASCII punctuation (and control
-   characters), non-ASCII letters of the two-byte UTF-8 range (Latin accents, Greek, Cyrillic,
-   Hebrew, Arabic...), two-byte symbols (``©``, ``×``...), Han ideographs, kana, Hangul, CJK and
-   full-width punctuation, any other three-byte character (``—``, ``→``, box drawing, Indic...)
-   and astral characters (emoji).  A 16th class, ``BOUNDARY``, stands before the first and after
-   the last character.
-2. **One pass.**  We count every adjacent pair of classes ``(previous, current)`` in a 16 x 16
-   table, boundaries included, and in a second 16 x 16 table the pairs where the character
-   repeats the previous one (``"===="``, runs of spaces, ``"━━━"``: BPE merges those into long
-   tokens).  Class pairs are what the pre-tokenizers of ``o200k_base`` and
-   ``cl100k_base`` split on: a word starts where a letter follows a non-letter, ``o200k_base``
-   splits ``camelCase`` where an upper-case letter follows a lower-case one, a space before a
-   letter or a punctuation mark is merged into it but a space before a digit is a token of its
-   own, a newline after punctuation joins the punctuation's piece, and so on.
+1. **Codes.**  Every character gets a code (:func:`char_code`), one of :data:`N_CODES`: an
+   ASCII character is its own code (``0..127``: ``"e"``, ``" "``, ``"{"`` and ``"\\n"`` each
+   have a weight of their own); any other character is coded by its class
+   (:func:`char_class`: non-ASCII letters of the two-byte UTF-8 range, two-byte symbols, Han,
+   kana, Hangul, CJK punctuation, blanks, other three-byte characters, astral characters), at
+   ``CLASS_BASE + class``, or at ``REPEAT_BASE + class`` when it repeats the character before
+   it (``"━━━"``, ``"。。"``: BPE merges those into long tokens).  :data:`BOUNDARY` stands
+   before the first and after the last character.
+2. **Pairs.**  The model is a table of weights (tokens) over every adjacent pair of codes
+   ``(previous, current)``, boundaries included: ``W[previous * N_CODES + current]``.  Pairs are
+   what BPE and the pre-tokenizers of ``o200k_base`` and ``cl100k_base`` act on: a space before
+   a letter joins the word, ``"th"`` and ``"in"`` sit inside one token far more often than
+   ``"qz"`` or ``"x7"`` (English words cost less per letter than identifiers, hex digests and
+   base64), a newline after ``"{"`` starts an indented line, and so on.  A class-pair model
+   (16 x 16 cells) is the special case of one weight per pair of classes; the fitter starts
+   from it and learns per-character corrections where the corpus supports them.
 3. **Digits, exactly.**  Both encodings split a run of ASCII digits into groups of at most
    three (``\\p{N}{1,3}``) and every group of one to three ASCII digits is a single token, so a
-   run of ``n`` digits costs exactly ``ceil(n / 3)`` tokens.  The pass keeps the position of the
-   current digit in its run modulo 3 and counts the digits at position 0: that is
-   ``digit_tokens``, whose coefficient is exactly 1.
-4. **Features.**  ``text_features`` turns the pair table into the :data:`FEATURE_NAMES` counts
-   (each the sum of a fixed set of pair cells, :data:`_FEATURE_PAIRS`), after ``digit_tokens``.
-   For a text made only of ASCII digits every feature but ``digit_tokens`` is zero.
-5. **Linear model.**  The estimate is ``sum(coefficient * feature)`` in feature order, with one
-   coefficient vector per encoding (no intercept), rounded half up and clamped at 0.  The
-   coefficients are fitted by ``scripts/fit_estimator.py`` (weighted least squares on
-   message-sized pieces of real agent transcripts and synthetic prose, code, JSON, CJK and base64
-   text against tiktoken) and stored in :mod:`compaction.tokens.estimator_coefficients`, which
-   also records the error measured on held-out pieces of each corpus.
+   run of ``n`` digits costs exactly ``ceil(n / 3)`` tokens: that is ``digit_tokens``.  The
+   weights of a digit after a digit, and of a boundary next to a digit, are 0, so that a text of
+   ASCII digits only is estimated exactly.
+4. **Fixed point.**  Weights are integers in units of ``2 ** -SCALE_BITS`` tokens, so both twins
+   compute the same integer sum ``(digit_tokens << SCALE_BITS) + sum(W[cell] * count)`` with no
+   floating-point rounding; the estimate is that sum rounded half up to whole tokens, and at
+   least 1 for a text that is not empty (0 for the empty text).  The tables are fitted by ``scripts/fit_estimator.py`` against tiktoken on
+   message-sized pieces of real agent transcripts and other corpora
+   (:mod:`compaction.tokens.estimator_tables`).
 
-Both the pass and the features are linear in the length of the text (no quadratic step) and
-use constant memory besides the text.
+The pass is linear in the length of the text and uses constant memory besides the text (and the
+pair counts, at most ``N_CODES ** 2`` entries, in :func:`pair_counts`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
 
-from ..errors import EncodingDataMissing
-from .estimator_coefficients import COEFFICIENTS
-from .estimator_coefficients import FEATURE_NAMES as _FITTED_FEATURE_NAMES
+from .estimator_tables import BOUNDARY, CLASS_BASE, N_CODES, REPEAT_BASE, SCALE_BITS, weight_table
 
-__all__ = ["estimate_tokens", "text_features", "char_class", "FEATURE_NAMES", "N_CLASSES"]
+__all__ = ["estimate_tokens", "pair_counts", "char_class", "char_code", "N_CODES", "BOUNDARY"]
 
-BOUNDARY = 0
+# Character classes (the non-ASCII ones are used in codes; the ASCII ones name the byte ranges).
 LOWER = 1
 UPPER = 2
 DIGIT = 3
@@ -69,6 +64,8 @@ CJK_PUNCT = 13
 OTHER = 14
 ASTRAL = 15
 N_CLASSES = 16
+
+_HALF = 1 << (SCALE_BITS - 1)
 
 
 def _ascii_class(cp: int) -> int:
@@ -92,7 +89,13 @@ _ASCII_CLASSES: tuple[int, ...] = tuple(_ascii_class(cp) for cp in range(128))
 
 
 def char_class(cp: int) -> int:
-    """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``."""
+    """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``.
+
+    Raises:
+        ValueError: ``cp`` is not in ``0..0x10FFFF``.
+    """
+    if cp < 0 or cp > 0x10FFFF:
+        raise ValueError(f"char_class() expected a code point in 0..0x10FFFF, got {cp}")
     if cp < 128:
         return _ASCII_CLASSES[cp]
     if cp < 0x800:
@@ -120,137 +123,65 @@ def char_class(cp: int) -> int:
     return ASTRAL
 
 
-def _pairs(previous: Iterable[int], current: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells of the pair table of every ``(previous, current)`` combination.
+def char_code(cp: int, prev_cp: int = -1) -> int:
+    """Return the code of the character ``cp`` when it follows the character ``prev_cp``.
 
-    Both halves of the table: pairs of two different characters and pairs of a repeated one.
-    """
-    current = tuple(current)
-    return tuple(
-        same * N_CLASSES * N_CLASSES + p * N_CLASSES + c for same in (0, 1) for p in previous for c in current
-    )
-
-
-def _repeats(classes: Iterable[int]) -> tuple[int, ...]:
-    """Return the cells of the pair table that count a character of ``classes`` repeating itself."""
-    return tuple(N_CLASSES * N_CLASSES + c * N_CLASSES + c for c in classes)
-
-
-_ALL = tuple(range(N_CLASSES))
-_LETTERS = (LOWER, UPPER, LATIN)
-_NOT_LETTERS = tuple(c for c in _ALL if c not in _LETTERS)
-_CASED = (LOWER, UPPER)
-
-# Each feature after ``digit_tokens`` is the sum of these cells of the pair table.
-_FEATURE_PAIRS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("lower", _pairs(_ALL, [LOWER])),
-    ("upper", _pairs(_ALL, [UPPER])),
-    ("word_starts", _pairs(_NOT_LETTERS, _LETTERS)),
-    ("lower_to_upper", _pairs([LOWER], [UPPER])),
-    ("upper_to_lower", _pairs([UPPER], [LOWER])),
-    ("upper_to_upper", _pairs([UPPER], [UPPER])),
-    ("letter_digit_switches", _pairs(_CASED, [DIGIT]) + _pairs([DIGIT], _CASED)),
-    ("spaces", _pairs(_ALL, [SPACE])),
-    ("space_to_space", _pairs([SPACE], [SPACE])),
-    ("loose_spaces", _pairs([SPACE], [DIGIT, BOUNDARY, BLANK, NEWLINE])),
-    ("newlines", _pairs(_ALL, [NEWLINE])),
-    ("newline_runs", _pairs([c for c in _ALL if c != NEWLINE], [NEWLINE])),
-    ("indents", _pairs([NEWLINE], [SPACE, BLANK])),
-    ("punct_to_newline", _pairs([PUNCT], [NEWLINE])),
-    ("blanks", _pairs(_ALL, [BLANK])),
-    ("punct", _pairs(_ALL, [PUNCT])),
-    ("punct_runs", _pairs([c for c in _ALL if c != PUNCT], [PUNCT])),
-    ("punct_to_letter", _pairs([PUNCT], _CASED)),
-    ("space_to_punct", _pairs([SPACE], [PUNCT])),
-    ("digit_punct_switches", _pairs([DIGIT], [PUNCT]) + _pairs([PUNCT], [DIGIT])),
-    ("latin", _pairs(_ALL, [LATIN])),
-    ("symbols", _pairs(_ALL, [SYMBOL])),
-    ("han", _pairs(_ALL, [HAN])),
-    ("kana", _pairs(_ALL, [KANA])),
-    ("hangul", _pairs(_ALL, [HANGUL])),
-    ("cjk_runs", _pairs([c for c in _ALL if c not in (HAN, KANA, HANGUL)], [HAN, KANA, HANGUL])),
-    ("cjk_punct", _pairs(_ALL, [CJK_PUNCT])),
-    ("other", _pairs(_ALL, [OTHER])),
-    ("astral", _pairs(_ALL, [ASTRAL])),
-    ("repeated_spaces", _repeats([SPACE, BLANK])),
-    ("repeated_punct", _repeats([PUNCT])),
-    ("repeated_symbols", _repeats([SYMBOL, OTHER, CJK_PUNCT, ASTRAL])),
-    ("repeated_letters", _repeats([LOWER, UPPER, LATIN, HAN, KANA, HANGUL])),
-)
-
-FEATURE_NAMES: tuple[str, ...] = ("digit_tokens",) + tuple(name for name, _ in _FEATURE_PAIRS)
-
-
-def _scan(text: str) -> tuple[list[int], int]:
-    """Count the class pairs of ``text`` and its ASCII digit tokens in one pass (the hot loop).
+    Args:
+        cp: a code point, ``0..0x10FFFF``.
+        prev_cp: the code point before it, or ``-1`` at the start of the text.
 
     Returns:
-        ``(pairs, digit_tokens)``: the 2 x 16 x 16 pair table, flattened as
-        ``[same][previous class][class]`` where ``same`` is 1 when the character repeats the
-        previous one, and ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits.
+        ``cp`` itself for ASCII; ``CLASS_BASE + char_class(cp)`` for any other character, or
+        ``REPEAT_BASE + char_class(cp)`` when ``cp == prev_cp``.
+
+    Raises:
+        ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
-    pairs = [0] * (2 * N_CLASSES * N_CLASSES)
-    digit_tokens = 0
-    phase = 0
-    prev = BOUNDARY
-    prev_cp = -1
-    for ch in text:
-        cp = ord(ch)
-        cls = _ASCII_CLASSES[cp] if cp < 128 else char_class(cp)
-        if cls == DIGIT:
-            if prev != DIGIT:
-                phase = 0
-            if phase == 0:
-                digit_tokens += 1
-            phase += 1
-            if phase == 3:
-                phase = 0
-        same = 1 if cp == prev_cp else 0
-        pairs[same * N_CLASSES * N_CLASSES + prev * N_CLASSES + cls] += 1
-        prev = cls
-        prev_cp = cp
-    pairs[prev * N_CLASSES + BOUNDARY] += 1
-    return pairs, digit_tokens
+    if 0 <= cp < 128:
+        return cp
+    return (REPEAT_BASE if cp == prev_cp else CLASS_BASE) + char_class(cp)
 
 
-def text_features(text: str) -> tuple[float, ...]:
-    """Return the estimator's features of ``text``, in :data:`FEATURE_NAMES` order.
+def _is_digit(code: int) -> bool:
+    return 48 <= code <= 57
+
+
+def pair_counts(text: str) -> tuple[int, dict[int, int]]:
+    """Count the code pairs of ``text`` and its ASCII digit tokens in one pass.
 
     Args:
         text: any ``str``.
 
     Returns:
-        One float per name in :data:`FEATURE_NAMES` (counts of characters or class pairs).
+        ``(digit_tokens, counts)``: ``sum(ceil(len(run) / 3))`` over the runs of ASCII digits,
+        and ``{previous * N_CODES + current: number of times}`` over every adjacent pair of codes,
+        the boundaries before the first and after the last character included (the empty
+        text has the one pair ``(BOUNDARY, BOUNDARY)``).
 
     Raises:
         TypeError: ``text`` is not a ``str``.
     """
     if not isinstance(text, str):
-        raise TypeError(f"text_features() expected a str, got {type(text).__name__}; decode bytes first")
-    pairs, digit_tokens = _scan(text)
-    features = [float(digit_tokens)]
-    for _name, cells in _FEATURE_PAIRS:
-        total = 0
-        for cell in cells:
-            total += pairs[cell]
-        features.append(float(total))
-    return tuple(features)
-
-
-def _coefficients(encoding: str) -> tuple[float, ...]:
-    """Return the fitted coefficients of ``encoding``, in :data:`FEATURE_NAMES` order."""
-    if _FITTED_FEATURE_NAMES != FEATURE_NAMES:
-        raise EncodingDataMissing(
-            "compaction.tokens.estimator_coefficients was fitted for other features than "
-            "FEATURE_NAMES; run scripts/fit_estimator.py to refit it"
-        )
-    try:
-        return COEFFICIENTS[encoding]
-    except KeyError:
-        known = ", ".join(sorted(COEFFICIENTS))
-        raise EncodingDataMissing(
-            f"no estimator coefficients for encoding {encoding!r}; expected one of: {known}"
-        ) from None
+        raise TypeError(f"pair_counts() expected a str, got {type(text).__name__}; decode bytes first")
+    counts: Counter[int] = Counter()
+    digit_tokens = 0
+    run = 0  # length of the current run of ASCII digits
+    prev = BOUNDARY
+    prev_cp = -1
+    for ch in text:
+        cp = ord(ch)
+        code = char_code(cp, prev_cp)
+        if _is_digit(code):
+            if run % 3 == 0:
+                digit_tokens += 1
+            run += 1
+        else:
+            run = 0
+        counts[prev * N_CODES + code] += 1
+        prev = code
+        prev_cp = cp
+    counts[prev * N_CODES + BOUNDARY] += 1
+    return digit_tokens, dict(counts)
 
 
 def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
@@ -261,23 +192,24 @@ def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
 
     Returns:
-        The estimated token count (tokens), ``>= 0``; exact for a text of ASCII digits only.
-        The error measured on held-out text is in
-        ``compaction.tokens.estimator_coefficients.HELD_OUT_MAPE``.
+        The estimated token count (tokens): 0 for ``""``, else ``>= 1``; exact for a text of
+        ASCII digits only.  The error measured on held-out text is in
+        ``compaction.tokens.estimator_fit.HELD_OUT_MAPE``.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
-        EncodingDataMissing: no coefficients for ``encoding``.
+        EncodingDataMissing: no weight table for ``encoding``, or its file is damaged.
 
     Example:
         >>> estimate_tokens("1234567")
         3
     """
-    coefficients = _coefficients(encoding)
-    features = text_features(text)
-    total = 0.0
-    for coefficient, feature in zip(coefficients, features, strict=True):
-        total += coefficient * feature
-    if total <= 0.0:
+    table = weight_table(encoding)
+    digit_tokens, counts = pair_counts(text)
+    total = digit_tokens << SCALE_BITS
+    for cell, count in counts.items():
+        total += table[cell] * count
+    if not text:
         return 0
-    return int(total + 0.5)
+    # a text that is not empty is at least one token
+    return max(1, (total + _HALF) >> SCALE_BITS) if total >= 0 else 1

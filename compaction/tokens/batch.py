@@ -2,7 +2,7 @@
 
 * ``"exact"``: tiktoken's ``encode_ordinary`` (the reference);
 * ``"fast"``: the exact fast path (pre-tokenizer and per-piece count memo; equal to exact);
-* ``"estimate"``: the one-pass character-class estimator (bounded error, fastest).
+* ``"estimate"``: the one-pass code-pair estimator (bounded error, fastest).
 """
 
 from __future__ import annotations

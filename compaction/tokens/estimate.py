@@ -10,20 +10,20 @@ from __future__ import annotations
 import os
 import platform
 
-__all__ = ["estimate_tokens", "text_features", "IMPLEMENTATION"]
+__all__ = ["estimate_tokens", "pair_counts", "IMPLEMENTATION"]
 
 if os.environ.get("COMPACTION_NO_EXTENSIONS", "") not in ("", "0") or (
     platform.python_implementation() != "CPython"
 ):
-    from ._estimate_py import estimate_tokens, text_features
+    from ._estimate_py import estimate_tokens, pair_counts
 
     IMPLEMENTATION = "py"
 else:
     try:
-        from ._estimate_c import estimate_tokens, text_features  # type: ignore[no-redef, import-not-found, unused-ignore]
+        from ._estimate_c import estimate_tokens, pair_counts  # type: ignore[no-redef, import-not-found, unused-ignore]
 
         IMPLEMENTATION = "c"
     except ImportError:
-        from ._estimate_py import estimate_tokens, text_features
+        from ._estimate_py import estimate_tokens, pair_counts
 
         IMPLEMENTATION = "py"
