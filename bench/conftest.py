@@ -49,11 +49,15 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
         return
     write = terminalreporter.write_line
     write("")
-    write("token counting throughput (MB/s of UTF-8), ratio to tiktoken encode_ordinary, estimator error")
-    write(f"{'corpus':8s} {'shape':9s} {'impl':9s} {'MB/s':>10s} {'x tiktoken':>11s} {'MAPE %':>8s}")
+    write("token counting throughput (MB/s of UTF-8, tokens/s), ratio to tiktoken encode_ordinary, estimator error")
+    write(f"{'corpus':8s} {'shape':9s} {'impl':9s} {'MB/s':>10s} {'Mtok/s':>8s} {'x tiktoken':>11s} {'MAPE %':>8s}"
+          f" {'us/call':>8s}")
     for (corpus, shape, implementation), values in sorted(RESULTS.items()):
         reference = RESULTS.get((corpus, shape, "tiktoken"), {}).get("mb_per_s")
         ratio = values["mb_per_s"] / reference if reference else float("nan")
         error = values.get("mape", float("nan"))
         speed = values["mb_per_s"]
-        write(f"{corpus:8s} {shape:9s} {implementation:9s} {speed:10.1f} {ratio:11.2f} {error:8.2f}")
+        tokens = values.get("tokens_per_s", float("nan")) / 1e6
+        per_call = values.get("us_per_call", float("nan"))
+        write(f"{corpus:8s} {shape:9s} {implementation:9s} {speed:10.1f} {tokens:8.2f} {ratio:11.2f} {error:8.2f}"
+              f" {per_call:8.3f}")
