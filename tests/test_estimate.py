@@ -177,7 +177,8 @@ def test_compiled_equals_pure_python(c_impl: ModuleType, py_impl: ModuleType, te
 @settings(max_examples=300, deadline=None)
 @given(
     parts=st.lists(
-        st.sampled_from(["0", "7", "12", "345", "a", "Z", " ", "\n", ".", "é", "éé", "中", "\U0001f600", "\t", "\x85"]),
+        st.sampled_from(["0", "7", "12", "345", "a", "Z", " ", "\n", ".", "é", "éé", "中", "\U0001f600", "\t", "\x85",
+                         "\ud800", "\x00"]),
         max_size=80,
     ),
     wide=st.sampled_from(["", "\u00ff", "\u4e2d", "\U0001f600"]),
@@ -186,7 +187,7 @@ def test_compiled_equals_pure_python_on_digit_heavy_text(
     c_impl: ModuleType, py_impl: ModuleType, parts: list[str], wide: str
 ) -> None:
     # digit runs at the start, the end and against every other code, in every PEP 393 kind
-    # (``wide`` widens the string; "" keeps ASCII-only texts ASCII)
+    # (``wide`` widens the string; "" keeps ASCII-only texts ASCII), lone surrogates and NUL too
     text = "".join(parts) + wide
     assert c_impl.pair_counts(text) == py_impl.pair_counts(text)
     for encoding in ENCODING_NAMES:
