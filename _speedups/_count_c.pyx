@@ -157,16 +157,57 @@ cdef inline Py_ssize_t _cl100k_contraction(const _unit* s, Py_ssize_t i, Py_ssiz
     return _o200k_contraction(s, i, n)  # the same set of suffixes, in the same order of length
 
 
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static __inline int _count_c_ctz64(unsigned long long x) {
+        unsigned long i; _BitScanForward64(&i, x); return (int)i;
+    }
+    #define _COUNT_C_LITTLE_ENDIAN 1
+    #else
+    #define _count_c_ctz64(x) __builtin_ctzll(x)
+    #define _COUNT_C_LITTLE_ENDIAN (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+    #endif
+    #define _COUNT_C_HIGH_BITS 0x8080808080808080ULL
+    #define _COUNT_C_LOW_BITS 0x0101010101010101ULL
+    """
+    uint64_t HIGH_BITS "_COUNT_C_HIGH_BITS"
+    uint64_t LOW_BITS "_COUNT_C_LOW_BITS"
+    int _count_c_ctz64(uint64_t x) noexcept nogil
+    bint _COUNT_C_LITTLE_ENDIAN
+
+
+cdef inline Py_ssize_t _ascii_run(const _unit* s, Py_ssize_t e, Py_ssize_t n, uint64_t lo,
+                                  uint64_t hi) noexcept nogil:
+    # Past the run of ASCII characters in [lo, hi] (hi < 128) from e, eight at a time (SWAR) in a
+    # 1-byte string while eight are left; the caller's loop of flag tests goes on from there
+    # (over any non-ASCII character, and the tail).  A character loop's exit is a branch the
+    # predictor mostly misses; this loop mostly runs once.
+    cdef uint64_t w, x, m
+    if _unit is Py_UCS1:
+        if _COUNT_C_LITTLE_ENDIAN:
+            while e + 8 <= n:
+                memcpy(&w, s + e, 8)
+                x = w | HIGH_BITS
+                # high bit of each byte: b >= lo, and not b >= hi + 1, and b < 128
+                m = (x - lo * LOW_BITS) & ~(x - (hi + 1) * LOW_BITS) & ~w & HIGH_BITS
+                if m != HIGH_BITS:
+                    return e + (_count_c_ctz64(m ^ HIGH_BITS) >> 3)
+                e += 8
+    return e
+
+
 cdef inline Py_ssize_t _cased_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     # [A]*[B]+ from j (A = F_UPPER, B = F_LOWER), greedy with backtracking; -1 if no match
-    cdef Py_ssize_t a = j
+    cdef Py_ssize_t a = _ascii_run(s, j, n, 65, 90)  # A-Z
     cdef Py_ssize_t e
     while a < n and _flags(s, a) & F_UPPER:
         a += 1
-    if a < n and _flags(s, a) & F_LOWER:
-        e = a + 1
-        while e < n and _flags(s, e) & F_LOWER:
-            e += 1
+    e = _ascii_run(s, a, n, 97, 122)  # a-z
+    while e < n and _flags(s, e) & F_LOWER:
+        e += 1
+    if e > a:
         return e
     while a > j:  # give back [A]* characters until one can start [B]+
         a -= 1
@@ -177,35 +218,73 @@ cdef inline Py_ssize_t _cased_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t 
 
 cdef inline Py_ssize_t _upper_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     # [A]+[B]* from j; -1 if no match
-    cdef Py_ssize_t a = j
+    cdef Py_ssize_t a = _ascii_run(s, j, n, 65, 90)
     while a < n and _flags(s, a) & F_UPPER:
         a += 1
     if a == j:
         return -1
+    a = _ascii_run(s, a, n, 97, 122)
     while a < n and _flags(s, a) & F_LOWER:
         a += 1
     return a
 
 
-cdef inline Py_ssize_t _space_run_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    while i < n and _flags(s, i) & F_SPACE:
+cdef inline Py_ssize_t _letter_run_end(const _unit* s, Py_ssize_t e, Py_ssize_t n) noexcept nogil:
+    # \p{L}* from e
+    cdef Py_ssize_t a
+    while True:
+        a = _ascii_run(s, e, n, 97, 122)
+        e = _ascii_run(s, a, n, 65, 90)
+        if e == a:  # neither a-z nor A-Z next: one flag test
+            if e < n and _flags(s, e) & F_LETTER:
+                e += 1
+            else:
+                return e
+
+
+cdef inline Py_ssize_t _space_run_end(const _unit* s, Py_ssize_t i, Py_ssize_t n,
+                                      Py_ssize_t* newline_end) noexcept nogil:
+    # The end of the whitespace run from i; newline_end: one past its last [\r\n], -1 if none
+    # (the end of \s*[\r\n] there)
+    cdef uint8_t f
+    newline_end[0] = -1
+    while True:
+        i = _ascii_run(s, i, n, 32, 32)  # spaces
+        if i == n:
+            return i
+        f = _flags(s, i)
+        if not f & F_SPACE:
+            return i
+        if f & F_NEWLINE:
+            newline_end[0] = i + 1
         i += 1
-    return i
-
-
-cdef inline Py_ssize_t _last_newline_end(const _unit* s, Py_ssize_t i, Py_ssize_t w) noexcept nogil:
-    # \s*[\r\n] within the whitespace run [i, w): one past its last newline; -1 if none
-    while w > i:
-        w -= 1
-        if _flags(s, w) & F_NEWLINE:
-            return w + 1
-    return -1
 
 
 cdef Py_ssize_t _o200k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # The end of the piece o200k_base's pattern matches at i (i < n), alternative by alternative.
     cdef uint8_t f = _flags(s, i)
     cdef Py_ssize_t e, w
+    # The common cases first, decided by the first one or two characters: alternatives 1 and 2
+    # are only tried where one of them matches (one does wherever [A] or [B] is, with or
+    # without a prefix before it); the general order below for the rest (a mark at i: both a
+    # prefix and a letter of [A] and [B]).
+    if f & (F_UPPER | F_LOWER):
+        if not _prefix(f):
+            # a letter at i, not a prefix: 1 or 2 without it
+            e = _cased_word_end(s, i, n)
+            if e < 0:
+                e = _upper_word_end(s, i, n)
+            return e + _o200k_contraction(s, e, n)
+    elif _prefix(f):
+        if i + 1 < n and _flags(s, i + 1) & (F_UPPER | F_LOWER):
+            # a prefix and a letter: 1 or 2 with the prefix
+            e = _cased_word_end(s, i + 1, n)
+            if e < 0:
+                e = _upper_word_end(s, i + 1, n)
+            return e + _o200k_contraction(s, e, n)
+        return _o200k_tail_end(s, i, n, f)  # neither 1 nor 2 (nor 3): [A] and [B] hold no prefix
+    else:
+        return _o200k_tail_end(s, i, n, f)  # a newline or a number: neither 1 nor 2
     # 1. [^\r\n\p{L}\p{N}]?[A]*[B]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
     if _prefix(f):
         e = _cased_word_end(s, i + 1, n)
@@ -222,6 +301,12 @@ cdef Py_ssize_t _o200k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noe
     e = _upper_word_end(s, i, n)
     if e >= 0:
         return e + _o200k_contraction(s, e, n)
+    return _o200k_tail_end(s, i, n, f)
+
+
+cdef inline Py_ssize_t _o200k_tail_end(const _unit* s, Py_ssize_t i, Py_ssize_t n, uint8_t f) noexcept nogil:
+    # Alternatives 3 to 7 of o200k_base's pattern at i, where 1 and 2 do not match.
+    cdef Py_ssize_t e, w
     # 3. \p{N}{1,3}
     if f & F_NUMBER:
         e = i + 1
@@ -238,8 +323,7 @@ cdef Py_ssize_t _o200k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noe
             e += 1
         return e
     # 5. \s*[\r\n]+
-    w = _space_run_end(s, i, n)
-    e = _last_newline_end(s, i, w)
+    w = _space_run_end(s, i, n, &e)
     if e >= 0:
         return e
     # 6. \s+(?!\S)
@@ -252,7 +336,7 @@ cdef Py_ssize_t _o200k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noe
 cdef Py_ssize_t _cl100k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # The end of the piece cl100k_base's pattern matches at i (i < n), alternative by alternative.
     cdef uint8_t f = _flags(s, i)
-    cdef Py_ssize_t e, w
+    cdef Py_ssize_t e, w, nl
     # 1. '(?i:[sdmt]|ll|ve|re)
     if s[i] == 39:
         e = _cl100k_contraction(s, i, n)
@@ -261,10 +345,7 @@ cdef Py_ssize_t _cl100k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) no
     # 2. [^\r\n\p{L}\p{N}]?+\p{L}++
     e = i + 1 if _prefix(f) else i
     if e < n and _flags(s, e) & F_LETTER:
-        e += 1
-        while e < n and _flags(s, e) & F_LETTER:
-            e += 1
-        return e
+        return _letter_run_end(s, e + 1, n)
     # 3. \p{N}{1,3}+
     if f & F_NUMBER:
         e = i + 1
@@ -281,13 +362,12 @@ cdef Py_ssize_t _cl100k_piece_end(const _unit* s, Py_ssize_t i, Py_ssize_t n) no
             e += 1
         return e
     # 5. \s++$
-    w = _space_run_end(s, i, n)
+    w = _space_run_end(s, i, n, &nl)
     if w == n:
         return n
     # 6. \s*[\r\n]
-    e = _last_newline_end(s, i, w)
-    if e >= 0:
-        return e
+    if nl >= 0:
+        return nl
     # 7. \s+(?!\S)
     if w - i >= 2:
         return w - 1
