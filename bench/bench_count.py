@@ -7,7 +7,8 @@ mismatches against tiktoken (exact counters: must be 0; the estimator: the texts
 Throughput is taken from the fastest round (the machine is shared; means are noisy).
 ``long`` is one 2M-character text per corpus; ``messages`` are its message-sized pieces
 (200-4000 characters), counted one call each, with a warm memo (the first round warms it, as a
-long-running agent's history does); ``cold`` is the same with a fresh memo for every round.
+long-running agent's history does) and as many rounds as fit in ``MESSAGES_BUDGET_S``; ``cold``
+is the same with a fresh memo for every round.
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def _counter(implementation: str, fresh: bool = False) -> Callable[[str], int]:
     return module.PieceCounter(ENCODING).count
 
 
+#: Wall time each implementation's rounds of a messages test get: the fastest round is the
+#: throughput, so a fast counter needs more than ten rounds to have one undisturbed on a busy
+#: machine (the same budget for every implementation; at least ten rounds, at most 300).
+MESSAGES_BUDGET_S = 1.0
+
+
+def _rounds(run: Callable[[], object]) -> int:
+    """Warm up with one round (the memo), then give ``run`` ``MESSAGES_BUDGET_S`` of rounds."""
+    run()
+    start = time.perf_counter()
+    run()
+    return max(10, min(300, int(MESSAGES_BUDGET_S / max(time.perf_counter() - start, 1e-9))))
+
+
 def _record(
     corpus: str,
     shape: str,
@@ -92,8 +107,10 @@ def test_messages(benchmark, corpora, corpus: str, implementation: str) -> None:
     def count_all() -> int:
         return sum(count(text) for text in messages)
 
-    rounds = 2 if implementation == "py" else 10
-    benchmark.pedantic(count_all, rounds=rounds, iterations=1, warmup_rounds=1)
+    if implementation == "py":
+        benchmark.pedantic(count_all, rounds=2, iterations=1, warmup_rounds=1)
+    else:
+        benchmark.pedantic(count_all, rounds=_rounds(count_all), iterations=1)
     benchmark.extra_info.update(
         _record(corpus, "messages", implementation, messages, benchmark.stats.stats.min, count)
     )
