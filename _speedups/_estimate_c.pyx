@@ -124,8 +124,11 @@ def char_class(cp: int) -> int:
     """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``.
 
     Raises:
+        TypeError: ``cp`` is not an ``int``.
         ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
+    if not isinstance(cp, int):
+        raise TypeError(f"char_class() expected an int code point, got {type(cp).__name__}")
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError(f"char_class() expected a code point in 0..0x10FFFF, got {cp}")
     return _class_of(<Py_UCS4>cp)
@@ -137,6 +140,8 @@ def char_code(cp: int, prev_cp: int = -1) -> int:
     Raises:
         ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
+    if not isinstance(cp, int):
+        raise TypeError(f"char_code() expected an int code point, got {type(cp).__name__}")
     if 0 <= cp < 128:
         return cp
     return (C_REPEAT_BASE if cp == prev_cp else C_CLASS_BASE) + char_class(cp)
@@ -335,7 +340,7 @@ def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
     if n == 0:
         return 0
     if total < 0:
-        return 1
+        total = 0
     total = (total + (1 << (C_SCALE_BITS - 1))) >> C_SCALE_BITS
     return total if total > 1 else 1
 

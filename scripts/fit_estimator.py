@@ -31,8 +31,8 @@ fitted by ridge least squares on the training pieces' pair counts (see ``fit``),
 stored as fixed-point integers (``compaction/tokens/data/estimator-<encoding>.i32.gz``).  The
 mean absolute percentage error (MAPE) of the held-out pieces is printed per corpus and stored in
 ``compaction/tokens/estimator_fit.py`` beside the tables' sha256.  ``--by-file`` also
-refits once without each agent transcript (every other corpus kept) and reports that
-transcript's error: the error to expect on transcripts the tables have never seen.
+refits once without each large agent transcript (every other corpus kept; ``o200k_base``) and
+reports that transcript's error: the error to expect on transcripts the tables have never seen.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ from compaction.tokens.estimator_tables import (  # noqa: E402
     BOUNDARY,
     CLASS_BASE,
     FORMAT_NAME,
+    LETTER_CODES,
     N_CODES,
     REPEAT_BASE,
     SCALE_BITS,
@@ -436,10 +437,13 @@ MIN_SUPPORT = 5  # a cell gets a weight of its own when it occurs in at least th
 RIDGE_CLASS = 1e-4  # ridge on the class-pair weights (in relative-error units)
 RIDGE_CELL = 1e-3  # ridge on each cell's correction to its class pair: pulls rare cells to the class
 ROUNDS = 6
+NONNEGATIVE_PASSES = 6
+BY_FILE_MIN_PIECES = 100  # --by-file holds out the transcripts with at least this many pieces
+BY_FILE_ENCODING = "o200k_base"  # ... for this encoding (each fold is a whole fit)
 
 
 def fit(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int = ROUNDS) -> np.ndarray:
-    """Return the weight of every cell (tokens, float) fitted on ``train`` against ``ys``.
+    """Return the weight of every cell (tokens, float, ``>= 0``) fitted on ``train`` against ``ys``.
 
     Each cell's weight is its class pair's weight plus, for a cell seen in at least
     ``MIN_SUPPORT`` training pieces, a correction of its own; fixed cells weigh 0.  The fit is
@@ -447,15 +451,50 @@ def fit(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int = ROUND
     ``CORPUS_WEIGHT`` in total, iteratively reweighted (``1 / max(|relative residual|, 0.5 %)``)
     towards the mean absolute relative error, which is what we report.  It is solved in its
     dual form (one equation per training piece), since there are more weights than pieces.
+
+    No weight is below its floor (``word_start_floor``): a weight is the expected number of
+    tokens that start where its pair of characters meet, so it is never negative (a negative one
+    lets a cycle of pairs, ``" é é é"``, cost less than nothing), and a word start is at least
+    one token.  Cells fitted below their floor are held at it and the rest refitted, until none
+    is (active set; at most ``NONNEGATIVE_PASSES`` times, then any left are raised to it).
     """
     groups, fixed = cell_classes()
     support = np.zeros(N_CODES * N_CODES)
     for pieces in train.values():
         for cells, _ in pieces.rows:
             support[cells] += 1
-    own = np.nonzero((support >= MIN_SUPPORT) & ~fixed)[0]
+    floor = word_start_floor()
+    pinned = fixed.copy()  # cells held at a value: ``value`` (0, or 1 for a word start)
+    value = np.zeros(N_CODES * N_CODES)
+    weights_of_cells = np.zeros(N_CODES * N_CODES)
+    for _ in range(NONNEGATIVE_PASSES):
+        weights_of_cells = _fit_once(train, ys, rounds, groups, pinned, value, support)
+        below = (weights_of_cells < floor) & ~pinned
+        if not below.any():
+            break
+        pinned |= below
+        value[below] = floor[below]
+    return np.maximum(weights_of_cells, floor)
+
+
+def word_start_floor() -> np.ndarray:
+    """Return the least weight of each cell: 1 where a letter follows a non-letter, else 0.
+
+    A run of letters (``LETTER_CODES``) is a piece of its own to both pre-tokenizers, hence at
+    least one token; with every weight ``>= 0`` and every word start ``>= 1``, the estimate of any
+    text is at least its number of words plus its digit tokens.
+    """
+    letters = np.zeros(N_CODES, dtype=bool)
+    letters[list(LETTER_CODES)] = True
+    return (~letters[:, None] & letters[None, :]).astype(np.float64).ravel()
+
+
+def _fit_once(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int, groups: np.ndarray,
+              zero: np.ndarray, value: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """One ridge fit of every cell not in ``zero`` (the cells held at ``value``); see ``fit``."""
+    own = np.nonzero((support >= MIN_SUPPORT) & ~zero)[0]
     n_own = len(own)
-    group_columns = np.where(fixed, -1, groups)
+    group_columns = np.where(zero, -1, groups)
     own_columns = np.full(N_CODES * N_CODES, -1)
     own_columns[own] = np.arange(n_own)
     blocks, targets, weights = [], [], []
@@ -463,8 +502,9 @@ def fit(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int = ROUND
         y = ys[name]
         keep = y > 0
         x = np.hstack([pieces.dense(group_columns, 512), pieces.dense(own_columns, n_own)])[keep]
+        held = np.array([float(value[cells] @ counts) for cells, counts in pieces.rows])[keep]
         blocks.append(x / y[keep, None])
-        targets.append((y[keep] - pieces.digits[keep]) / y[keep])
+        targets.append((y[keep] - pieces.digits[keep] - held) / y[keep])
         weights.append(np.full(int(keep.sum()), CORPUS_WEIGHT[name] / int(keep.sum())))
     a = np.vstack(blocks)
     b = np.concatenate(targets)
@@ -481,7 +521,7 @@ def fit(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int = ROUND
         residual = np.abs(a @ coef - b)
         irls = 1.0 / np.maximum(residual, 0.005)
         irls /= irls.mean()
-    weights_of_cells = np.where(fixed, 0.0, coef[:512][groups])
+    weights_of_cells = np.where(zero, value, coef[:512][groups])
     weights_of_cells[own] += coef[512:]
     return weights_of_cells
 
@@ -493,12 +533,12 @@ def quantize(weights: np.ndarray) -> np.ndarray:
 
 
 def estimates(pieces: Pieces, table: np.ndarray) -> np.ndarray:
-    """Vectorized twin of ``estimate_tokens``: the same integer sums, the same rounding."""
+    """Twin of ``estimate_tokens`` on pair counts: the same integer sums, the same rounding."""
     out = np.zeros(len(pieces.rows))
     t = table.astype(np.int64)
     for i, (cells, counts) in enumerate(pieces.rows):
         total = (int(pieces.digits[i]) << SCALE_BITS) + int(t[cells] @ counts.astype(np.int64))
-        rounded = (total + (1 << (SCALE_BITS - 1))) >> SCALE_BITS if total >= 0 else 1
+        rounded = (max(total, 0) + (1 << (SCALE_BITS - 1))) >> SCALE_BITS
         out[i] = 0 if pieces.empty[i] else max(1, rounded)
     return out
 
@@ -550,21 +590,28 @@ def write_tables(tables: dict[str, np.ndarray], held_out: dict[str, dict[str, fl
 
 def leave_one_file_out(train: dict[str, Pieces], ys_train: dict[str, np.ndarray], encoding: str,
                        rng_seed: int = 1) -> dict[str, float]:
-    """Return each agent transcript's error when the tables are fitted without any of its text."""
+    """Return each agent transcript's error when the tables are fitted without any of its text.
+
+    Only transcripts of at least ``BY_FILE_MIN_PIECES`` pieces are held out (a handful of pieces
+    says little); the others stay in every fold's training data.
+    """
     rng = random.Random(rng_seed)
     files = transcript_files()
     per_file = {}
     for path in files:
         texts = [t for group in pieces(transcript_strings(path), rng) for t in group]
-        if texts:
+        if len(texts) >= BY_FILE_MIN_PIECES:
             per_file[path.name] = (Pieces(texts), token_counts(texts, encoding))
     out = {}
     others = {k: v for k, v in train.items() if k != "agent"}
     others_y = {k: v for k, v in ys_train.items() if k != "agent"}
+    small = [p for p in files if p.name not in per_file]
+    small_texts = [t for p in small for group in pieces(transcript_strings(p), rng) for t in group]
+    small_pieces = (Pieces(small_texts), token_counts(small_texts, encoding))
     for name in per_file:
         fold = dict(others)
         fold_y = dict(others_y)
-        rest = [per_file[n] for n in per_file if n != name]
+        rest = [per_file[n] for n in per_file if n != name] + [small_pieces]
         fold["agent"] = _concat([p for p, _ in rest])
         fold_y["agent"] = np.concatenate([y for _, y in rest])
         table = quantize(fit(fold, fold_y))
@@ -615,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{enc}: mean absolute % error vs tiktoken (held out | training)")
         for k in CORPORA:
             print(f"  {k:8s} {held_out[enc][k]:6.2f} % | {train_err[k]:6.2f} %")
-        if args.by_file:
+        if args.by_file and enc == BY_FILE_ENCODING:
             print(f"{enc}: each agent transcript, fitted without it")
             by_file[enc] = leave_one_file_out(train, y_train, enc)
     if not args.check:

@@ -30,10 +30,16 @@ The algorithm
    ASCII digits only is estimated exactly.
 4. **Fixed point.**  Weights are integers in units of ``2 ** -SCALE_BITS`` tokens, so both twins
    compute the same integer sum ``(digit_tokens << SCALE_BITS) + sum(W[cell] * count)`` with no
-   floating-point rounding; the estimate is that sum rounded half up to whole tokens, and at
-   least 1 for a text that is not empty (0 for the empty text).  The tables are fitted by ``scripts/fit_estimator.py`` against tiktoken on
-   message-sized pieces of real agent transcripts and other corpora
-   (:mod:`compaction.tokens.estimator_tables`).
+   floating-point rounding; the estimate is that sum rounded half up to whole tokens.
+5. **Floors.**  Every run of letters (an ASCII or two-byte letter, ``LETTER_CODES``) and every
+   group of digits is a piece of its own to both pre-tokenizers, hence at least one token.  The
+   fitter keeps every weight at 0 or more and the weight of a letter after a non-letter at 1 or
+   more, so the estimate is never below the number of words plus ``digit_tokens`` (no cycle of
+   pairs such as ``" é é é"`` is priced at nothing); it is at least 1 for a text that is not
+   empty (0 for the empty text).
+
+The tables are fitted by ``scripts/fit_estimator.py`` against tiktoken on message-sized pieces of
+real agent transcripts and other corpora (:mod:`compaction.tokens.estimator_tables`).
 
 The pass is linear in the length of the text and uses constant memory besides the text (and the
 pair counts, at most ``N_CODES ** 2`` entries, in :func:`pair_counts`).
@@ -43,7 +49,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .estimator_tables import BOUNDARY, CLASS_BASE, N_CODES, REPEAT_BASE, SCALE_BITS, weight_table
+from .estimator_tables import (
+    BOUNDARY,
+    CLASS_BASE,
+    N_CODES,
+    REPEAT_BASE,
+    SCALE_BITS,
+    weight_table,
+)
 
 __all__ = ["estimate_tokens", "pair_counts", "char_class", "char_code", "N_CODES", "BOUNDARY"]
 
@@ -92,8 +105,11 @@ def char_class(cp: int) -> int:
     """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``.
 
     Raises:
+        TypeError: ``cp`` is not an ``int``.
         ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
+    if not isinstance(cp, int):
+        raise TypeError(f"char_class() expected an int code point, got {type(cp).__name__}")
     if cp < 0 or cp > 0x10FFFF:
         raise ValueError(f"char_class() expected a code point in 0..0x10FFFF, got {cp}")
     if cp < 128:
@@ -137,6 +153,8 @@ def char_code(cp: int, prev_cp: int = -1) -> int:
     Raises:
         ValueError: ``cp`` is not in ``0..0x10FFFF``.
     """
+    if not isinstance(cp, int):
+        raise TypeError(f"char_code() expected an int code point, got {type(cp).__name__}")
     if 0 <= cp < 128:
         return cp
     return (REPEAT_BASE if cp == prev_cp else CLASS_BASE) + char_class(cp)
@@ -163,6 +181,8 @@ def pair_counts(text: str) -> tuple[int, dict[int, int]]:
     """
     if not isinstance(text, str):
         raise TypeError(f"pair_counts() expected a str, got {type(text).__name__}; decode bytes first")
+    if type(text) is not str:
+        text = str.__str__(text)  # a subclass's own characters, whatever its __iter__ says
     counts: Counter[int] = Counter()
     digit_tokens = 0
     run = 0  # length of the current run of ASCII digits
@@ -205,11 +225,14 @@ def estimate_tokens(text: str, encoding: str = "o200k_base") -> int:
         3
     """
     table = weight_table(encoding)
+    if type(text) is not str and isinstance(text, str):
+        text = str.__str__(text)  # a subclass's own characters, whatever its methods say
     digit_tokens, counts = pair_counts(text)
     total = digit_tokens << SCALE_BITS
     for cell, count in counts.items():
         total += table[cell] * count
     if not text:
         return 0
-    # a text that is not empty is at least one token
-    return max(1, (total + _HALF) >> SCALE_BITS) if total >= 0 else 1
+    # a text that is not empty is at least one token (the tables' floors make it at least one
+    # per word and per digit group: see the module's docstring)
+    return max(1, (max(total, 0) + _HALF) >> SCALE_BITS)

@@ -31,6 +31,7 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING, method: 
         A 1-D ``numpy.int64`` array of token counts (tokens), one per text.
 
     Raises:
+        TypeError: ``texts`` is a single ``str`` (pass ``[text]``), or an item is not a ``str``.
         CompactionError: an unknown method.
         EncodingDataMissing: an unknown encoding.
 
@@ -38,7 +39,15 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING, method: 
         >>> count_batch(["hello world", ""]).tolist()
         [2, 0]
     """
-    items = list(texts)
+    if isinstance(texts, str):
+        raise TypeError("count_batch() expected an iterable of str, got one str; pass [text] to count one text")
+    items = []
+    for position, text in enumerate(texts):
+        if type(text) is not str:
+            if not isinstance(text, str):
+                raise TypeError(f"count_batch() text {position} is a {type(text).__name__}, not a str")
+            text = str.__str__(text)  # a str subclass (numpy.str_...): its characters, as a plain str
+        items.append(text)
     if method == "exact":
         enc = get_encoding(encoding)
         counts = [len(t) for t in enc.encode_ordinary_batch(items)] if items else []

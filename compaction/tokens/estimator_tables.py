@@ -16,18 +16,24 @@ import gzip
 import hashlib
 import sys
 import threading
+import zlib
 from importlib import resources
 
 from ..errors import EncodingDataMissing
 from .estimator_fit import FORMAT, TABLE_SHA256
 
-__all__ = ["N_CODES", "BOUNDARY", "CLASS_BASE", "REPEAT_BASE", "SCALE_BITS", "weight_table", "table_filename"]
+__all__ = ["N_CODES", "BOUNDARY", "CLASS_BASE", "REPEAT_BASE", "SCALE_BITS", "LETTER_CODES", "weight_table",
+           "table_filename"]
 
 CLASS_BASE = 128  # a non-ASCII character: CLASS_BASE + its class
 REPEAT_BASE = 144  # a non-ASCII character repeating the one before it: REPEAT_BASE + its class
 BOUNDARY = 160  # before the first and after the last character
 N_CODES = 161
 SCALE_BITS = 16  # weights are in units of 2 ** -16 tokens
+LATIN = 8  # the class of two-byte letters (Latin accents, Greek, Cyrillic, Hebrew, Arabic...)
+#: The codes of letters: a run of them is at least one token (a piece of its own to both
+#: pre-tokenizers), whatever the weights say.
+LETTER_CODES = frozenset([*range(65, 91), *range(97, 123), CLASS_BASE + LATIN, REPEAT_BASE + LATIN])
 FORMAT_NAME = f"pairs-{N_CODES}-i32le-q{SCALE_BITS}"
 
 _lock = threading.Lock()
@@ -71,7 +77,13 @@ def weight_table(encoding: str) -> array.array[int]:
                 f"the estimator table {name} of encoding {encoding!r} is missing from the installed "
                 f"package (compaction/tokens/data/); reinstall compaction"
             ) from err
-        raw = gzip.decompress(packed)
+        try:
+            raw = gzip.decompress(packed)
+        except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+            raise EncodingDataMissing(
+                f"the estimator table {name} of encoding {encoding!r} is not a readable gzip file "
+                f"({err}); the package data is corrupt, reinstall compaction"
+            ) from err
         digest = hashlib.sha256(raw).hexdigest()
         if digest != expected or len(raw) != 4 * N_CODES * N_CODES:
             raise EncodingDataMissing(
