@@ -120,6 +120,14 @@ cdef inline uint8_t _class_of(Py_UCS4 cp) noexcept nogil:
     return _c_char_class(cp)
 
 
+cdef inline unsigned int _code_of(unsigned int cp, unsigned int prev_cp) noexcept nogil:
+    # char_code() of the twin: the code from _bmp_code, moved up by REPEAT_BASE - CLASS_BASE
+    # for a non-ASCII character repeating the one before it (without a branch: mixed text such
+    # as CJK with ASCII punctuation would mispredict it)
+    cdef unsigned int code = _bmp_code[cp] if cp < 65536 else C_CLASS_BASE + _c_char_class(cp)
+    return code + ((cp == prev_cp) & (cp >= 128)) * (C_REPEAT_BASE - C_CLASS_BASE)
+
+
 def char_class(cp: int) -> int:
     """Return the character class (``LOWER`` ... ``ASTRAL``) of the code point ``cp``.
 
@@ -182,16 +190,17 @@ _fill_steps()
 # big-endian machine every character goes the one-at-a-time way.
 cdef bint _little_endian = sys.byteorder == "little"
 
-# Per 8-, 16- or 32-bit lane holding an ASCII character v: bit 7 of (v + 0x50) is set when
-# v >= 0x30 ("0") and bit 7 of (v + 0x46) when v >= 0x3A (past "9"); no lane carries into the
-# next since v < 0x80.  A multiplication then gathers bit 7 of each lane into a mask whose bit k
-# is lane k (every partial product lands on its own bit, so nothing carries).
 cdef inline uint64_t _load64(const void* p) noexcept nogil:
     cdef uint64_t x
     memcpy(&x, p, 8)
     return x
 
 
+# Per byte lane holding an ASCII character v: bit 7 of (v + 0x50) is set when v >= 0x30 ("0")
+# and bit 7 of (v + 0x46) when v >= 0x3A (past "9"); no lane carries into the next since
+# v < 0x80.  A multiplication then gathers bit 7 of each lane into a mask whose bit k is lane k
+# (every partial product lands on its own bit, so nothing carries).  Two- and four-byte
+# strings are packed into byte lanes first (_sum_units).
 cdef inline unsigned int _digit_mask8(uint64_t x) noexcept nogil:
     # eight 8-bit lanes, all < 0x80 -> bit k set when lane k is an ASCII digit
     cdef uint64_t bits = (x + 0x5050505050505050ULL) & ~(x + 0x4646464646464646ULL) & 0x8080808080808080ULL
@@ -259,17 +268,11 @@ cdef int64_t _sum_units(const _unit* s, Py_ssize_t n, const int32_t* w, Py_ssize
         if i >= n:
             break
         # the next eight characters (or the rest) one at a time: the block stopped at one of
-        # them, and in mixed text (CJK with ASCII punctuation) a block would stop again soon.
-        # The code comes from _bmp_code (a repeated non-ASCII character moves up by
-        # REPEAT_BASE - CLASS_BASE, without a branch), then the digit phase.
+        # them, and in mixed text (CJK with ASCII punctuation) a block would stop again soon
         end = i + 8 if i + 8 < n else n
         while i < end:
             cp = s[i]
-            if _unit is Py_UCS4:
-                code = _bmp_code[cp] if cp < 65536 else C_CLASS_BASE + _c_char_class(cp)
-            else:
-                code = _bmp_code[cp]
-            code += ((cp == prev_cp) & (cp >= 128)) * (C_REPEAT_BASE - C_CLASS_BASE)
+            code = _code_of(cp, prev_cp)
             if cp - 48 < 10:
                 d += phase == 0
                 phase = phase + 1 if phase < 2 else 0
@@ -351,17 +354,12 @@ cdef Py_ssize_t _count_units(const _unit* s, Py_ssize_t n, Py_ssize_t* counts) n
     cdef Py_ssize_t digits = 0
     cdef Py_ssize_t run = 0
     cdef Py_ssize_t prev = C_BOUNDARY
-    cdef Py_UCS4 cp
-    cdef Py_UCS4 prev_cp = 0xFFFFFFFF
+    cdef unsigned int cp
+    cdef unsigned int prev_cp = 0xFFFFFFFF
     cdef Py_ssize_t code
     for i in range(n):
         cp = s[i]
-        if cp < 128:
-            code = cp
-        elif cp == prev_cp:
-            code = C_REPEAT_BASE + _class_of(cp)
-        else:
-            code = C_CLASS_BASE + _class_of(cp)
+        code = _code_of(cp, prev_cp)
         if 48 <= code <= 57:
             if run % 3 == 0:
                 digits += 1
