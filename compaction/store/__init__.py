@@ -1,0 +1,43 @@
+"""The history store: an interface (:class:`HistoryStore`) and its SQLite backend (:class:`Store`).
+
+Modules:
+
+* :mod:`.base`: the :class:`HistoryStore` protocol, everything compile, the compactor, the
+  pipeline and the CLI use of a store.
+* :mod:`.model` and :mod:`.image_facts`: the values a store hands out
+  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`ImageFact`).
+* :mod:`.ingest`: a message's stored form (import keys, blob references, token counts),
+  independent of any database.
+* :mod:`.sqlite`: :class:`SQLiteStore`, the embedded backend (``Store`` is its public name).
+* :mod:`.migrations`: the SQLite schema as recorded migrations (:data:`SCHEMA_VERSION`).
+
+A server backend (PostgreSQL) is a new module implementing :class:`HistoryStore` on top of
+:mod:`.ingest`; nothing that takes a store changes.
+
+Example:
+    >>> from compaction.store import Store
+    >>> with Store(":memory:") as store:
+    ...     len(store)
+    0
+"""
+
+from __future__ import annotations
+
+from .base import HistoryStore
+from .image_facts import ImageFact
+from .migrations import MIGRATIONS, SCHEMA_VERSION
+from .model import MessageFacts, StoredSummary
+from .sqlite import SQLiteStore, Store
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "HistoryStore",
+    "ImageFact",
+    "MessageFacts",
+    "SQLiteStore",
+    "Store",
+    "StoredSummary",
+]
+
+#: The SQLite schema's statements, in order (``bench/make_store.py`` keys its cache on them).
+_SCHEMA = ";\n".join(statement for migration in MIGRATIONS for statement in migration.statements)

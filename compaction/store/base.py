@@ -1,0 +1,134 @@
+"""The history store as an interface: what compile, the compactor, the pipeline and the CLI use.
+
+:class:`HistoryStore` is a :class:`typing.Protocol`: a backend conforms by having these
+methods, not by inheriting.  :class:`~compaction.store.sqlite.SQLiteStore` is the embedded
+backend; a server backend (PostgreSQL) is a new module with a class of the same shape, and
+nothing that takes a ``HistoryStore`` changes.
+
+What every backend promises:
+
+* Messages are append-only and numbered densely from 0 (``seq``); :meth:`append` adds a
+  batch in one transaction and skips messages whose import key (see
+  :func:`~compaction.store.ingest.import_keys`) is already stored.
+* Inline base64 images are stored once by sha256 and read back byte-exact.
+* Summaries are unique per ``(level, start_seq, end_seq)``; adding one again returns the
+  first one's id.
+* A write either commits whole or leaves nothing; a crash loses nothing committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from ..blocks import Message
+from .model import MessageFacts, StoredSummary
+
+__all__ = ["HistoryStore"]
+
+_S = TypeVar("_S", bound="HistoryStore")
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """An append-only history: messages, image blobs, cached token counts and summaries.
+
+    Attributes:
+        path: where the store lives (a file path, ``":memory:"`` or a URL), for messages.
+        encoding: the default encoding whose token counts are cached at append.
+
+    ``isinstance(obj, HistoryStore)`` checks only that the members exist; the signatures
+    are checked by mypy and by ``tests/test_store_interface.py``.
+    """
+
+    path: str
+    encoding: str
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the store's connection (one it was handed stays open)."""
+        ...
+
+    def __enter__(self: _S) -> _S: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    # -- messages ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Return the number of stored messages."""
+        ...
+
+    def append(self, messages: Iterable[Message], *, chain_seed: str = "") -> int:
+        """Append the messages not already stored, in one transaction; return how many were added."""
+        ...
+
+    def next_seq(self) -> int:
+        """Return the seq the next appended message will get (= the number of messages)."""
+        ...
+
+    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
+        """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
+        ...
+
+    def iter_messages(self, batch: int = 512) -> Iterator[Message]:
+        """Yield every message in order, reading ``batch`` at a time."""
+        ...
+
+    def facts(
+        self, start: int = 0, end: int | None = None, *, encoding: str | None = None
+    ) -> list[MessageFacts]:
+        """Return :class:`MessageFacts` for ``start <= seq < end``, counting missing tokens once."""
+        ...
+
+    def pinned_seqs(self) -> list[int]:
+        """Return the seqs of the pinned (system) messages, in order."""
+        ...
+
+    # -- image blobs ---------------------------------------------------------------------
+    def blob(self, sha256: str) -> bytes:
+        """Return the bytes of image blob ``sha256`` (StoreError if there is none)."""
+        ...
+
+    def blob_hashes(self) -> list[str]:
+        """Return the sha256 of every stored blob, sorted."""
+        ...
+
+    def image_count(self) -> int:
+        """Return the number of distinct stored image blobs."""
+        ...
+
+    # -- summaries -----------------------------------------------------------------------
+    def add_summary(
+        self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
+    ) -> int:
+        """Store a summary of ``[start_seq, end_seq)`` at ``level``; return its id."""
+        ...
+
+    def summaries(self, level: int | None = None) -> list[StoredSummary]:
+        """Return summaries (of one level, or all) ordered by level then start."""
+        ...
+
+    def summary_frontier(self, level: int = 1) -> int:
+        """Return the end of the newest summary of ``level`` (0 if none)."""
+        ...
+
+    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
+        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
+        ...
+
+    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
+        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
+        ...
+
+    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
+        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
+        ...
+
+    # -- failures ---------------------------------------------------------------------
+    def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
+        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level``."""
+        ...
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Return the recorded summarizer failures, oldest first."""
+        ...

@@ -1,0 +1,285 @@
+"""The backend-neutral half of a store: a message's stored form, and how appending names it.
+
+A backend stores what this module computes and reads back through it:
+
+* **Identity.**  :func:`import_keys` chains a hash over ``chain_seed`` and each message's
+  fingerprint, so re-importing a transcript adds nothing and a grown transcript adds its tail.
+* **Stored form.**  :func:`prepare` turns a :class:`~compaction.blocks.Message` into a
+  :class:`PreparedMessage`: its content as canonical JSON with every inline base64 image
+  replaced by a ``{"type": "blob", "sha256": ...}`` reference (:func:`blobify`), the
+  :class:`Blob` rows those references need, its tool ids, its image facts and its cached
+  non-image token count.
+* **Reading back.**  :func:`hydrate` turns blob references back into base64 image blocks
+  (byte-exact), and the ``*_from_row`` helpers rebuild messages, facts and summaries from
+  the stored columns.
+
+Nothing here runs SQL; the backends (:mod:`.sqlite`, later PostgreSQL) only move these
+values in and out of tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..blocks import Block, Message, canonical_json
+from ..errors import ImageError, StoreError
+from ..imageinfo import image_size
+from ..tokens.counting import cache_key, message_text_tokens
+from .image_facts import _image_facts, image_fact_from_json
+from .model import MessageFacts, StoredSummary
+
+__all__ = [
+    "Blob",
+    "PreparedMessage",
+    "blobify",
+    "check_summary",
+    "count_text_tokens",
+    "facts_from_row",
+    "hydrate",
+    "import_keys",
+    "message_from_row",
+    "prepare",
+    "summary_from_row",
+    "token_key",
+]
+
+#: A function returning the bytes of the blob with the given sha256 (raising StoreError if absent).
+BlobLoader = Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class Blob:
+    """An image's bytes with what the store records of them (content-addressed by ``sha256``).
+
+    Attributes:
+        sha256: hex digest of ``data``.
+        media_type: the block's declared media type, else the one read from the header.
+        byte_size: ``len(data)`` (bytes).
+        width, height: pixel size read from the header, ``None`` when unreadable (pixels).
+        data: the decoded image bytes.
+    """
+
+    sha256: str
+    media_type: str | None
+    byte_size: int
+    width: int | None
+    height: int | None
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """A message in the form a backend stores it: every column computed, JSON encoded.
+
+    Attributes:
+        role, source_id: as on the message.
+        content: canonical JSON of the blocks, inline base64 images replaced by blob references.
+        meta: canonical JSON of ``message.meta``.
+        tool_uses, tool_results: JSON lists of the ``tool_use`` ids and ``tool_use_id`` values.
+        images: JSON list of the :class:`ImageFact` of every image, in document order.
+        token_key: the token-count cache key of the encoding counted in.
+        text_tokens: non-image tokens with framing in that encoding (tokens).
+        blobs: the image bytes the references point at, one per distinct hash.
+    """
+
+    role: str
+    content: str
+    source_id: str | None
+    meta: str
+    tool_uses: str
+    tool_results: str
+    images: str
+    token_key: str
+    text_tokens: int
+    blobs: tuple[Blob, ...]
+
+
+def import_keys(messages: Iterable[Message], chain_seed: str = "") -> list[tuple[str, Message]]:
+    """Return each message with its import key: a hash chain over ``chain_seed`` and fingerprints.
+
+    Args:
+        messages: the messages of one transcript (or of one append), in order.
+        chain_seed: names the transcript's source (its format), so equal messages from
+            different sources are different messages.
+
+    Returns:
+        ``(key, message)`` pairs in order; a key is 64 hex digits (SHA-256).
+
+    Example:
+        >>> [k for k, _ in import_keys([])]
+        []
+    """
+    key = hashlib.sha256(chain_seed.encode("utf-8")).hexdigest()
+    keyed: list[tuple[str, Message]] = []
+    for message in messages:
+        key = hashlib.sha256((key + message.fingerprint()).encode("ascii")).hexdigest()
+        keyed.append((key, message))
+    return keyed
+
+
+def token_key(encoding: str) -> str:
+    """Return the key under which token counts in ``encoding`` are cached (encoding + counter version)."""
+    return cache_key(encoding)
+
+
+def count_text_tokens(message: Message, encoding: str) -> int:
+    """Return the non-image tokens of ``message`` with its framing in ``encoding`` (tokens)."""
+    return message_text_tokens(message, encoding)
+
+
+def _blob_of(block: Block) -> tuple[Block, Blob]:
+    source = block["source"]
+    try:
+        data = base64.b64decode(source["data"], altchars=b"-_", validate=False)  # URL-safe too
+    except (binascii.Error, ValueError) as err:
+        raise ImageError(f"image block has invalid base64 data: {err}") from err
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        media_type, width, height = image_size(data)
+    except ImageError:
+        media_type, width, height = source.get("media_type"), None, None
+    blob = Blob(digest, source.get("media_type") or media_type, len(data), width, height, data)
+    ref = {"type": "blob", "sha256": digest, "media_type": source.get("media_type")}
+    return {**block, "source": ref}, blob
+
+
+def blobify(blocks: Sequence[Block]) -> tuple[list[Block], list[Blob]]:
+    """Replace inline base64 images (top-level or in tool results) by blob references.
+
+    Args:
+        blocks: a message's content blocks.
+
+    Returns:
+        The rewritten blocks and the blobs they reference (one per distinct sha256, first
+        occurrence kept, in document order).
+
+    Raises:
+        ImageError: an image block holds invalid base64.
+    """
+    blobs: dict[str, Blob] = {}
+
+    def rewrite(block: Block) -> Block:
+        kind = block.get("type")
+        if kind == "image" and block["source"].get("type") == "base64":
+            ref, blob = _blob_of(block)
+            blobs.setdefault(blob.sha256, blob)
+            return ref
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            return {**block, "content": [rewrite(b) for b in block["content"]]}
+        return block
+
+    return [rewrite(block) for block in blocks], list(blobs.values())
+
+
+def hydrate(blocks: Sequence[Block], load: BlobLoader) -> tuple[Block, ...]:
+    """Turn blob references back into base64 image blocks, byte for byte as appended.
+
+    Args:
+        blocks: stored content blocks.
+        load: returns a blob's bytes by sha256 (and raises :class:`StoreError` if missing).
+
+    Returns:
+        The blocks as they were appended.
+
+    Raises:
+        StoreError: from ``load``, for a missing blob.
+    """
+
+    def restore(block: Block) -> Block:
+        kind = block.get("type")
+        if kind == "image" and block["source"].get("type") == "blob":
+            ref = block["source"]
+            source = {
+                "type": "base64",
+                "media_type": ref.get("media_type"),
+                "data": base64.b64encode(load(ref["sha256"])).decode(),
+            }
+            return {**block, "source": source}
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            return {**block, "content": [restore(b) for b in block["content"]]}
+        return block
+
+    return tuple(restore(block) for block in blocks)
+
+
+def prepare(message: Message, encoding: str) -> PreparedMessage:
+    """Return ``message`` in its stored form, token-counted in ``encoding``.
+
+    Args:
+        message: the message to store.
+        encoding: the encoding whose token count is cached with it.
+
+    Returns:
+        Every column of the message row and the blobs it references.
+
+    Raises:
+        ImageError: an image block holds invalid base64.
+    """
+    content, blobs = blobify(message.content)
+    facts = _image_facts(message.content)
+    tool_uses = [b["id"] for b in message.content if b.get("type") == "tool_use"]
+    tool_results = [b["tool_use_id"] for b in message.content if b.get("type") == "tool_result"]
+    return PreparedMessage(
+        role=message.role,
+        content=canonical_json(content),
+        source_id=message.source_id,
+        meta=canonical_json(message.meta),
+        tool_uses=json.dumps(tool_uses),
+        tool_results=json.dumps(tool_results),
+        images=json.dumps([f.to_json() for f in facts]),
+        token_key=token_key(encoding),
+        text_tokens=count_text_tokens(message, encoding),
+        blobs=tuple(blobs),
+    )
+
+
+def message_from_row(
+    seq: int, role: str, content: str, source_id: str | None, meta: str, load: BlobLoader
+) -> Message:
+    """Rebuild a stored message (images rehydrated through ``load``)."""
+    return Message(role, hydrate(json.loads(content), load), seq, source_id, json.loads(meta))
+
+
+def facts_from_row(
+    seq: int,
+    role: str,
+    tool_uses: str,
+    tool_results: str,
+    images: str,
+    text_tokens: int,
+    kind: object,
+) -> MessageFacts:
+    """Rebuild :class:`MessageFacts` from the stored columns (``kind``: ``meta["kind"]`` or None)."""
+    return MessageFacts(
+        seq,
+        role,
+        text_tokens,
+        tuple(json.loads(tool_uses)),
+        tuple(json.loads(tool_results)),
+        tuple(image_fact_from_json(f) for f in json.loads(images)),
+        kind if isinstance(kind, str) else None,
+    )
+
+
+def summary_from_row(
+    id: int, level: int, start_seq: int, end_seq: int, text: str, provenance: str
+) -> StoredSummary:
+    """Rebuild a :class:`StoredSummary` from its stored columns (provenance as JSON)."""
+    return StoredSummary(id, level, start_seq, end_seq, text, json.loads(provenance))
+
+
+def check_summary(level: int, start_seq: int, end_seq: int, text: str) -> None:
+    """Refuse a summary no backend may store.
+
+    Raises:
+        StoreError: the text is blank, or ``[start_seq, end_seq)`` is empty or negative.
+    """
+    if not text.strip():
+        raise StoreError(f"refusing to store an empty level-{level} summary of [{start_seq}, {end_seq})")
+    if not 0 <= start_seq < end_seq:
+        raise StoreError(f"bad summary range [{start_seq}, {end_seq})")

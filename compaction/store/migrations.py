@@ -1,0 +1,204 @@
+"""The SQLite store's schema, as an ordered list of recorded migrations.
+
+Each :class:`Migration` has a version (1, 2, ... with no gaps), a name and the statements that
+take a store from the previous version to it.  Opening a store applies the pending ones in one
+transaction and records each in ``schema_migrations (version, name, applied_at)``; the store's
+version is the highest recorded one, also kept in ``meta.schema_version`` so that an older
+release (which reads only ``meta``) refuses a newer file with its own clear message.
+
+Versions:
+
+1. The schema of the first release: ``meta``, ``messages``, ``blobs``, ``token_counts``,
+   ``summaries``, ``failures`` and their indexes (exactly as that release created them).
+   A file written by that release has ``meta.schema_version = 1`` and no
+   ``schema_migrations`` table; it is recognized as version 1 and its record is written
+   at the upgrade (``applied_at`` is the time of the upgrade, not of its creation).
+
+To change the schema, append a migration; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from ..errors import StoreError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "apply_pending", "needs_migration", "stored_version"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema: ``statements`` take a store from ``version - 1`` to ``version``.
+
+    Attributes:
+        version: the schema version this step produces (1 for the first schema).
+        name: what the step does, in a few words (recorded with it).
+        statements: SQL statements run in order, inside the upgrade's transaction.
+    """
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_BASELINE = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source_id TEXT,
+    meta TEXT NOT NULL DEFAULT '{}',
+    import_key TEXT NOT NULL UNIQUE,
+    tool_uses TEXT NOT NULL DEFAULT '[]',
+    tool_results TEXT NOT NULL DEFAULT '[]',
+    images TEXT NOT NULL DEFAULT '[]'
+)""",
+    """CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY,
+    media_type TEXT,
+    byte_size INTEGER NOT NULL,
+    width INTEGER,
+    height INTEGER,
+    data BLOB NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS token_counts (
+    seq INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    text_tokens INTEGER NOT NULL,
+    PRIMARY KEY (seq, encoding)
+) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS summaries (
+    id INTEGER PRIMARY KEY,
+    level INTEGER NOT NULL,
+    start_seq INTEGER NOT NULL,
+    end_seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    UNIQUE (level, start_seq, end_seq)
+)""",
+    "CREATE INDEX IF NOT EXISTS summaries_by_start ON summaries (start_seq, level)",
+    "CREATE INDEX IF NOT EXISTS summaries_by_level_end ON summaries (level, end_seq)",
+    "CREATE INDEX IF NOT EXISTS messages_pinned ON messages (seq) WHERE role = 'system'",
+    """CREATE TABLE IF NOT EXISTS failures (
+    id INTEGER PRIMARY KEY,
+    level INTEGER NOT NULL,
+    start_seq INTEGER NOT NULL,
+    end_seq INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    created_at REAL NOT NULL
+)""",
+)
+
+#: Every migration, in order; the last one's version is :data:`SCHEMA_VERSION`.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
+)
+
+#: The schema version this code writes and reads.
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations"
+    " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+)
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _recorded(db: sqlite3.Connection, tables: set[str]) -> set[int]:
+    if "schema_migrations" not in tables:
+        return set()
+    return {int(row[0]) for row in db.execute("SELECT version FROM schema_migrations")}
+
+
+def stored_version(db: sqlite3.Connection, path: str) -> int:
+    """Return the schema version of the store on ``db`` (0 for an empty database).
+
+    The version is the highest of ``meta.schema_version`` and the recorded migrations.
+
+    Args:
+        db: an open connection to the store.
+        path: the store's name, for error messages.
+
+    Returns:
+        The version, at most :data:`SCHEMA_VERSION`.
+
+    Raises:
+        StoreError: the version is not a number, or is newer than this code.
+        sqlite3.DatabaseError: the file is not an SQLite database.
+    """
+    tables = _tables(db)
+    recorded = max(_recorded(db, tables), default=0)
+    declared = 0
+    if "meta" in tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None:
+            if not str(row[0]).strip().isdigit():
+                raise StoreError(
+                    f"{path}: cannot open as a compaction store: its schema version {row[0]!r} is not a number"
+                )
+            declared = int(row[0])
+    version = max(recorded, declared)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: store schema version {version} is newer than this compaction "
+            f"({SCHEMA_VERSION}); upgrade compaction"
+        )
+    return version
+
+
+def needs_migration(db: sqlite3.Connection, path: str) -> bool:
+    """Return whether :func:`apply_pending` has anything to do (reads only; never writes).
+
+    Raises:
+        StoreError: as :func:`stored_version`.
+    """
+    version = stored_version(db, path)
+    return version < SCHEMA_VERSION or _recorded(db, _tables(db)) != {m.version for m in MIGRATIONS}
+
+
+def apply_pending(db: sqlite3.Connection, path: str) -> list[Migration]:
+    """Bring the store on ``db`` to :data:`SCHEMA_VERSION`; call it inside a write transaction.
+
+    Versions the file already has but never recorded (a file from before
+    ``schema_migrations`` existed) are recorded without running; the later ones run in
+    order and are recorded.  Run twice, the second call does nothing.
+
+    Args:
+        db: a connection holding the store's write lock (``BEGIN IMMEDIATE``), so two
+            processes opening the same old file upgrade it once.
+        path: the store's name, for error messages.
+
+    Returns:
+        The migrations that ran.
+
+    Raises:
+        StoreError: as :func:`stored_version`.
+        sqlite3.DatabaseError: a statement failed (the caller rolls the transaction back).
+    """
+    version = stored_version(db, path)
+    db.execute(_MIGRATIONS_TABLE)
+    recorded = _recorded(db, {"schema_migrations"})
+    now = time.time()
+    ran: list[Migration] = []
+    for migration in MIGRATIONS:
+        if migration.version > version:
+            for statement in migration.statements:
+                db.execute(statement)
+            ran.append(migration)
+        elif migration.version in recorded:
+            continue
+        db.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, now),
+        )
+    db.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+    )
+    return ran

@@ -1,0 +1,59 @@
+"""The values a history store hands out, whatever backend holds them.
+
+:class:`MessageFacts` (what compile and chunking need of a message, without its content),
+:class:`StoredSummary` (a summary row) and :class:`ImageFact` (from :mod:`.image_facts`).  They are plain frozen dataclasses: a backend
+builds them from its rows, and nothing in them depends on SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .image_facts import ImageFact
+
+__all__ = ["ImageFact", "MessageFacts", "StoredSummary"]
+
+#: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
+_OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})
+
+
+@dataclass(frozen=True)
+class MessageFacts:
+    """The facts compile and chunking need about a message, without its content.
+
+    Attributes:
+        seq: store position.
+        role: message role.
+        text_tokens: non-image tokens with framing, in the encoding asked for (tokens).
+        tool_uses: ids of its ``tool_use`` blocks.
+        tool_results: ``tool_use_id`` of its ``tool_result`` blocks.
+        images: its images, in document order (nested ones included).
+        kind: the source's kind of message when it is not a plain turn (``meta["kind"]``,
+            e.g. ``"bash_execution"`` for command output a user ran).
+    """
+
+    seq: int
+    role: str
+    text_tokens: int
+    tool_uses: tuple[str, ...]
+    tool_results: tuple[str, ...]
+    images: tuple[ImageFact, ...] = field(default=())
+    kind: str | None = None
+
+    @property
+    def is_prompt(self) -> bool:
+        """True for a user turn written by the user (not tool or command output)."""
+        return self.role == "user" and not self.tool_results and self.kind not in _OUTPUT_KINDS
+
+
+@dataclass(frozen=True)
+class StoredSummary:
+    """A summary row: ``text`` stands for messages ``[start_seq, end_seq)`` at ``level``."""
+
+    id: int
+    level: int
+    start_seq: int
+    end_seq: int
+    text: str
+    provenance: dict[str, Any]
