@@ -5,7 +5,7 @@ Modules:
 * :mod:`.base`: the :class:`HistoryStore` protocol, everything compile, the compactor, the
   pipeline and the CLI use of a store.
 * :mod:`.model` and :mod:`.image_facts`: the values a store hands out
-  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`ImageFact`).
+  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`CompactionEvent`, :class:`ImageFact`).
 * :mod:`.ingest`: a message's stored form (import keys, blob references, token counts),
   independent of any database.
 * :mod:`.sqlite`: :class:`SQLiteStore`, the embedded backend (``Store`` is its public name).
@@ -26,11 +26,12 @@ from __future__ import annotations
 from .base import HistoryStore
 from .image_facts import ImageFact
 from .migrations import MIGRATIONS, SCHEMA_VERSION
-from .model import MessageFacts, StoredSummary
+from .model import CompactionEvent, MessageFacts, StoredSummary
 from .sqlite import SQLiteStore, Store
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CompactionEvent",
     "HistoryStore",
     "ImageFact",
     "MessageFacts",

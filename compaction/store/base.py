@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..blocks import Message
-from .model import MessageFacts, StoredSummary
+from .model import CompactionEvent, MessageFacts, StoredSummary
 
 __all__ = ["HistoryStore"]
 
@@ -31,7 +31,7 @@ _S = TypeVar("_S", bound="HistoryStore")
 
 @runtime_checkable
 class HistoryStore(Protocol):
-    """An append-only history: messages, image blobs, cached token counts and summaries.
+    """An append-only history: messages, image blobs, cached token counts, summaries, events.
 
     Attributes:
         path: where the store lives (a file path, ``":memory:"`` or a URL), for messages.
@@ -124,11 +124,25 @@ class HistoryStore(Protocol):
         """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
         ...
 
-    # -- failures ---------------------------------------------------------------------
+    # -- failures and events -------------------------------------------------------------
     def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level``."""
         ...
 
     def failures(self) -> list[dict[str, Any]]:
         """Return the recorded summarizer failures, oldest first."""
+        ...
+
+    def record_event(
+        self,
+        tokens_before: int,
+        tokens_after: int,
+        budget: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Record one compaction (request tokens before and after, against ``budget``); return its id."""
+        ...
+
+    def events(self) -> list[CompactionEvent]:
+        """Return the recorded compaction events, oldest first."""
         ...

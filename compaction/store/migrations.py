@@ -13,6 +13,9 @@ Versions:
    A file written by that release has ``meta.schema_version = 1`` and no
    ``schema_migrations`` table; it is recognized as version 1 and its record is written
    at the upgrade (``applied_at`` is the time of the upgrade, not of its creation).
+2. ``compaction_events``: one row per compaction, with the history's tokens before and the
+   request's tokens after, the budget and a JSON detail (for cache-aware compaction, which
+   needs to know when the prefix last changed).
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -93,9 +96,21 @@ _BASELINE = (
 )""",
 )
 
+_EVENTS = (
+    """CREATE TABLE IF NOT EXISTS compaction_events (
+    id INTEGER PRIMARY KEY,
+    created_at REAL NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    budget INTEGER,
+    detail TEXT NOT NULL DEFAULT '{}'
+)""",
+)
+
 #: Every migration, in order; the last one's version is :data:`SCHEMA_VERSION`.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
+    Migration(2, "compaction events", _EVENTS),
 )
 
 #: The schema version this code writes and reads.

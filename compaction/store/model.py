@@ -1,7 +1,8 @@
 """The values a history store hands out, whatever backend holds them.
 
 :class:`MessageFacts` (what compile and chunking need of a message, without its content),
-:class:`StoredSummary` (a summary row) and :class:`ImageFact` (from :mod:`.image_facts`).  They are plain frozen dataclasses: a backend
+:class:`StoredSummary` (a summary row), :class:`CompactionEvent` (one recorded compaction) and
+:class:`ImageFact` (from :mod:`.image_facts`).  They are plain frozen dataclasses: a backend
 builds them from its rows, and nothing in them depends on SQL.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from .image_facts import ImageFact
 
-__all__ = ["ImageFact", "MessageFacts", "StoredSummary"]
+__all__ = ["CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
 
 #: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
 _OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})
@@ -57,3 +58,24 @@ class StoredSummary:
     end_seq: int
     text: str
     provenance: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CompactionEvent:
+    """One recorded compaction: the request size before and after it, against a budget.
+
+    Attributes:
+        id: the event's id, increasing in the order events were recorded.
+        created_at: when it was recorded (seconds since the epoch).
+        tokens_before: tokens of the history before compaction (tokens).
+        tokens_after: tokens of the compiled request after it (tokens).
+        budget: the token budget it compacted for, ``None`` when there was none (tokens).
+        detail: anything else worth keeping (JSON object), e.g. summaries added per level.
+    """
+
+    id: int
+    created_at: float
+    tokens_before: int
+    tokens_after: int
+    budget: int | None
+    detail: dict[str, Any]

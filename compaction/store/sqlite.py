@@ -14,6 +14,7 @@ Tables (see :mod:`.migrations` for the schema and its versions):
 * ``summaries``: text standing for a contiguous range ``[start_seq, end_seq)`` of messages at a
   level (1 covers raw messages, 2 covers level-1 summaries, ...), with provenance.
 * ``failures``: chunks that could not be summarized and stay raw.
+* ``compaction_events``: one row per recorded compaction (tokens before and after, budget).
 * ``meta`` and ``schema_migrations``: the schema version and the migrations applied.
 
 Compaction never edits ``messages``: summaries are added beside them.  Each write is one
@@ -24,6 +25,7 @@ crash loses nothing committed.  What a message looks like stored is decided in
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +37,7 @@ from ..blocks import Message, canonical_json
 from ..errors import StoreError
 from ..tokens.encodings import DEFAULT_ENCODING
 from . import ingest, migrations
-from .model import MessageFacts, StoredSummary
+from .model import CompactionEvent, MessageFacts, StoredSummary
 
 if TYPE_CHECKING:
     from .base import HistoryStore
@@ -417,7 +419,7 @@ class SQLiteStore:
         )
         return [int(r[0]) for r in rows]
 
-    # -- failures ---------------------------------------------------------------------------
+    # -- failures and events -------------------------------------------------------------------
     def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
 
@@ -439,6 +441,53 @@ class SQLiteStore:
             "SELECT level, start_seq, end_seq, reason FROM failures ORDER BY id"
         ).fetchall()
         return [{"level": lv, "start_seq": s, "end_seq": e, "reason": r} for lv, s, e, r in rows]
+
+    def record_event(
+        self,
+        tokens_before: int,
+        tokens_after: int,
+        budget: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Record one compaction; return its id.
+
+        Args:
+            tokens_before: tokens of the history before compacting (tokens).
+            tokens_after: tokens of the compiled request after it (tokens).
+            budget: the budget compacted for, ``None`` when there was none (tokens).
+            detail: a JSON object of anything else (summaries added, model, format...).
+
+        Returns:
+            The event's id; ids increase in the order events are recorded.
+
+        Raises:
+            StoreError: a negative token figure, or the database refused the write.
+        """
+        if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
+            raise StoreError(
+                f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
+                f"after={tokens_after}, budget={budget}"
+            )
+        try:
+            with self._write():
+                cur = self._db.execute(
+                    "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (time.time(), tokens_before, tokens_after, budget, canonical_json(detail or {})),
+                )
+                return int(cur.lastrowid or 0)
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{self.path}: recording a compaction event failed: {err}") from err
+
+    def events(self) -> list[CompactionEvent]:
+        """Return the recorded compaction events, oldest first."""
+        rows = self._db.execute(
+            "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
+        ).fetchall()
+        return [
+            CompactionEvent(i, at, before, after, budget, json.loads(detail))
+            for i, at, before, after, budget, detail in rows
+        ]
 
 
 #: The store's public name: the SQLite backend.
