@@ -37,8 +37,9 @@ from compaction.formats import load_transcript
 from compaction.recipe import Recipe, SummarizerSettings
 from compaction.store import Store
 from compaction.summarizers import ExtractiveSummarizer
+from compaction.summarizers._http import retry_after_seconds as _retry_after_seconds
 from compaction.summarizers.factory import summarizer_from_recipe
-from compaction.summarizers.openai_http import OpenAIChatSummarizer, _retry_after_seconds, redact_url
+from compaction.summarizers.openai_chat import OpenAIChatSummarizer, redact_url
 from compaction.wire import GatedRequest, OutboundRequest, gate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,24 +179,32 @@ def assert_clean(store: Store) -> None:
         assert FAILURE_MARK not in json.dumps(summary.provenance)
 
 
-def gated(text: str = "hello", purpose: str = "l1") -> GatedRequest:
-    request = OutboundRequest(purpose, "Summarize.", (("user", ({"type": "text", "text": text},)),))
-    return gate(request, compression_image_settings(Recipe()), format="openai", model="gpt-4o")
+def gated(
+    text: str = "hello",
+    purpose: Any = "l1",
+    *,
+    model: str = MODEL,
+    max_output_tokens: int | None = 50,
+    format: Any = "openai",
+    blocks: tuple[dict[str, Any], ...] | None = None,
+    recipe: Recipe | None = None,
+) -> GatedRequest:
+    """Gate a one-message request the way the compactor does: the summarizer's format, model, cap."""
+    content = blocks if blocks is not None else ({"type": "text", "text": text},)
+    request = OutboundRequest(purpose, "Summarize.", (("user", content),))
+    return gate(request, compression_image_settings(recipe or Recipe()), format=format, model=model,
+                max_output_tokens=max_output_tokens)
 
 
 # -- the request on the wire --------------------------------------------------------------
-def test_the_sent_body_is_the_gated_payload_with_model_and_max_tokens_set(fake_openai: FakeOpenAI) -> None:
-    request = gated("Ünïcode text, \"quotes\" and </script>")
+def test_the_sent_body_is_the_gated_payload_byte_for_byte(fake_openai: FakeOpenAI) -> None:
+    request = gated("Ünïcode text, \"quotes\" and </script>", max_output_tokens=123)
     with summarizer(fake_openai) as s:
-        result = s.summarize(request, kind="l1", max_tokens=123)
+        result = s.summarize(request, kind="l1")
     (sent,) = fake_openai.requests
-    body = json.loads(request.payload)
-    expected = json.dumps(
-        {**body, "model": MODEL, "max_tokens": 123}, ensure_ascii=False, separators=(",", ":")
-    )
-    assert sent.body == expected.encode("utf-8")
-    messages = json.dumps(body["messages"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    assert messages in request.payload and messages in sent.body  # the messages, byte for byte
+    assert sent.body == request.payload  # nothing set, nothing re-serialized after the gate
+    body = sent.json()
+    assert body["model"] == MODEL == request.model and body["max_tokens"] == 123 == request.max_output_tokens
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {SECRET}"
     assert sent.headers["content-type"] == "application/json"
@@ -207,24 +216,49 @@ def test_the_sent_body_is_the_gated_payload_with_model_and_max_tokens_set(fake_o
     assert SECRET not in json.dumps(result.provenance) and SECRET not in repr(s)
 
 
-def test_max_output_tokens_wins_and_the_same_request_gives_the_same_bytes(fake_openai: FakeOpenAI) -> None:
-    request = gated()
+def test_max_output_tokens_is_gated_in_and_the_same_request_gives_the_same_bytes(
+    fake_openai: FakeOpenAI,
+) -> None:
     with summarizer(fake_openai, max_output_tokens=77) as s:
-        s.summarize(request, kind="l1", max_tokens=400)
-        s.summarize(request, kind="l1", max_tokens=400)
-    first, second = fake_openai.requests
-    assert first.body == second.body and first.json()["max_tokens"] == 77
+        request = gated(max_output_tokens=s.max_output_tokens)
+        s.summarize(request, kind="l1")
+        s.summarize(request, kind="l1")
+        with pytest.raises(SummarizerError, match=r"caps answers at 77 tokens.*carries 400"):
+            s.summarize(gated(max_output_tokens=400), kind="l1")
+    first, second = fake_openai.requests  # the refused one was never sent
+    assert first.body == second.body == request.payload and first.json()["max_tokens"] == 77
+
+
+@pytest.mark.parametrize("what, options, message", [
+    ("format", {"format": "anthropic"}, r"sends OpenAI Chat bodies \('openai'\); the gated l1 request is 'anthropic'"),
+    ("model", {"model": "gpt-4o"}, r"runs model 'fake-summarizer-7b'; the gated l1 request names 'gpt-4o'"),
+])
+def test_a_request_gated_for_another_format_or_model_is_refused_before_sending(
+    fake_openai: FakeOpenAI, what: str, options: dict[str, Any], message: str
+) -> None:
+    with summarizer(fake_openai) as s, pytest.raises(SummarizerError, match=message) as caught:
+        s.summarize(gated(**options), kind="l1")
+    assert type(caught.value) is SummarizerError and fake_openai.requests == []
+
+
+def test_a_closed_summarizer_refuses_to_send(fake_openai: FakeOpenAI) -> None:
+    s = summarizer(fake_openai)
+    s.close()
+    s.close()  # closing twice is harmless
+    with pytest.raises(SummarizerError, match="is closed"):
+        s.summarize(gated(), kind="l1")
+    assert fake_openai.requests == []
 
 
 def test_no_key_no_authorization_header(fake_openai: FakeOpenAI) -> None:
     with summarizer(fake_openai, api_key_env=None) as s:
-        s.summarize(gated(), kind="l1", max_tokens=50)
+        s.summarize(gated(), kind="l1")
     assert "authorization" not in fake_openai.requests[0].headers
 
 
 def test_base_url_query_is_sent_but_not_recorded_and_credentials_are_refused(fake_openai: FakeOpenAI) -> None:
     with OpenAIChatSummarizer(fake_openai.base_url + "/?api-version=2024-10-01", MODEL, sleep=Waits()) as s:
-        result = s.summarize(gated(), kind="l1", max_tokens=50)
+        result = s.summarize(gated(), kind="l1")
     assert fake_openai.requests[0].path == "/v1/chat/completions?api-version=2024-10-01"
     assert result.provenance["base_url"] == fake_openai.base_url
     assert redact_url("https://user:pw@example.com:8443/v1?key=abc#x") == "https://example.com:8443/v1"
@@ -291,7 +325,7 @@ def test_a_retry_after_longer_than_backoff_max_is_not_waited_out(fake_openai: Fa
     fake_openai.set_mode("429", times=5, retry_after="600")
     waits = Waits()
     with summarizer(fake_openai, waits) as s, pytest.raises(SummarizerUnavailable, match="retry after 600"):
-        s.summarize(gated(), kind="l1", max_tokens=50)
+        s.summarize(gated(), kind="l1")
     assert waits == [] and len(fake_openai.requests) == 1
 
 
@@ -311,7 +345,7 @@ def test_500_twice_then_stored_with_exponential_backoff(fake_openai: FakeOpenAI,
 def test_other_5xx_are_transient(fake_openai: FakeOpenAI, status: int) -> None:
     fake_openai.set_mode("500", times=1, status=status)
     with summarizer(fake_openai) as s:
-        assert s.summarize(gated(), kind="l1", max_tokens=50).provenance["attempts"] == 2
+        assert s.summarize(gated(), kind="l1").provenance["attempts"] == 2
 
 
 def test_timeout_is_retried(fake_openai: FakeOpenAI, store: Store) -> None:
@@ -331,7 +365,7 @@ def test_unavailable_after_retries_records_a_failure(fake_openai: FakeOpenAI, st
     waits = Waits()
     with summarizer(fake_openai, waits, max_retries=2) as s:
         with pytest.raises(SummarizerUnavailable) as caught:
-            s.summarize(gated(), kind="l1", max_tokens=50)
+            s.summarize(gated(), kind="l1")
         report = Compactor(store, text_recipe(), summarizer=s).tick()
     assert caught.value.attempts == 3 and "after 3 attempt(s)" in str(caught.value)
     assert report.failures == 1 and report.l1_added == 0 and store.summaries() == []
@@ -349,7 +383,7 @@ def test_connection_refused_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> N
     s = OpenAIChatSummarizer(f"http://127.0.0.1:{port}/v1", MODEL, api_key_env=KEY_ENV, max_retries=1,
                              backoff_base=0.001, sleep=waits, timeout_seconds=1)
     with s, pytest.raises(SummarizerUnavailable, match="connection failed") as caught:
-        s.summarize(gated(), kind="l1", max_tokens=50)
+        s.summarize(gated(), kind="l1")
     assert waits == [0.001] and SECRET not in str(caught.value)
 
 
@@ -494,8 +528,8 @@ def test_vision_true_on_a_text_only_server_reports_the_refusal(fake_openai: Fake
         with pytest.raises(SummarizerRefused, match="image_input_not_supported") as caught:
             s.summarize(gate(
                 OutboundRequest("l1", "x", (("user", (image_block(1),)),)),
-                compression_image_settings(vision_recipe(True)), format="openai", model="gpt-4o",
-            ), kind="l1", max_tokens=50)
+                compression_image_settings(vision_recipe(True)), format="openai", model=MODEL,
+            ), kind="l1")
         report = Compactor(store, vision_recipe(True), summarizer=s).tick()
     assert caught.value.code == "image_input_not_supported" and caught.value.status == 400
     assert 400 in fake_openai.statuses()
@@ -552,11 +586,9 @@ def test_the_key_never_appears_in_an_error(
     }
     options = all_options.get(mode, {})
     fake_openai.set_mode(mode, **options)
-    request = gated() if mode != "text_only" else gate(
-        OutboundRequest("l1", "x", (("user", (image_block(5),)),)),
-        compression_image_settings(Recipe()), format="openai", model="gpt-4o")
+    request = gated() if mode != "text_only" else gated(blocks=(image_block(5),))
     with summarizer(fake_openai, max_retries=1, timeout_seconds=0.2) as s, pytest.raises(error) as caught:
-        s.summarize(request, kind="l1", max_tokens=50)
+        s.summarize(request, kind="l1")
     assert type(caught.value) is error and isinstance(caught.value, CompactionError)
     assert SECRET not in _chain(caught.value) and "Zq9xW4" not in _chain(caught.value)
     assert fake_openai.base_url in str(caught.value)
@@ -570,7 +602,7 @@ def test_a_response_that_is_not_json_is_an_error() -> None:
     with httpx.Client(transport=transport) as client:
         s = OpenAIChatSummarizer("http://127.0.0.1:1/v1", MODEL, client=client, sleep=Waits())
         with pytest.raises(SummarizerError, match="not JSON"):
-            s.summarize(gated(), kind="l1", max_tokens=50)
+            s.summarize(gated(), kind="l1")
 
 
 def test_oversized_tool_output_is_middle_truncated_with_a_marker_before_any_split(

@@ -1,10 +1,14 @@
 """The summarizer interface and the prompts every summarizer is sent.
 
-A summarizer receives a :class:`~compaction.wire.GatedRequest` (it already passed the wire
-gate, so under ``image_policy = "placeholders"`` it holds no image) and returns a
-:class:`SummaryResult`.  ``kind`` is ``"l1"`` (raw messages), ``"merge"`` (summaries of one
-level into the next), ``"split"`` (one part of an oversized tool round) or ``"stitch"``
-(partial summaries of one chunk into one).
+A summarizer declares what it sends -- its :attr:`~Summarizer.request_format` (the body
+shape), its :attr:`~Summarizer.model` and its :attr:`~Summarizer.max_output_tokens` -- and
+the compactor gates each request once with exactly those, so the gated
+:attr:`~compaction.wire.GatedRequest.payload` is the body an HTTP summarizer sends, byte for
+byte.  A summarizer receives that :class:`~compaction.wire.GatedRequest` (under
+``image_policy = "placeholders"`` it holds no image) and returns a :class:`SummaryResult`.
+``kind`` is ``"l1"`` (raw messages), ``"merge"`` (summaries of one level into the next),
+``"split"`` (one part of an oversized tool round) or ``"stitch"`` (partial summaries of one
+chunk into one).  Whoever builds a summarizer closes it when done (:meth:`Summarizer.close`).
 
 The prompts ask for a *state record* and frame the material as history, not as
 instructions, with a bounded length so summaries do not grow across merges.
@@ -15,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..types import RequestFormatName, SummaryKind
 from ..wire import GatedRequest
 
 __all__ = ["Summarizer", "SummaryResult", "l1_system_prompt", "merge_system_prompt", "SUMMARY_HEADINGS"]
@@ -36,21 +41,51 @@ class SummaryResult:
 
 
 class Summarizer(Protocol):
-    """Anything that turns a gated request into a summary."""
+    """Anything that turns a gated request into a summary.
+
+    ``request_format``, ``model`` and ``max_output_tokens`` are read-only here, so a plain
+    attribute of a narrower type (an HTTP summarizer's ``model: str``) satisfies them.
+
+    Attributes:
+        name: a short name recorded in each summary's provenance.
+    """
 
     name: str
 
-    def summarize(self, request: GatedRequest, *, kind: str, max_tokens: int) -> SummaryResult:
+    @property
+    def request_format(self) -> RequestFormatName:
+        """The body shape it sends (``"openai"`` or ``"anthropic"``); its requests are gated in it."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The model written into its requests; ``None``: the recipe's target model."""
+        ...
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """Its own output cap (tokens); ``None``: the recipe's ``summary_max_tokens``."""
+        ...
+
+    def summarize(self, request: GatedRequest, *, kind: SummaryKind) -> SummaryResult:
         """Return the summary of ``request``.
 
         Args:
-            request: the gated request (its ``payload`` is what an HTTP summarizer sends).
+            request: the gated request, gated once with this summarizer's format, model and
+                output cap; its ``payload`` is what an HTTP summarizer sends and its
+                ``max_output_tokens`` bounds the summary (tokens).
             kind: ``"l1"``, ``"merge"``, ``"split"`` or ``"stitch"``.
-            max_tokens: the summary must not exceed this many tokens.
+
+        Returns:
+            The summary text (never empty) and its provenance.
 
         Raises:
             SummarizerError: no acceptable summary (the compactor splits or records the failure).
         """
+        ...
+
+    def close(self) -> None:
+        """Release what the summarizer holds (an HTTP client); it is not used afterwards."""
         ...
 
 

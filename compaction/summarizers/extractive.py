@@ -18,6 +18,7 @@ from typing import Any
 from ..blocks import Block, canonical_json
 from ..errors import SummarizerError
 from ..tokens.counting import count_text
+from ..types import RequestFormatName, SummaryKind
 from ..wire import GatedRequest
 from .base import SUMMARY_HEADINGS, SummaryResult
 
@@ -94,24 +95,52 @@ def _outcome(block: Block) -> tuple[str, str | None]:
 MIN_SUMMARY_TOKENS = 32
 
 
+#: The summary bound when a request carries no output cap (tokens).
+DEFAULT_SUMMARY_TOKENS = 400
+
+
 class ExtractiveSummarizer:
     """Summarize offline by extraction; deterministic; the default summarizer.
 
+    It reads the gated request's blocks (not its payload), so it accepts a request in any
+    format; it asks for OpenAI Chat bodies, the recipe's target model and the recipe's
+    ``summary_max_tokens`` (``request_format = "openai"``, ``model = None``,
+    ``max_output_tokens = None``), and holds nothing to close.
+
     Args:
-        encoding: the encoding the ``max_tokens`` bound is measured in.
+        encoding: the encoding the summary's token bound is measured in.
+
+    Example:
+        >>> ExtractiveSummarizer().summarize(gated, kind="l1").text  # doctest: +SKIP
+        'Asked:\\n- ...'
     """
 
     name = "extractive"
+    request_format: RequestFormatName = "openai"
+    model: str | None = None
+    max_output_tokens: int | None = None
 
     def __init__(self, encoding: str = "o200k_base") -> None:
         self.encoding = encoding
 
-    def summarize(self, request: GatedRequest, *, kind: str, max_tokens: int) -> SummaryResult:
+    def close(self) -> None:
+        """Do nothing: the extractive summarizer holds no resource."""
+
+    def summarize(self, request: GatedRequest, *, kind: SummaryKind) -> SummaryResult:
         """Return the state record of ``request`` (see the module docstring).
 
+        Args:
+            request: the gated request; its ``max_output_tokens`` bounds the record (tokens;
+                :data:`DEFAULT_SUMMARY_TOKENS` when it carries none).
+            kind: ``"l1"``, ``"merge"``, ``"split"`` or ``"stitch"``.
+
+        Returns:
+            The record and its provenance (``summarizer``, ``request_sha256`` prefix, ``kind``).
+
         Raises:
-            SummarizerError: the request holds nothing to summarize.
+            SummarizerError: an unknown kind, or the request holds nothing to summarize.
         """
+        max_tokens = request.max_output_tokens or DEFAULT_SUMMARY_TOKENS
         messages = list(request.messages)
         if kind == "l1":
             sections = self._record(messages[:-1] if len(messages) > 1 else messages)
@@ -120,7 +149,9 @@ class ExtractiveSummarizer:
         elif kind in ("merge", "stitch"):
             sections = self._merge(messages)
         else:
-            raise SummarizerError(f"unknown summary kind {kind!r}")
+            raise SummarizerError(
+                f"unknown summary kind {kind!r}; expected 'l1', 'split', 'merge' or 'stitch'"
+            )
         text = self._render(sections, self._bound(request, kind, max_tokens))
         if not text.strip():
             raise SummarizerError(f"the {kind} request held nothing to summarize")

@@ -1,0 +1,576 @@
+"""The HTTP transport every summarizer provider shares: one request, bounded, retried, classified.
+
+A provider (:mod:`.openai_chat`, :mod:`.anthropic`) subclasses :class:`HTTPSummarizer` and
+supplies only what differs between APIs: the endpoint path, the key header, the check of a
+gated request, the answer parsing and a few classification hooks.  Everything else is here,
+once:
+
+What is sent.  The request already passed the wire gate with this summarizer's format,
+model and output cap (DESIGN.md, "The wire gate"), so :attr:`GatedRequest.payload
+<compaction.wire.GatedRequest.payload>` is sent as it is, byte for byte: no field is set, no
+JSON is re-serialized.  A request gated for another format, model or cap is refused before
+anything is sent.  ``request_sha256`` in the provenance is the hash of those bytes.
+
+The key.  ``api_key_env`` names the environment variable holding the API key; the key is
+read from the environment at each request, sent only in the provider's key header, and
+never stored on the object, logged, put in an error message or in the provenance: every
+text that came from the server or the transport is scrubbed of it.
+
+Never trust a server.  Each attempt is bounded in time (``timeout_seconds`` for connecting,
+each read and each write, and the whole response must arrive within ``timeout_seconds`` of
+the request: a server trickling bytes is cut off like a silent one) and in size (a response
+body over ``max_response_bytes``, decoded, is refused with :class:`SummarizerError` without
+reading the rest).  Redirects are not followed.  The status line and headers are bounded by
+the HTTP parser (h11 refuses a head over 64 KB) and each read of them by the read timeout.
+
+The failure ladder (DESIGN.md, "When the summarizer fails"):
+
+1. Transient -- an httpx timeout or network error, a response past its deadline, HTTP 408,
+   429, 500, 502, 503, 504 or 529 (Anthropic's ``overloaded_error``): retry up to
+   ``max_retries`` times, waiting ``min(backoff_max, backoff_base * 2**attempt)`` seconds
+   (no jitter, so runs are reproducible) or the server's ``retry-after-ms`` /
+   ``Retry-After`` (seconds or an HTTP date) when it gives one.  A ``Retry-After`` longer
+   than ``backoff_max``, or a failure the provider calls hopeless (an exhausted quota or
+   spend limit), is not waited out.  When the retries run out:
+   :class:`~compaction.errors.SummarizerUnavailable`.
+2. Refused -- HTTP 413, or 400/413/422 whose error names the context length (too long,
+   maximum context) or unsupported content (``image_input_not_supported``), or an answer
+   the provider calls a refusal, truncated, unfinished or empty:
+   :class:`~compaction.errors.SummarizerRefused`, with the server's code and message
+   (shortened to 300 characters), so the compactor splits the chunk.
+3. Anything else -- 401, 403, 404, other 4xx, a redirect, a malformed or oversized
+   response, a closed summarizer: :class:`~compaction.errors.SummarizerError` naming the
+   status and the base URL.
+
+An error text is never returned as a summary: a provider accepts only a finished answer, and
+an empty one is refused.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import RecipeError, SummarizerError, SummarizerRefused, SummarizerUnavailable
+from ..types import RequestFormatName, SummaryKind
+from ..wire import GatedRequest
+from .base import SummaryResult
+
+__all__ = [
+    "HTTPSummarizer",
+    "ServerError",
+    "Transient",
+    "TRANSIENT_STATUSES",
+    "REFUSAL_RE",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "redact_url",
+    "shorten",
+]
+
+#: HTTP statuses retried with backoff (529: Anthropic's ``overloaded_error``).
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
+#: HTTP statuses whose error body may say the request itself is refused (too long, unsupported).
+REFUSABLE_STATUSES = frozenset({400, 413, 422})
+#: Error texts that say the request is refused for its size or content, not for a bad parameter.
+REFUSAL_RE = re.compile(
+    r"context[ _-]?length|context[ _-]?window|maximum context|too long|too large|too many tokens|"
+    r"exceeds? the (?:model'?s? )?(?:maximum|limit|context)|prompt is too long|request_too_large|"
+    r"image_input_not_supported|unsupported[ _-]?content|unsupported (?:image|input|content)|"
+    r"(?:does not|doesn't|cannot) (?:support|accept|process) (?:image|vision|multimodal)|"
+    r"image inputs? (?:is|are) not supported|not a multimodal model|content_policy|content_filter",
+    re.I,
+)
+#: The largest response body read (bytes, after decompression): a summary is a few KB.
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+_REASON_LIMIT = 300
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` without credentials, query or fragment (for provenance and errors).
+
+    Example:
+        >>> redact_url("https://user:pw@example.com:8443/v1?key=abc#x")
+        'https://example.com:8443/v1'
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "<invalid URL>"
+    host = parsed.host
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{host}{port}{parsed.path}".rstrip("/")
+
+
+def shorten(text: str, limit: int = _REASON_LIMIT) -> str:
+    """Return ``text`` on one line, cut to ``limit`` characters with ``...``."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
+    """Return the wait a response asks for (seconds), or ``None`` when it asks for none.
+
+    ``retry-after-ms`` (OpenAI) wins over ``Retry-After``, which is seconds or an HTTP date
+    (RFC 9110, section 10.2.3); a date in the past is 0.
+    """
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            value = float(millis) / 1000.0
+            if value >= 0:
+                return value
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    raw = raw.strip()
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def error_fields(data: Any) -> tuple[str | None, str]:
+    """Return (code, message) of a parsed error body, whatever shape the server uses.
+
+    OpenAI: ``{"error": {"code", "type", "message"}}``; Anthropic: ``{"type": "error",
+    "error": {"type", "message"}}``; Ollama: ``{"error": "..."}``.  The code is the error's
+    ``code``, else its ``type``.
+    """
+    if not isinstance(data, dict):
+        return None, str(data)
+    error = data.get("error", data)
+    if isinstance(error, str):
+        return None, error
+    if not isinstance(error, dict):
+        return None, json.dumps(data, ensure_ascii=False)
+    code = error.get("code") or error.get("type")
+    message = error.get("message") or error.get("detail") or ""
+    if not isinstance(message, str):
+        message = json.dumps(message, ensure_ascii=False)
+    return (str(code) if code is not None else None), message
+
+
+@dataclass(frozen=True)
+class ServerError:
+    """A non-200 response, read and parsed once for the classification hooks.
+
+    Attributes:
+        status: the HTTP status.
+        code: the error's code or type (``"context_length_exceeded"``, ``"overloaded_error"``).
+        message: the error's message (raw: scrub it before showing it).
+        data: the parsed JSON body, or ``None`` when it is not JSON.
+        headers: the response headers.
+    """
+
+    status: int
+    code: str | None
+    message: str
+    data: Any
+    headers: httpx.Headers
+
+
+@dataclass(frozen=True)
+class Transient:
+    """A failure worth retrying: why, and the wait the server asked for (seconds), if any."""
+
+    cause: str
+    retry_after: float | None = None
+    hopeless: bool = False  # waiting cannot help (quota exhausted, Retry-After too long)
+
+
+class _PastDeadline(Exception):
+    """The response did not arrive whole within ``timeout_seconds``."""
+
+
+def _positive_int(label: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise RecipeError(f"{label}: expected an integer >= {minimum}, found {value!r}")
+
+
+class HTTPSummarizer:
+    """The shared transport of HTTP summarizers; a provider subclasses it (see the module docstring).
+
+    A subclass sets :attr:`name`, :attr:`request_format` and :attr:`api_name`, and
+    implements :meth:`_endpoint`, :meth:`_key_headers` and :meth:`_parse_answer`; it may
+    override :meth:`_extra_headers`, :meth:`_hopeless`, :meth:`_refused`,
+    :meth:`_not_found_hint` and :meth:`_missing_key_hint`.
+
+    Args:
+        base_url: the API root (``http://`` or ``https://``); a query string is kept,
+            credentials in the URL are refused.
+        model: the model written into each request; a request gated for another is refused.
+        api_key_env: the NAME of the environment variable holding the API key; ``None``
+            sends no key header.
+        timeout_seconds: the bound of each attempt (seconds): connect, each read and write,
+            and the whole response.
+        max_output_tokens: the summary's output cap (tokens) the requests must be gated
+            with; ``None``: the recipe's ``summary_max_tokens``.
+        max_retries: retries of transient failures (requests made: ``max_retries + 1``).
+        backoff_base: the first wait (seconds); attempt ``n`` waits ``backoff_base * 2**n``.
+        backoff_max: the longest wait (seconds), and the longest ``Retry-After`` honoured.
+        max_response_bytes: the largest response body read (bytes, decoded).
+        client: an httpx client to use (tests, connection pools); by default one is
+            created and closed by :meth:`close`.
+        sleep: how to wait (seconds); tests inject a recorder.
+
+    Raises:
+        RecipeError: a bad ``base_url`` (not http(s), or carrying credentials), an empty
+            model, a bad number, or ``api_key_env`` naming a variable that is not set.
+    """
+
+    name: str = "http"
+    request_format: RequestFormatName = "openai"
+    #: The API's name in messages (``"OpenAI Chat"``).
+    api_name: str = "HTTP"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = None,
+        timeout_seconds: float = 60,
+        max_output_tokens: int | None = None,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        client: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
+            raise RecipeError(f"base_url: expected an http:// or https:// URL, found {base_url!r}")
+        try:
+            url = httpx.URL(base_url)
+        except httpx.InvalidURL as err:
+            raise RecipeError(f"base_url: not a valid URL ({err})") from err
+        if url.userinfo:
+            raise RecipeError(
+                "base_url: holds credentials (user:password@); remove them and put the key in the "
+                "environment variable named by api_key_env"
+            )
+        if not isinstance(model, str) or not model.strip():
+            raise RecipeError(f"model: expected a non-empty model name, found {model!r}")
+        _positive_int("max_retries", max_retries, 0)
+        _positive_int("max_response_bytes", max_response_bytes, 1)
+        if max_output_tokens is not None:
+            _positive_int("max_output_tokens", max_output_tokens, 1)
+        for label, value in (("timeout_seconds", timeout_seconds), ("backoff_max", backoff_max)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise RecipeError(f"{label}: expected a number > 0 (seconds), found {value!r}")
+        if isinstance(backoff_base, bool) or not isinstance(backoff_base, (int, float)) or backoff_base < 0:
+            raise RecipeError(f"backoff_base: expected a number >= 0 (seconds), found {backoff_base!r}")
+        if api_key_env is not None and not os.environ.get(api_key_env):
+            raise RecipeError(
+                f"api_key_env: environment variable {api_key_env} is not set; export it or leave "
+                f"api_key_env out for a server that needs no key"
+            )
+        self.endpoint = self._endpoint(url)
+        self.base_url = redact_url(base_url)
+        self.model: str = model
+        self.api_key_env = api_key_env
+        self.timeout_seconds = float(timeout_seconds)
+        self.max_output_tokens: int | None = max_output_tokens
+        self.max_retries = max_retries
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.max_response_bytes = max_response_bytes
+        self._sleep = sleep
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.Client(timeout=self.timeout_seconds)
+        self._closed = False
+
+    # -- provider hooks ------------------------------------------------------------------
+    def _endpoint(self, base: httpx.URL) -> httpx.URL:
+        """Return the URL requests are posted to, from the parsed ``base_url``."""
+        raise NotImplementedError
+
+    def _key_headers(self, key: str) -> dict[str, str]:
+        """Return the headers that carry ``key``."""
+        raise NotImplementedError
+
+    def _extra_headers(self) -> dict[str, str]:
+        """Return headers sent with every request besides the key and the content type."""
+        return {}
+
+    def _parse_answer(self, data: Any) -> tuple[str, dict[str, Any]]:
+        """Return (text, provider provenance) of a 200 answer, or raise.
+
+        Raises:
+            SummarizerRefused: a refusal, a truncated or unfinished answer.
+            SummarizerError: a malformed answer.
+        """
+        raise NotImplementedError
+
+    def _hopeless(self, error: ServerError) -> str | None:
+        """Return why waiting cannot help a transient ``error`` (an exhausted quota), or ``None``."""
+        return None
+
+    def _refused(self, error: ServerError) -> bool:
+        """Return whether ``error`` refuses the request itself (too long, unsupported content)."""
+        if error.status == 413:
+            return True
+        return error.status in REFUSABLE_STATUSES and bool(REFUSAL_RE.search(f"{error.code} {error.message}"))
+
+    def _not_found_hint(self) -> str:
+        """Return what to check after an HTTP 404."""
+        return f"check base_url and the model name {self.model!r}"
+
+    def _missing_key_hint(self) -> str:
+        """Return what to do after an HTTP 401 or 403 when no key was sent."""
+        return "the server wants a key: set summarizer.api_key_env"
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the HTTP client if this summarizer created it; later requests raise."""
+        self._closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> HTTPSummarizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
+
+    # -- the request ---------------------------------------------------------------------
+    def check(self, request: GatedRequest) -> None:
+        """Refuse a request gated for another format, model or output cap than this summarizer's.
+
+        Raises:
+            SummarizerError: the format, model or cap differs (the message names both).
+        """
+        if request.format != self.request_format:
+            raise SummarizerError(
+                f"{self.name} sends {self.api_name} bodies ({self.request_format!r}); the gated "
+                f"{request.purpose} request is {request.format!r}; gate it with "
+                f"format={self.request_format!r} (summarizer.request_format)"
+            )
+        if request.model != self.model:
+            raise SummarizerError(
+                f"{self.name} runs model {self.model!r}; the gated {request.purpose} request names "
+                f"{request.model!r}; gate it with model={self.model!r} (summarizer.model)"
+            )
+        if self.max_output_tokens is not None and request.max_output_tokens != self.max_output_tokens:
+            raise SummarizerError(
+                f"{self.name} caps answers at {self.max_output_tokens} tokens; the gated "
+                f"{request.purpose} request carries {request.max_output_tokens!r}; gate it with "
+                f"max_output_tokens={self.max_output_tokens} (summarizer.max_output_tokens)"
+            )
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(self._extra_headers())
+        if self.api_key_env is not None:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise SummarizerError(
+                    f"environment variable {self.api_key_env} (api_key_env) is no longer set; "
+                    f"export it to reach {self.base_url}"
+                )
+            headers.update(self._key_headers(key))
+        return headers
+
+    def scrub(self, text: str) -> str:
+        """Return ``text`` (from the server or the transport) with the API key removed."""
+        if self.api_key_env is not None:
+            key = os.environ.get(self.api_key_env)
+            if key and len(key) >= 4:
+                text = text.replace(key, "[redacted]")
+        return text
+
+    # -- the ladder ----------------------------------------------------------------------
+    def summarize(self, request: GatedRequest, *, kind: SummaryKind) -> SummaryResult:
+        """Send ``request.payload`` as it is and return the summary the server wrote.
+
+        Args:
+            request: the request, gated with this summarizer's format, model and output cap.
+            kind: ``"l1"``, ``"merge"``, ``"split"`` or ``"stitch"`` (recorded in the provenance).
+
+        Returns:
+            The stripped summary text and its provenance: ``summarizer``, ``model``,
+            ``base_url`` (no credentials, no query), ``request_sha256`` of the bytes sent,
+            ``usage`` (the server's token counts), the provider's finish field, ``kind``,
+            ``attempts``, and ``served_model`` when the server names another model.
+
+        Raises:
+            SummarizerUnavailable: transient failures outlasted the retries.
+            SummarizerRefused: the request was refused (too long, unsupported content) or the
+                answer is a refusal, truncated, unfinished or empty.
+            SummarizerError: the request was gated for another format, model or cap, the
+                summarizer is closed, or any other failure (401, 403, 404, a malformed or
+                oversized response).
+        """
+        if self._closed:
+            raise SummarizerError(f"{self.name} for {self.base_url} is closed; build a new one")
+        self.check(request)
+        payload = request.payload
+        digest = hashlib.sha256(payload).hexdigest()
+        attempts = 0
+        while True:
+            attempts += 1
+            outcome = self._attempt(payload)
+            if isinstance(outcome, SummaryResult):
+                provenance = {**outcome.provenance, "request_sha256": digest}
+                provenance.update(kind=kind, attempts=attempts)
+                return SummaryResult(outcome.text, provenance)
+            retry = attempts - 1
+            if outcome.hopeless or retry >= self.max_retries:
+                hint = "" if outcome.hopeless else "; raise summarizer.max_retries or try again later"
+                raise SummarizerUnavailable(
+                    f"{self.base_url}: no summary after {attempts} attempt(s): {outcome.cause}{hint}",
+                    attempts=attempts,
+                )
+            backoff = min(self.backoff_max, self.backoff_base * 2**retry)
+            self._sleep(outcome.retry_after if outcome.retry_after is not None else backoff)
+
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        """Return the response body, refusing one over the size bound or past the deadline."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise SummarizerError(
+                f"{self.base_url}: the response declares {int(declared)} bytes, over the bound of "
+                f"{self.max_response_bytes} bytes (max_response_bytes); a summary is a few KB"
+            )
+        parts: list[bytes] = []
+        size = 0
+        for part in response.iter_bytes():
+            size += len(part)
+            if size > self.max_response_bytes:
+                raise SummarizerError(
+                    f"{self.base_url}: the response exceeds the bound of {self.max_response_bytes} "
+                    f"bytes (max_response_bytes); a summary is a few KB"
+                )
+            parts.append(part)
+            if time.monotonic() > deadline:
+                raise _PastDeadline
+        return b"".join(parts)
+
+    def _attempt(self, payload: bytes) -> SummaryResult | Transient:
+        """Make one request: the summary, a transient failure, or raise for any other failure."""
+        deadline = time.monotonic() + self.timeout_seconds
+        try:
+            with self._client.stream(
+                "POST", self.endpoint, content=payload, headers=self._headers(), timeout=self.timeout_seconds
+            ) as response:
+                body = self._read(response, deadline)
+        except (httpx.TimeoutException, _PastDeadline) as err:
+            return Transient(f"timed out after {self.timeout_seconds:g} s ({type(err).__name__.lstrip('_')})")
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as err:
+            return Transient(self.scrub(f"connection failed ({type(err).__name__}: {shorten(str(err))})"))
+        except httpx.HTTPError as err:
+            raise SummarizerError(
+                self.scrub(f"{self.base_url}: request failed ({type(err).__name__}: {shorten(str(err))})")
+            ) from None
+        status = response.status_code
+        if status == 200:
+            return self._accept(body)
+        try:
+            data: Any = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        code, message = error_fields(data) if data is not None else (None, body.decode("utf-8", "replace"))
+        error = ServerError(status, code, message, data, response.headers)
+        detail = self.scrub(shorten(f"{code}: {message}" if code else message))
+        if status in TRANSIENT_STATUSES:
+            hopeless = self._hopeless(error)
+            if hopeless:
+                return Transient(f"HTTP {status} {detail} ({hopeless}; waiting will not help)", hopeless=True)
+            after = retry_after_seconds(response.headers, time.time())
+            if after is not None and after > self.backoff_max:
+                return Transient(
+                    f"HTTP {status}; the server asks to retry after {after:g} s, more than "
+                    f"backoff_max ({self.backoff_max:g} s)",
+                    hopeless=True,
+                )
+            return Transient(f"HTTP {status} {detail}".rstrip(), retry_after=after)
+        if self._refused(error):
+            raise SummarizerRefused(
+                f"{self.base_url} refused the request (HTTP {status}): {detail}; the chunk will be split",
+                code=code,
+                status=status,
+            )
+        if status in (401, 403):
+            hint = f"check the key in ${self.api_key_env}" if self.api_key_env else self._missing_key_hint()
+            what = "unauthorized" if status == 401 else "forbidden"
+            named = f", {self.scrub(shorten(code, 60))}" if code else ""
+            raise SummarizerError(f"{self.base_url}: HTTP {status} ({what}{named}); {hint}")
+        if status == 404:
+            raise SummarizerError(
+                f"{self.base_url}: HTTP 404 for {self.endpoint.path} ({detail or 'not found'}); "
+                f"{self._not_found_hint()}"
+            )
+        if 300 <= status < 400:
+            raise SummarizerError(
+                f"{self.base_url}: HTTP {status} redirect (not followed); set base_url to the final address"
+            )
+        raise SummarizerError(f"{self.base_url}: HTTP {status}: {detail or 'no error message'}")
+
+    def _accept(self, body: bytes) -> SummaryResult:
+        """Return the summary of a 200 body, or raise if it is not a finished, non-empty text."""
+        try:
+            data: Any = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise SummarizerError(
+                f"{self.base_url}: the response is not JSON ({shorten(str(err), 120)})"
+            ) from None
+        if not isinstance(data, dict):
+            raise SummarizerError(f"{self.base_url}: the response is not a JSON object")
+        if "error" in data and not data.get("choices") and not data.get("content"):
+            code, message = error_fields(data)
+            detail = self.scrub(shorten(f"{code}: {message}" if code else message))
+            if REFUSAL_RE.search(f"{code} {message}"):
+                raise SummarizerRefused(f"{self.base_url} refused the request: {detail}", code=code)
+            raise SummarizerError(f"{self.base_url}: the server answered with an error: {detail}")
+        text, fields = self._parse_answer(data)
+        text = text.strip()
+        if not text:
+            raise SummarizerRefused(f"{self.base_url}: the model answered with no text", code="empty")
+        usage = data.get("usage")
+        provenance: dict[str, Any] = {
+            "summarizer": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "usage": usage if isinstance(usage, dict) else None,
+            **fields,
+        }
+        served = data.get("model")
+        if isinstance(served, str) and served and served != self.model:
+            provenance["served_model"] = served
+        # a server may echo anything into usage or the model name: the key never goes on
+        return SummaryResult(text, self._scrubbed(provenance))
+
+    def _scrubbed(self, value: Any) -> Any:
+        """Return ``value`` (JSON-like) with the API key removed from every string in it."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self._scrubbed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrubbed(v) for v in value]
+        return value
