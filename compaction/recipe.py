@@ -60,7 +60,8 @@ __all__ = [
 ENCODING_NAMES = ("o200k_base", "cl100k_base")
 IMAGE_POLICIES = ("live", "placeholders")
 OUTPUT_FORMATS = ("openai", "anthropic")
-SUMMARIZER_KINDS = ("extractive", "openai")
+#: The ``[summarizer] kind`` values (each has a builder in :mod:`compaction.summarizers.factory`).
+SUMMARIZER_KINDS = ("extractive", "openai", "anthropic")
 
 #: Values that look like credentials: OpenAI / Anthropic (``sk-...``), Google (``AIza...``),
 #: GitHub, Slack, Hugging Face, AWS access keys, and ``Bearer`` headers.
@@ -157,13 +158,17 @@ class SummarizerSettings:
     """The ``[summarizer]`` table: which summarizer writes the summaries.
 
     Attributes:
-        kind: ``"extractive"`` (offline, the default) or ``"openai"`` (any
-            OpenAI-compatible Chat Completions server).
+        kind: ``"extractive"`` (offline, the default), ``"openai"`` (any
+            OpenAI-compatible Chat Completions server) or ``"anthropic"`` (the Anthropic
+            Messages API).
         base_url: the server's base URL (``http://`` or ``https://``); ``None`` for the
-            summarizer's default.
-        model: the model the server should run; required when ``kind = "openai"``.
+            summarizer's default (``https://api.anthropic.com`` for ``"anthropic"``;
+            ``"openai"`` requires one).
+        model: the model the server should run; required when ``kind`` is ``"openai"`` or
+            ``"anthropic"``.
         api_key_env: the NAME of the environment variable holding the API key, never the
-            key itself; ``None`` sends no key (local servers).
+            key itself; ``None`` sends no key (local servers), except for ``"anthropic"``,
+            which then reads ``ANTHROPIC_API_KEY``.
         timeout_seconds: per-request timeout (seconds, > 0).
         max_output_tokens: the summary's output cap (tokens); ``None`` uses the recipe's
             ``summary_max_tokens``.
@@ -188,8 +193,10 @@ class SummarizerSettings:
                 "base_url", f"expected an http:// or https:// URL, found {_describe(self.base_url)}"
             )
         check.string("model", self.model, optional=True)
-        if self.kind == "openai" and self.model is None:
-            raise check.fail("model", "required when summarizer.kind = 'openai' (the model the server runs)")
+        if self.kind in ("openai", "anthropic") and self.model is None:
+            raise check.fail(
+                "model", f"required when summarizer.kind = {self.kind!r} (the model the server runs)"
+            )
         check.string("api_key_env", self.api_key_env, optional=True)
         if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
             raise check.fail(

@@ -1,7 +1,19 @@
-"""Build the summarizer a recipe's ``[summarizer]`` table asks for."""
+"""The summarizer registry: build the summarizer a recipe's ``[summarizer]`` table asks for.
+
+Each ``[summarizer] kind`` maps to one builder in :data:`SUMMARIZER_BUILDERS`; adding a
+provider is one new module and one entry here (and its name in
+:data:`compaction.recipe.SUMMARIZER_KINDS`, which the recipe checks without importing this
+module).  A builder imports its module when called, so the HTTP client (httpx) is imported
+only when an HTTP summarizer is built.
+
+Example:
+    >>> summarizer_from_recipe(Recipe()).name  # doctest: +SKIP
+    'extractive'
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import RecipeError
@@ -9,62 +21,113 @@ from .base import Summarizer
 from .extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
-    from ..recipe import Recipe
+    from ..recipe import Recipe, SummarizerSettings
 
-__all__ = ["summarizer_from_recipe"]
+__all__ = ["summarizer_from_recipe", "SUMMARIZER_BUILDERS", "SummarizerBuilder"]
+
+#: Builds a summarizer from a recipe; raises :class:`RecipeError` naming the key at fault.
+SummarizerBuilder = Callable[["Recipe"], Summarizer]
+
+
+def _build_extractive(recipe: Recipe) -> Summarizer:
+    return ExtractiveSummarizer(recipe.encoding)
+
+
+def _fail(settings: SummarizerSettings, key: str, problem: str) -> RecipeError:
+    return RecipeError(f"{settings.source}: key 'summarizer.{key}': {problem}")
+
+
+def _translate(settings: SummarizerSettings, err: RecipeError) -> RecipeError:
+    """Prefix a constructor's ``key: problem`` message with the recipe file and table."""
+    key, _, problem = str(err).partition(": ")
+    return _fail(settings, key, problem)
+
+
+def _build_openai(recipe: Recipe) -> Summarizer:
+    from .openai_chat import OpenAIChatSummarizer
+
+    settings = recipe.summarizer
+    if not settings.base_url:
+        raise _fail(
+            settings,
+            "base_url",
+            "required when summarizer.kind = 'openai' "
+            "(for example 'http://localhost:11434/v1' or 'https://api.openai.com/v1')",
+        )
+    if not settings.model:
+        raise _fail(settings, "model", "required when summarizer.kind = 'openai'")
+    try:
+        return OpenAIChatSummarizer(
+            settings.base_url,
+            settings.model,
+            api_key_env=settings.api_key_env,
+            timeout_seconds=settings.timeout_seconds,
+            max_output_tokens=settings.max_output_tokens,
+            max_retries=settings.max_retries,
+        )
+    except RecipeError as err:
+        raise _translate(settings, err) from err
+
+
+def _build_anthropic(recipe: Recipe) -> Summarizer:
+    from .anthropic import ANTHROPIC_BASE_URL, AnthropicMessagesSummarizer
+
+    settings = recipe.summarizer
+    if not settings.model:
+        raise _fail(
+            settings, "model", "required when summarizer.kind = 'anthropic' (for example 'claude-haiku-4-5')"
+        )
+    try:
+        return AnthropicMessagesSummarizer(
+            settings.base_url or ANTHROPIC_BASE_URL,
+            settings.model,
+            api_key_env=settings.api_key_env or "ANTHROPIC_API_KEY",
+            timeout_seconds=settings.timeout_seconds,
+            max_output_tokens=settings.max_output_tokens,
+            max_retries=settings.max_retries,
+        )
+    except RecipeError as err:
+        raise _translate(settings, err) from err
+
+
+#: Every ``[summarizer] kind`` and its builder.
+SUMMARIZER_BUILDERS: dict[str, SummarizerBuilder] = {
+    "extractive": _build_extractive,
+    "openai": _build_openai,
+    "anthropic": _build_anthropic,
+}
 
 
 def summarizer_from_recipe(recipe: Recipe) -> Summarizer:
-    """Return the summarizer of ``recipe.summarizer``.
+    """Return the summarizer of ``recipe.summarizer``; the caller closes it when done.
 
     Args:
-        recipe: the recipe; ``summarizer.kind`` picks the summarizer.
+        recipe: the recipe; ``summarizer.kind`` picks the builder.
 
     Returns:
         ``"extractive"``: an :class:`~compaction.summarizers.ExtractiveSummarizer` counting in
         ``recipe.encoding``.  ``"openai"``: an
-        :class:`~compaction.summarizers.openai_http.OpenAIChatSummarizer` for
-        ``summarizer.base_url`` and ``summarizer.model``, with the recipe's timeout,
-        output cap and retries; the key is read from ``summarizer.api_key_env`` at each
-        request, never from the recipe.
+        :class:`~compaction.summarizers.openai_chat.OpenAIChatSummarizer` for
+        ``summarizer.base_url`` and ``summarizer.model``.  ``"anthropic"``: an
+        :class:`~compaction.summarizers.anthropic.AnthropicMessagesSummarizer` for
+        ``summarizer.model`` at ``summarizer.base_url`` (default
+        ``https://api.anthropic.com``), the key in ``summarizer.api_key_env`` (default
+        ``ANTHROPIC_API_KEY``).  An HTTP summarizer takes the recipe's timeout, output cap
+        and retries, and reads its key from the environment at each request, never from the
+        recipe.
 
     Raises:
-        RecipeError: ``kind = "openai"`` without ``base_url`` or ``model``, a bad
-            ``base_url``, or ``api_key_env`` naming a variable that is not set (each message
-            names the recipe file and the key).
+        RecipeError: an unknown kind, a missing ``model`` (or ``base_url`` for ``"openai"``),
+            a bad ``base_url``, or ``api_key_env`` naming a variable that is not set (each
+            message names the recipe file and the key).
 
     Example:
         >>> summarizer_from_recipe(Recipe()).name  # doctest: +SKIP
         'extractive'
     """
     settings = recipe.summarizer
-    if settings.kind == "extractive":
-        return ExtractiveSummarizer(recipe.encoding)
-    if settings.kind == "openai":
-        from .openai_http import OpenAIChatSummarizer
-
-        if not settings.base_url:
-            raise RecipeError(
-                f"{settings.source}: key 'summarizer.base_url': required when summarizer.kind = 'openai' "
-                f"(for example 'http://localhost:11434/v1' or 'https://api.openai.com/v1')"
-            )
-        if not settings.model:
-            raise RecipeError(
-                f"{settings.source}: key 'summarizer.model': required when summarizer.kind = 'openai'"
-            )
-        try:
-            return OpenAIChatSummarizer(
-                settings.base_url,
-                settings.model,
-                api_key_env=settings.api_key_env,
-                timeout_seconds=settings.timeout_seconds,
-                max_output_tokens=settings.max_output_tokens,
-                max_retries=settings.max_retries,
-            )
-        except RecipeError as err:
-            key, _, problem = str(err).partition(": ")
-            raise RecipeError(f"{settings.source}: key 'summarizer.{key}': {problem}") from err
-    raise RecipeError(
-        f"{settings.source}: key 'summarizer.kind': unknown summarizer {settings.kind!r}; "
-        f"expected 'extractive' or 'openai'"
-    )
+    builder = SUMMARIZER_BUILDERS.get(settings.kind)
+    if builder is None:
+        known = ", ".join(repr(k) for k in SUMMARIZER_BUILDERS)
+        raise _fail(settings, "kind", f"unknown summarizer {settings.kind!r}; expected one of {known}")
+    return builder(recipe)
