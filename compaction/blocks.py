@@ -40,6 +40,7 @@ __all__ = [
     "tool_result_ids",
     "canonical_json",
     "DATA_URI_RE",
+    "unknown_block_text",
 ]
 
 Block = dict[str, Any]
@@ -55,6 +56,13 @@ DATA_URI_RE = re.compile(r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+
 def canonical_json(value: Any) -> str:
     """Serialize ``value`` deterministically (sorted keys, no spaces, UTF-8 kept)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def unknown_block_text(block: Block) -> str:
+    """Return the loud text stand-in for a block a request format cannot carry (never empty)."""
+    return (
+        f"[content block of type {block.get('type')!r} not supported by this format: {canonical_json(block)}]"
+    )
 
 
 @dataclass(frozen=True)

@@ -79,8 +79,6 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "vision" in changes:
         changes["vision"] = changes["vision"].lower() == "true"
-    if changes.get("output_format") == "anthropic" and "model" not in changes and recipe.model == "gpt-4o":
-        changes["model"] = "claude-sonnet-4-5"
     return recipe.replace(**changes) if changes else recipe
 
 
@@ -207,11 +205,15 @@ def compress(
         if budget is not None:
             fitted, reports = compress_and_compile(store, recipe, progress=progress)
         else:
-            reports = [
-                Compactor(store, recipe, summarizer_from_recipe(recipe)).tick(
-                    keep_tail_tokens=keep_tail_tokens, progress=progress
-                )
-            ]
+            summarizer = summarizer_from_recipe(recipe)
+            try:
+                reports = [
+                    Compactor(store, recipe, summarizer).tick(
+                        keep_tail_tokens=keep_tail_tokens, progress=progress
+                    )
+                ]
+            finally:
+                summarizer.close()
     merged: dict[int, int] = {}
     for report in reports:
         for level, count in report.merged.items():

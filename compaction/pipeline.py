@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, compile_request, raw_history_tokens
+from .compile import CompiledRequest, plan_compile, raw_history_tokens
 from .errors import OverBudget
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
@@ -104,35 +104,41 @@ def compress_and_compile(
     Raises:
         OverBudget: no budget, or even the parts that cannot shrink exceed it.
     """
-    _require_budget(recipe)
-    ticks: list[TickReport] = []
-    try:
-        return compile_request(store, recipe, tools=tools), ticks
-    except OverBudget as err:
-        if err.stage == "settings":
-            raise
-        last_error = err
-    compactor = Compactor(store, recipe, summarizer or summarizer_from_recipe(recipe))
     budget = _require_budget(recipe)
-    for keep in (budget // 2, budget // 4, budget // 8, 0):
-        report = compactor.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
-        ticks.append(report)
-        try:
-            return compile_request(store, recipe, tools=tools), ticks
-        except OverBudget as err:
+    ticks: list[TickReport] = []
+    plan = plan_compile(store, recipe, tools=tools)
+    if plan.compiled is not None:
+        return plan.compiled, ticks
+    assert plan.shortfall is not None
+    last = plan.shortfall
+    owned = summarizer is None
+    chosen = summarizer or summarizer_from_recipe(recipe)
+    try:
+        compactor = Compactor(store, recipe, chosen)
+        for keep in (budget // 2, budget // 4, budget // 8, 0):
+            report = compactor.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
+            ticks.append(report)
+            plan = plan_compile(store, recipe, tools=tools)
+            if plan.compiled is not None:
+                return plan.compiled, ticks
+            assert plan.shortfall is not None
+            short = plan.shortfall
             made = report.l1_added + sum(report.merged.values())
-            if made and err.needed >= last_error.needed and err.stage == last_error.stage:
+            if made and short.needed >= last.needed and short.stage == last.stage:
                 # Progress guard: new summaries that do not shrink the request mean more of
                 # the same cannot help; stop instead of summarizing on.
                 raise OverBudget(
                     f"compaction made no progress: {made} new summaries left the request at "
-                    f"{err.needed} tokens (before: {last_error.needed}). {err}",
-                    stage=err.stage,
-                    budget=err.budget,
-                    needed=err.needed,
-                ) from err
-            last_error = err
-    raise last_error
+                    f"{short.needed} tokens (before: {last.needed}). {short.message}",
+                    stage=short.stage,
+                    budget=short.budget,
+                    needed=short.needed,
+                )
+            last = short
+        raise last.error()
+    finally:
+        if owned:
+            chosen.close()
 
 
 def run_pipeline(
@@ -160,7 +166,7 @@ def run_pipeline(
         compiled, ticks = compress_and_compile(
             store, recipe, summarizer=summarizer, progress=progress, tools=tools
         )
-        before = raw_history_tokens(store, recipe)
+        before = raw_history_tokens(store, recipe, tools=tools)
         levels: dict[int, int] = {}
         for summary in store.summaries():
             levels[summary.level] = levels.get(summary.level, 0) + 1

@@ -3,11 +3,10 @@
 ``image_policy = "live"`` ships images, subject to caps; ``"placeholders"`` (a text-only
 model, recipe ``vision = false``) ships none: each image becomes a loud text placeholder.
 
-Caps keep the newest images first.  Because every decision depends only on images newer
-than the one being decided, the same :class:`ImageBudget` walk serves the compile planner
-(which extends the live window one message at a time, newest to oldest) and the wire gate
-(which decides the final list): both reach the same decisions, so what is priced is what
-ships.
+Caps keep the newest images first: every decision depends only on images newer than the
+one being decided.  :class:`ImageBudget` holds the caps' running totals; the compile planner
+and the wire gate both reach it through :class:`compaction.images.ImageDecider`, with the
+same depth (text tokens of the newer messages), so what is priced is what ships.
 """
 
 from __future__ import annotations
@@ -15,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import RecipeError
+from .types import IMAGE_POLICIES, ImagePolicy
 
 __all__ = ["ImageSettings", "ImageBudget", "Decision", "placeholder_text", "IMAGE_POLICIES"]
 
-IMAGE_POLICIES = ("live", "placeholders")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class ImageSettings:
         RecipeError: an unknown policy or a negative cap.
     """
 
-    policy: str = "live"
+    policy: ImagePolicy = "live"
     max_images: int | None = None
     max_bytes: int | None = None
     strip_depth_tokens: int | None = None

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import RecipeError
+from .types import IMAGE_POLICIES as _IMAGE_POLICIES
+from .types import REQUEST_FORMAT_NAMES, ImagePolicy, RequestFormatName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,8 +60,8 @@ __all__ = [
 ]
 
 ENCODING_NAMES = ("o200k_base", "cl100k_base")
-IMAGE_POLICIES = ("live", "placeholders")
-OUTPUT_FORMATS = ("openai", "anthropic")
+IMAGE_POLICIES: tuple[str, ...] = _IMAGE_POLICIES
+OUTPUT_FORMATS: tuple[str, ...] = REQUEST_FORMAT_NAMES
 #: The ``[summarizer] kind`` values (each has a builder in :mod:`compaction.summarizers.factory`).
 SUMMARIZER_KINDS = ("extractive", "openai", "anthropic")
 
@@ -239,7 +241,8 @@ class Recipe:
 
     Attributes:
         encoding: the tiktoken encoding for text counts: ``"o200k_base"`` or ``"cl100k_base"``.
-        model: the target model; picks the image pricing family.
+        model: the target model named in compiled requests; picks the image pricing family.
+            ``None``: the output format's default model (see :attr:`target_model`).
         budget_tokens: the token budget of a compiled request; ``None`` when the caller
             passes it at compile time.
         vision: whether the target model sees images; ``False`` ships every image as a
@@ -263,7 +266,7 @@ class Recipe:
     """
 
     encoding: str = "o200k_base"
-    model: str = "gpt-4o"
+    model: str | None = None
     budget_tokens: int | None = None
     vision: bool = True
     max_live_images: int | None = None
@@ -277,14 +280,14 @@ class Recipe:
     merge_fanout: int = 6
     summary_max_tokens: int = 400
     summarizer_context_tokens: int = 8000
-    output_format: str = "openai"
+    output_format: RequestFormatName = "openai"
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     source: str = field(default="<defaults>", repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check = _Checker(self.source)
         check.choice("encoding", self.encoding, ENCODING_NAMES)
-        check.string("model", self.model)
+        check.string("model", self.model, optional=True)
         check.integer("budget_tokens", self.budget_tokens, minimum=1, optional=True)
         check.boolean("vision", self.vision)
         for name in (
@@ -312,9 +315,17 @@ class Recipe:
             raise check.fail("summarizer", f"expected a table, found {_describe(self.summarizer)}")
 
     @property
-    def image_policy(self) -> str:
+    def image_policy(self) -> ImagePolicy:
         """Return ``"live"`` when the model sees images, else ``"placeholders"``."""
         return "live" if self.vision else "placeholders"
+
+    @property
+    def target_model(self) -> str:
+        """Return the model compiled requests name: :attr:`model`, else the output format's default
+        (``gpt-4o`` for OpenAI Chat, ``claude-sonnet-4-5`` for Anthropic Messages)."""
+        from .outputs import request_format
+
+        return self.model or request_format(self.output_format).default_model
 
     def to_dict(self) -> dict[str, Any]:
         """Return the recipe as a TOML-ready mapping (``None`` values left out).

@@ -22,6 +22,7 @@ from typing import Any
 
 from .blocks import canonical_json
 from .errors import InvalidMessage
+from .outputs import request_format
 from .tokens.counting import count_text
 
 __all__ = ["ToolDefinition", "normalize_tools", "render_tools", "tools_tokens", "TOOL_DEFINITION_OVERHEAD"]
@@ -69,19 +70,12 @@ def normalize_tools(tools: Sequence[Any]) -> tuple[ToolDefinition, ...]:
 
 
 def render_tools(tools: Sequence[ToolDefinition], format: str) -> list[dict[str, Any]]:
-    """Return normalized definitions in the request format's wire shape."""
-    if format == "anthropic":
-        return [
-            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-            for t in tools
-        ]
-    return [
-        {
-            "type": "function",
-            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
-        }
-        for t in tools
-    ]
+    """Return normalized definitions in the wire shape of the request format ``format``.
+
+    Raises:
+        RecipeError: an unknown format name.
+    """
+    return request_format(format).render_tools(tools)
 
 
 def tools_tokens(tools: Sequence[ToolDefinition], format: str, encoding: str) -> int:

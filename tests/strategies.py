@@ -159,7 +159,10 @@ def _turn(draw: Any, ids: _Ids) -> list[Message]:
         call_blocks.append({"type": "text", "text": _text(draw, 1, 12)})
     for tool_id in tool_ids:
         name = draw(st.sampled_from(["read_file", "bash", "grep", "screenshot"]))
-        call_blocks.append({"type": "tool_use", "id": tool_id, "name": name, "input": {"path": draw(st.sampled_from(WORDS))}})
+        arguments: dict[str, Any] = {"path": draw(st.sampled_from(WORDS))}
+        if draw(st.integers(min_value=0, max_value=7)) == 0:  # an image pasted into the arguments
+            arguments["icon"] = _data_uri(draw, ids)
+        call_blocks.append({"type": "tool_use", "id": tool_id, "name": name, "input": arguments})
     results = [
         {
             "type": "tool_result",
@@ -222,14 +225,22 @@ class CapturingSummarizer:
 
     encoding: str = "o200k_base"
     name: str = "capturing"
+    request_format: str = "openai"
+    model: str | None = None
+    max_output_tokens: int | None = None
     requests: list[tuple[str, bytes]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.inner = ExtractiveSummarizer(self.encoding)
 
-    def summarize(self, request: Any, *, kind: str, max_tokens: int) -> Any:
+    def summarize(self, request: Any, *, kind: str) -> Any:
         self.requests.append((kind, bytes(request.payload)))
-        return self.inner.summarize(request, kind=kind, max_tokens=max_tokens)
+        self.tokens.append(request.tokens)
+        return self.inner.summarize(request, kind=kind)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 # -- reading payloads ------------------------------------------------------------------------

@@ -286,7 +286,7 @@ def test_oversized_tool_output() -> None:
         Compactor(store, recipe, summarizer).tick()
         assert summarizer.requests
         for _kind, payload in summarizer.requests:
-            assert independent_tokens(payload_json(payload), recipe.model) <= 8000
+            assert independent_tokens(payload_json(payload), recipe.target_model) <= 8000
         assert store.failures() == []
         compiled = compile_request(store, recipe)
         assert compiled.tokens <= 2000
@@ -310,7 +310,7 @@ def test_oversized_tool_output_family(lines: int, context: int) -> None:
         summarizer = CapturingSummarizer()
         Compactor(store, recipe, summarizer).tick(close_tail=True)
         for _kind, payload in summarizer.requests:
-            assert independent_tokens(payload_json(payload), recipe.model) <= context
+            assert independent_tokens(payload_json(payload), recipe.target_model) <= context
         assert any(s.start_seq <= 2 < s.end_seq for s in store.summaries(level=1))
     finally:
         store.close()

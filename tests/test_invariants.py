@@ -37,7 +37,6 @@ from compaction import (
     Store,
     compile_request,
 )
-from compaction.compile import default_model
 
 PROPERTY = settings(
     max_examples=60,
@@ -56,7 +55,7 @@ class Outcome:
 
     @property
     def model(self) -> str:
-        return self.recipe.model if self.recipe.output_format == "openai" else default_model("anthropic")
+        return self.recipe.target_model
 
 
 def run(messages: list[Message], recipe: Recipe, keep_tail: int, close_tail: bool) -> Outcome:
@@ -192,7 +191,7 @@ def test_budget_at_the_exact_fit(messages: list[Message], recipe: Recipe) -> Non
             assert err.budget == roomy.tokens and err.needed > err.budget
             return
         assert exact.request.payload == roomy.request.payload
-        ours = independent_tokens(payload_json(exact.request.payload), recipe.model)
+        ours = independent_tokens(payload_json(exact.request.payload), recipe.target_model)
         assert ours <= roomy.tokens, f"independent count {ours} over the exact budget {roomy.tokens}"
         with pytest.raises(OverBudget) as caught:
             compile_request(store, recipe, budget=roomy.tokens - 1)

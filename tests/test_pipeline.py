@@ -22,9 +22,15 @@ class _Verbose:
     """A summarizer whose summaries are longer than what they cover."""
 
     name = "verbose"
+    request_format = "openai"
+    model = None
+    max_output_tokens = None
 
-    def summarize(self, request: GatedRequest, *, kind: str, max_tokens: int) -> SummaryResult:
+    def summarize(self, request: GatedRequest, *, kind: str) -> SummaryResult:
         return SummaryResult("Done:\n- " + "the same words again " * 60, {"summarizer": self.name})
+
+    def close(self) -> None:
+        pass
 
 
 def test_a_store_that_fits_is_compiled_without_summarizing() -> None:

@@ -95,8 +95,9 @@ def test_full_recipe_loads(tmp_path: Path) -> None:
 def test_empty_recipe_takes_the_defaults(tmp_path: Path) -> None:
     recipe = load_recipe(write(tmp_path, "# nothing set\n"))
     assert recipe == Recipe()
-    assert (recipe.encoding, recipe.model, recipe.budget_tokens, recipe.vision) == (
+    assert (recipe.encoding, recipe.model, recipe.target_model, recipe.budget_tokens, recipe.vision) == (
         "o200k_base",
+        None,
         "gpt-4o",
         None,
         True,
@@ -236,7 +237,7 @@ def test_unknown_key_named_like_a_secret_explains_api_key_env(tmp_path: Path) ->
         ),
         (
             "[summarizer]\nkind = 'ollama'\n",
-            "key 'summarizer.kind': expected one of 'extractive', 'openai', found string 'ollama'",
+            "key 'summarizer.kind': expected one of 'extractive', 'openai', 'anthropic', found string 'ollama'",
         ),
         (
             "[summarizer]\nkind = 'openai'\n",
@@ -403,8 +404,8 @@ def test_recipe_error_is_a_value_error_and_a_compaction_error(tmp_path: Path) ->
 def test_mapping_source_is_named() -> None:
     with pytest.raises(RecipeError, match=r"^<mapping>: key 'vison': unknown; did you mean 'vision'\?$"):
         recipe_from_mapping({"vison": True})
-    with pytest.raises(RecipeError, match=r"^cfg: key 'model': a value is required"):
-        recipe_from_mapping({"model": None}, source="cfg")
+    with pytest.raises(RecipeError, match=r"^cfg: key 'encoding': a value is required"):
+        recipe_from_mapping({"encoding": None}, source="cfg")
     with pytest.raises(RecipeError, match=r"^<mapping>: a recipe must be a table of keys; found array"):
         recipe_from_mapping([("vision", True)])  # type: ignore[arg-type]
     assert recipe_from_mapping({"max_live_images": None}).max_live_images is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shutil
+import json
 import sqlite3
 import threading
 import time
@@ -48,16 +49,40 @@ V1_TABLES = ("meta", "messages", "blobs", "token_counts", "summaries", "failures
 ORDER = {"meta": "key", "token_counts": "seq, encoding", "blobs": "sha256"}
 
 
+def _without_locations(images: str) -> str:
+    """A messages.images value without the ``location`` migration 3 adds to each fact."""
+    return json.dumps([{k: v for k, v in fact.items() if k != "location"} for fact in json.loads(images)])
+
+
 def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the first release's tables, read with plain sqlite3."""
+    """Every row of the first release's tables, read with plain sqlite3.
+
+    Image facts are compared without their ``location`` (added by migration 3, checked in
+    :func:`test_the_upgrade_records_where_each_image_sits`); everything else must be equal.
+    """
     db = sqlite3.connect(path)
     try:
-        return {
+        rows = {
             table: db.execute(f"SELECT * FROM {table} ORDER BY {ORDER.get(table, 'rowid')}").fetchall()
             for table in V1_TABLES
         }
     finally:
         db.close()
+    rows["messages"] = [(*row[:8], _without_locations(row[8]), *row[9:]) for row in rows["messages"]]
+    return rows
+
+
+def test_the_upgrade_records_where_each_image_sits(v1_store: Path) -> None:
+    """Migration 3: every stored image fact gains the location a fresh walk of its message gives."""
+    from compaction.images import find_image_sites
+
+    with Store(v1_store) as store:
+        facts = store.facts()
+        messages = store.messages()
+        with_images = [f for f in facts if f.images]
+        assert len(with_images) >= 2
+        for fact, message in zip(facts, messages, strict=True):
+            assert list(fact.images) == find_image_sites(message.content), fact.seq
 
 
 def _query(path: Path, sql: str) -> list[tuple[Any, ...]]:

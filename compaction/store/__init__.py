@@ -4,8 +4,8 @@ Modules:
 
 * :mod:`.base`: the :class:`HistoryStore` protocol, everything compile, the compactor, the
   pipeline and the CLI use of a store.
-* :mod:`.model` and :mod:`.image_facts`: the values a store hands out
-  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`CompactionEvent`, :class:`ImageFact`).
+* :mod:`.model`: the values a store hands out
+  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`CompactionEvent`; images as :class:`~compaction.images.ImageSite`).
 * :mod:`.ingest`: a message's stored form (import keys, blob references, token counts),
   independent of any database.
 * :mod:`.sqlite`: :class:`SQLiteStore`, the embedded backend (``Store`` is its public name).
@@ -24,9 +24,8 @@ Example:
 from __future__ import annotations
 
 from .base import HistoryStore
-from .image_facts import ImageFact
 from .migrations import MIGRATIONS, SCHEMA_VERSION
-from .model import CompactionEvent, MessageFacts, StoredSummary
+from .model import CompactionEvent, ImageFact, MessageFacts, StoredSummary
 from .sqlite import SQLiteStore, Store
 
 __all__ = [

@@ -30,7 +30,7 @@ from ..blocks import Block, Message, canonical_json
 from ..errors import ImageError, StoreError
 from ..imageinfo import image_size
 from ..tokens.counting import cache_key, message_text_tokens
-from .image_facts import _image_facts, image_fact_from_json
+from ..images import ImageSite, find_image_sites
 from .model import MessageFacts, StoredSummary
 
 __all__ = [
@@ -81,7 +81,7 @@ class PreparedMessage:
         content: canonical JSON of the blocks, inline base64 images replaced by blob references.
         meta: canonical JSON of ``message.meta``.
         tool_uses, tool_results: JSON lists of the ``tool_use`` ids and ``tool_use_id`` values.
-        images: JSON list of the :class:`ImageFact` of every image, in document order.
+        images: JSON list of the :class:`~compaction.images.ImageSite` of every image, in document order.
         token_key: the token-count cache key of the encoding counted in.
         text_tokens: non-image tokens with framing in that encoding (tokens).
         blobs: the image bytes the references point at, one per distinct hash.
@@ -221,7 +221,7 @@ def prepare(message: Message, encoding: str) -> PreparedMessage:
         ImageError: an image block holds invalid base64.
     """
     content, blobs = blobify(message.content)
-    facts = _image_facts(message.content)
+    facts = find_image_sites(message.content)
     tool_uses = [b["id"] for b in message.content if b.get("type") == "tool_use"]
     tool_results = [b["tool_use_id"] for b in message.content if b.get("type") == "tool_result"]
     return PreparedMessage(
@@ -261,7 +261,7 @@ def facts_from_row(
         text_tokens,
         tuple(json.loads(tool_uses)),
         tuple(json.loads(tool_results)),
-        tuple(image_fact_from_json(f) for f in json.loads(images)),
+        tuple(ImageSite.from_json(f) for f in json.loads(images)),
         kind if isinstance(kind, str) else None,
     )
 

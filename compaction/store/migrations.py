@@ -16,17 +16,25 @@ Versions:
 2. ``compaction_events``: one row per compaction, with the history's tokens before and the
    request's tokens after, the budget and a JSON detail (for cache-aware compaction, which
    needs to know when the prefix last changed).
+3. Image sites: each stored image fact also records where the image sits (an image block, a
+   tool result, a data URI in text or in tool-call arguments; see
+   :func:`compaction.images.image_locations`), so the compile planner decides an image in
+   tool-call arguments as the wire gate does.  A data step: it reads each message's stored
+   content (blob references are enough) and rewrites its ``images`` column.
 
 To change the schema, append a migration; never edit one that has shipped.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import StoreError
+from ..images import image_locations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "apply_pending", "needs_migration", "stored_version"]
 
@@ -39,11 +47,28 @@ class Migration:
         version: the schema version this step produces (1 for the first schema).
         name: what the step does, in a few words (recorded with it).
         statements: SQL statements run in order, inside the upgrade's transaction.
+        data_step: run after the statements, inside the same transaction, for a change that
+            SQL alone cannot make (rewriting rows with the package's own code).
     """
 
     version: int
     name: str
     statements: tuple[str, ...]
+    data_step: Callable[[sqlite3.Connection], None] | None = None
+
+
+def _record_image_locations(db: sqlite3.Connection) -> None:
+    """Add ``location`` to every stored image fact, from the message's stored content."""
+    rows = db.execute("SELECT seq, content, images FROM messages WHERE images != '[]'").fetchall()
+    for seq, content, images in rows:
+        facts = json.loads(images)
+        locations = image_locations(json.loads(content))
+        if len(locations) != len(facts):
+            raise StoreError(
+                f"message {seq}: {len(facts)} image facts stored but {len(locations)} images in its content"
+            )
+        updated = [{**fact, "location": location} for fact, location in zip(facts, locations, strict=True)]
+        db.execute("UPDATE messages SET images = ? WHERE seq = ?", (json.dumps(updated), seq))
 
 
 _BASELINE = (
@@ -111,6 +136,7 @@ _EVENTS = (
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
     Migration(2, "compaction events", _EVENTS),
+    Migration(3, "image sites record their location", (), _record_image_locations),
 )
 
 #: The schema version this code writes and reads.
@@ -206,6 +232,8 @@ def apply_pending(db: sqlite3.Connection, path: str) -> list[Migration]:
         if migration.version > version:
             for statement in migration.statements:
                 db.execute(statement)
+            if migration.data_step is not None:
+                migration.data_step(db)
             ran.append(migration)
         elif migration.version in recorded:
             continue

@@ -2,8 +2,9 @@
 
 :class:`MessageFacts` (what compile and chunking need of a message, without its content),
 :class:`StoredSummary` (a summary row), :class:`CompactionEvent` (one recorded compaction) and
-:class:`ImageFact` (from :mod:`.image_facts`).  They are plain frozen dataclasses: a backend
-builds them from its rows, and nothing in them depends on SQL.
+the image sites of :mod:`compaction.images` (``ImageFact`` is their old name, kept as an
+alias).  They are plain frozen dataclasses: a backend builds them from its rows, and nothing
+in them depends on SQL.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .image_facts import ImageFact
+from ..images import ImageSite
+
+#: The old name of :class:`~compaction.images.ImageSite`, what the store records of an image.
+ImageFact = ImageSite
 
 __all__ = ["CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
 
@@ -39,7 +43,7 @@ class MessageFacts:
     text_tokens: int
     tool_uses: tuple[str, ...]
     tool_results: tuple[str, ...]
-    images: tuple[ImageFact, ...] = field(default=())
+    images: tuple[ImageSite, ...] = field(default=())
     kind: str | None = None
 
     @property

@@ -18,9 +18,8 @@ import json
 from collections.abc import Iterable
 from functools import lru_cache
 
-from ..blocks import DATA_URI_RE, Block, Message, canonical_json
+from ..blocks import DATA_URI_RE, Block, Message, canonical_json, unknown_block_text
 from ..errors import EncodingDataMissing
-from ..render import unknown_block_text
 from .encodings import DEFAULT_ENCODING, get_encoding
 from .fast import count_tokens
 
@@ -37,12 +36,13 @@ __all__ = [
     "blocks_text_tokens",
     "message_text_tokens",
     "BLOCK_SEPARATOR",
+    "DATA_URI_FRAMING",
     "TOOL_ERROR_PREFIX",
 ]
 
 #: Bumped whenever a message's count changes for the same text; stores key their cached
 #: counts by it (see :func:`cache_key`), so counts made by older code are never reused.
-COUNTING_VERSION = 2
+COUNTING_VERSION = 3
 
 
 def cache_key(encoding: str) -> str:
@@ -108,8 +108,22 @@ def strip_data_uris(text: str) -> str:
     return DATA_URI_RE.sub("", text)
 
 
+#: Tokens a ``data:`` image URI adds to its text whatever is decided for it: shown, it is
+#: lifted out and the text splits around it (two joins); replaced, its placeholder is joined
+#: into the text.  The image or placeholder itself is priced by :mod:`compaction.images`.
+DATA_URI_FRAMING = 2 * BLOCK_SEPARATOR
+
+
 def _string_tokens(text: str, encoding: str) -> int:
-    return count_text(strip_data_uris(text), encoding)
+    if ";base64," not in text:
+        return count_text(text, encoding)
+    uris = len(DATA_URI_RE.findall(text))
+    return count_text(DATA_URI_RE.sub("", text), encoding) + DATA_URI_FRAMING * uris
+
+
+def _images_note_tokens(tool_use_id: str, encoding: str) -> int:
+    """Tokens of the note OpenAI Chat puts before a tool result's images, with its join."""
+    return BLOCK_SEPARATOR + count_text(f"[images returned by tool call {tool_use_id}]", encoding)
 
 
 def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
@@ -145,10 +159,14 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
         if block.get("is_error"):
             tokens += count_text(TOOL_ERROR_PREFIX, encoding)  # OpenAI Chat marks the result so
         if isinstance(content, str):
+            if ";base64," in content and DATA_URI_RE.search(content):
+                tokens += _images_note_tokens(tool_use_id, encoding)  # a data URI shown is lifted out
             return tokens + _string_tokens(content, encoding)
-        if any(inner.get("type") == "image" for inner in content):
+        if any(inner.get("type") == "image" for inner in content) or any(
+            inner.get("type") == "text" and ";base64," in inner.get("text", "") for inner in content
+        ):
             # OpenAI Chat ships a tool result's images in a user message after a text note
-            tokens += BLOCK_SEPARATOR + count_text(f"[images returned by tool call {tool_use_id}]", encoding)
+            tokens += _images_note_tokens(tool_use_id, encoding)
         return tokens + blocks_text_tokens(content, encoding) - MESSAGE_OVERHEAD
     if kind == "thinking":
         # the Anthropic body carries the signature too (opaque, like redacted_thinking's data)

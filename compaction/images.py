@@ -1,0 +1,362 @@
+"""One image walk, one decider, one price: what the planner prices is what the gate ships.
+
+Images hide in many places of a message: top-level ``image`` blocks, image blocks nested
+in a ``tool_result``, URL images, and ``data:image/...;base64,`` URIs inside text, string
+tool results and tool-call arguments.  This module is the only code that finds them
+(:func:`find_image_sites`, in document order), the only code that decides each one
+(:class:`ImageDecider`, newest first under :class:`~compaction.policy.ImageSettings`), the
+only code that prices a decision (:func:`site_tokens`) and the only code that rewrites
+blocks after the decisions (:func:`apply_decisions`).  The store records the sites of each
+message at append, the compile planner decides and prices them from those records, and the
+wire gate walks, decides and prices the messages it ships with the same functions, so the
+planner's price of a request equals the gate's count.
+
+Depth.  The depth of an image is the tokens of the non-system messages newer than its
+message in the request, as priced: their text and their images as decided (a screenshot
+shown counts its price, one replaced its placeholder).  Decisions go newest first, so a
+depth only ever depends on decisions already made, and the planner and the gate, walking
+the same messages in the same order through :func:`decide_and_price`, reach the same ones.
+
+Costs.  A message costs its text tokens plus, per site, the image's price when shown or
+its placeholder's tokens when not.  The text count already carries the framing an image
+may need (the note before a tool result's images, the joins around a data URI), so the sum
+is an upper bound of the rendered body's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from .blocks import DATA_URI_RE, Block, canonical_json
+from .errors import ImageError
+from .imageinfo import ImageInfo, canonical_base64, info_from_block, info_from_data_uri
+from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
+from .tokens.counting import count_text
+
+__all__ = [
+    "ImageLocation",
+    "ImageSite",
+    "ImageDecider",
+    "find_image_sites",
+    "image_locations",
+    "site_tokens",
+    "decide_and_price",
+    "placeholder_for",
+    "apply_decisions",
+    "DAMAGED_DATA_URI",
+    "DAMAGED_IMAGE",
+    "IN_TOOL_ARGUMENTS",
+]
+
+#: Where an image sits in a message: a top-level image block, an image block inside a
+#: ``tool_result``, a data URI in text (a text block or a string tool result), or a data URI
+#: in a tool call's arguments.
+ImageLocation = Literal["block", "tool_result", "text", "tool_arguments"]
+
+#: Why a ``data:`` image URI that holds no readable image (cut short in a truncated output,
+#: damaged, or of a type without a pixel size) is never shipped as an image.
+DAMAGED_DATA_URI = "the data: URI does not hold a readable image (cut, damaged or of an unsupported type)"
+#: Why an image block whose bytes hold no readable image (no pixel size) is never shipped.
+DAMAGED_IMAGE = "the image data is damaged or of an unknown format"
+#: Why an image inside tool-call arguments is never shipped as an image.
+IN_TOOL_ARGUMENTS = "inside tool call arguments, which cannot carry images"
+
+
+@dataclass(frozen=True)
+class ImageSite(ImageInfo):
+    """One image found in a message: what it is (:class:`ImageInfo`) and where it sits.
+
+    Attributes:
+        location: see :data:`ImageLocation`.
+    """
+
+    location: ImageLocation = "block"
+
+    @classmethod
+    def at(cls, info: ImageInfo, location: ImageLocation) -> ImageSite:
+        """Return the site of ``info`` at ``location``."""
+        return cls(**{**asdict(info), "location": location})
+
+    @property
+    def forced_reason(self) -> str | None:
+        """Return why this image can never ship as an image whatever the policy, or ``None``."""
+        if self.source == "data-uri" and not self.has_size:
+            return DAMAGED_DATA_URI
+        if self.location == "tool_arguments":
+            return IN_TOOL_ARGUMENTS
+        if self.source != "url" and not self.has_size:
+            return DAMAGED_IMAGE  # a provider rejects the whole request for an image it cannot decode
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the site as a JSON object (``None`` fields left out), as the store keeps it."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImageSite:
+        """Return the site a :meth:`to_json` object describes (missing fields are ``None``)."""
+        return cls(
+            media_type=data.get("media_type"),
+            width=data.get("width"),
+            height=data.get("height"),
+            byte_size=data.get("byte_size"),
+            sha256=data.get("sha256"),
+            source=data["source"],
+            url=data.get("url"),
+            location=data.get("location", "block"),
+        )
+
+
+def _data_uri_site(match: re.Match[str], location: ImageLocation) -> ImageSite:
+    try:
+        info = info_from_data_uri(match.group(0))
+    except ImageError:  # cut short (a truncated output): kept as text, never shipped as an image
+        info = ImageInfo(f"image/{match.group(1).lower()}", None, None, None, None, "data-uri")
+    return ImageSite.at(info, location)
+
+
+def _text_uris(text: str, location: ImageLocation) -> Iterator[tuple[ImageLocation, re.Match[str]]]:
+    if ";base64," in text:
+        for match in DATA_URI_RE.finditer(text):
+            yield location, match
+
+
+def _walk(blocks: Sequence[Block]) -> Iterator[tuple[ImageLocation, Block | re.Match[str]]]:
+    """Yield each image of ``blocks`` in document order: its location and its block or data URI."""
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "image":
+            yield "block", block
+        elif kind == "text":
+            yield from _text_uris(block["text"], "text")
+        elif kind == "tool_result":
+            content = block.get("content", "")
+            if isinstance(content, str):
+                yield from _text_uris(content, "text")
+                continue
+            for inner in content:
+                inner_kind = inner.get("type")
+                if inner_kind == "image":
+                    yield "tool_result", inner
+                elif inner_kind == "text":
+                    yield from _text_uris(inner["text"], "text")
+        elif kind == "tool_use":
+            yield from _text_uris(canonical_json(block.get("input", {})), "tool_arguments")
+
+
+def find_image_sites(blocks: Sequence[Block]) -> list[ImageSite]:
+    """Return every image of a message's blocks, in document order.
+
+    Args:
+        blocks: content blocks (the Anthropic Messages form).
+
+    Returns:
+        One :class:`ImageSite` per image: image blocks (top level or nested in a
+        ``tool_result``), and ``data:image/...;base64,`` URIs in text blocks, string tool
+        results and tool-call arguments.  :func:`apply_decisions` visits them in this order.
+
+    Raises:
+        ImageError: an image block's base64 is invalid.
+    """
+    return [
+        _data_uri_site(found, location) if isinstance(found, re.Match) else ImageSite.at(info_from_block(found), location)
+        for location, found in _walk(blocks)
+    ]
+
+
+def image_locations(blocks: Sequence[Block]) -> list[ImageLocation]:
+    """Return where each image of ``blocks`` sits, in :func:`find_image_sites` order.
+
+    Reads no image data, so it works on blocks whose images are references (a store's rows).
+    """
+    return [location for location, _found in _walk(blocks)]
+
+
+class ImageDecider:
+    """Decide images newest first: forced replacements, then the policy and caps.
+
+    Call :meth:`decide` for each image in reverse document order across the request.
+
+    Args:
+        settings: the policy and caps of this kind of request.
+    """
+
+    def __init__(self, settings: ImageSettings) -> None:
+        self.settings = settings
+        self._budget = ImageBudget(settings)
+
+    def decide(self, site: ImageSite, depth_tokens: int) -> Decision:
+        """Return whether ``site`` ships, and why not when it does not.
+
+        Args:
+            site: the next (older) image.
+            depth_tokens: tokens of the messages newer than the image's message, as priced.
+        """
+        if self.settings.policy != "placeholders":
+            forced = site.forced_reason
+            if forced is not None:
+                return Decision(False, forced)
+        return self._budget.decide(site.byte_size, depth_tokens)
+
+
+def placeholder_for(site: ImageInfo, reason: str) -> str:
+    """Return the loud placeholder text of an image that is not shown, naming ``reason``."""
+    return placeholder_text(
+        media_type=site.media_type,
+        width=site.width,
+        height=site.height,
+        byte_size=site.byte_size,
+        short_hash=site.short_hash,
+        source=site.source,
+        url=site.url,
+        reason=reason,
+    )
+
+
+def site_tokens(site: ImageSite, decision: Decision, *, model: str, encoding: str, format: Any) -> int:
+    """Return what one decided image adds to its message's text tokens (tokens).
+
+    Args:
+        site: the image.
+        decision: the decider's verdict.
+        model: the model whose formula prices a shown image.
+        encoding: the encoding a placeholder is counted in.
+        format: the :class:`~compaction.outputs.RequestFormat` (its image pricing).
+    """
+    if decision.keep:
+        return int(format.image_tokens(site.width, site.height, model))
+    return count_text(placeholder_for(site, decision.reason), encoding)
+
+
+def decide_and_price(
+    sites: Sequence[ImageSite],
+    decider: ImageDecider,
+    depth_tokens: int,
+    *,
+    model: str,
+    encoding: str,
+    format: Any,
+) -> tuple[list[Decision], int]:
+    """Decide one message's images (newest first) and price them.
+
+    Args:
+        sites: the message's images in document order.
+        decider: the request's decider (it carries the caps' running totals).
+        depth_tokens: tokens of the messages newer than this one, as priced.
+        model, encoding, format: as in :func:`site_tokens`.
+
+    Returns:
+        The decisions in document order, and the tokens the images add to the message's
+        text tokens (tokens).
+    """
+    decisions: list[Decision] = []
+    tokens = 0
+    for site in reversed(sites):
+        decision = decider.decide(site, depth_tokens)
+        decisions.append(decision)
+        tokens += site_tokens(site, decision, model=model, encoding=encoding, format=format)
+    decisions.reverse()
+    return decisions, tokens
+
+
+class _Rebuild:
+    """Rewrite blocks in :func:`find_image_sites` order, one decision per site."""
+
+    def __init__(self, sites: Sequence[ImageSite], decisions: Sequence[Decision]) -> None:
+        self.pairs = list(zip(sites, decisions, strict=True))
+        self.position = 0
+
+    def next(self) -> tuple[ImageSite, Decision]:
+        pair = self.pairs[self.position]
+        self.position += 1
+        return pair
+
+    def text_pieces(self, text: str) -> list[Block]:
+        """Split a text at its data URIs: kept ones become image blocks, others placeholders."""
+        if ";base64," not in text:
+            return [{"type": "text", "text": text}]
+        pieces: list[Block] = []
+        buffer: list[str] = []
+        last = 0
+        for match in DATA_URI_RE.finditer(text):
+            site, decision = self.next()
+            buffer.append(text[last : match.start()])
+            last = match.end()
+            if decision.keep:
+                if "".join(buffer):
+                    pieces.append({"type": "text", "text": "".join(buffer)})
+                buffer = []
+                source = {
+                    "type": "base64",
+                    "media_type": f"image/{match.group(1).lower()}",
+                    "data": canonical_base64(match.group(2)),
+                }
+                pieces.append({"type": "image", "source": source})
+            else:
+                buffer.append(placeholder_for(site, decision.reason))
+        buffer.append(text[last:])
+        if "".join(buffer) or not pieces:
+            pieces.append({"type": "text", "text": "".join(buffer)})
+        return pieces
+
+    def inline_placeholder(self, _match: Any) -> str:
+        site, decision = self.next()
+        return placeholder_for(site, decision.reason)
+
+    def image_block(self, block: Block) -> Block:
+        site, decision = self.next()
+        return block if decision.keep else {"type": "text", "text": placeholder_for(site, decision.reason)}
+
+    def blocks(self, blocks: Sequence[Block]) -> list[Block]:
+        out: list[Block] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "image":
+                out.append(self.image_block(block))
+            elif kind == "text":
+                out.extend(self.text_pieces(block["text"]))
+            elif kind == "tool_result":
+                out.append({**block, "content": self.tool_result_content(block.get("content", ""))})
+            elif kind == "tool_use":
+                raw = canonical_json(block.get("input", {}))
+                if ";base64," in raw:
+                    out.append({**block, "input": json.loads(DATA_URI_RE.sub(self.inline_placeholder, raw))})
+                else:
+                    out.append(block)
+            else:
+                out.append(block)
+        return out
+
+    def tool_result_content(self, content: Any) -> Any:
+        if isinstance(content, str):
+            pieces = self.text_pieces(content)
+            return pieces[0]["text"] if len(pieces) == 1 and pieces[0]["type"] == "text" else pieces
+        out: list[Block] = []
+        for inner in content:
+            kind = inner.get("type")
+            if kind == "image":
+                out.append(self.image_block(inner))
+            elif kind == "text":
+                out.extend(self.text_pieces(inner["text"]))
+            else:
+                out.append(inner)
+        return out
+
+
+def apply_decisions(
+    blocks: Sequence[Block], sites: Sequence[ImageSite], decisions: Sequence[Decision]
+) -> list[Block]:
+    """Return ``blocks`` with each image shipped or replaced by its placeholder.
+
+    A kept data URI is lifted out of its text into a real image block (priced and shipped as
+    an image, never as base64 text); a data URI in tool-call arguments is always replaced
+    inline.  ``sites`` and ``decisions`` are in :func:`find_image_sites` order.
+
+    Raises:
+        ValueError: ``decisions`` does not match ``sites`` one for one.
+    """
+    return _Rebuild(sites, decisions).blocks(blocks)

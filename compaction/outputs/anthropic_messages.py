@@ -1,0 +1,80 @@
+"""Anthropic Messages request bodies (https://docs.anthropic.com/en/api/messages).
+
+Blocks pass through verbatim (the internal form is this shape); consecutive messages of
+one role merge into one turn; ``tool_result`` blocks come first in their user turn; the
+conversation opens with a user turn (one is inserted, and priced, when the history starts
+with the assistant); ``max_tokens`` is required by the API, so it is always written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..blocks import canonical_json
+from ..tokens.counting import blocks_text_tokens
+from ..types import RequestFormatName
+from .base import RequestFormat, WireMessage
+
+__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS"]
+
+#: The user turn put first when a rendered history would open with the assistant.
+OPENING_TURN = "[the conversation continues]"
+#: ``max_tokens`` when the caller names none (the API requires the field).
+DEFAULT_MAX_TOKENS = 4096
+
+
+class AnthropicMessages(RequestFormat):
+    """The Anthropic Messages shape (``{"model", "max_tokens", ["system"], "messages", ["tools"]}``)."""
+
+    name: ClassVar[RequestFormatName] = "anthropic"
+    title: ClassVar[str] = "Anthropic Messages"
+    default_model: ClassVar[str] = "claude-sonnet-4-5"
+    image_types: ClassVar[frozenset[str]] = frozenset({"image", "image_url", "input_image"})
+
+    def render(
+        self,
+        system: str | None,
+        messages: Sequence[WireMessage],
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        out: list[dict[str, Any]] = []
+        system_texts = [system] if system else []
+        for role, blocks in messages:
+            if role == "system":
+                system_texts.extend(b.get("text", "") for b in blocks)
+                continue
+            content = [json.loads(canonical_json(b)) for b in blocks]
+            if out and out[-1]["role"] == role:
+                out[-1]["content"].extend(content)
+            else:
+                out.append({"role": role, "content": content})
+        for message in out:
+            if message["role"] == "user":
+                results = [b for b in message["content"] if b.get("type") == "tool_result"]
+                others = [b for b in message["content"] if b.get("type") != "tool_result"]
+                message["content"] = results + others
+        if out and out[0]["role"] != "user":
+            out.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_TURN}]})
+        body: dict[str, Any] = {
+            "model": model,
+            "max_tokens": DEFAULT_MAX_TOKENS if max_output_tokens is None else max_output_tokens,
+        }
+        if system_texts:
+            body["system"] = "\n\n".join(system_texts)
+        body["messages"] = out
+        return body
+
+    def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
+        ]
+
+    def framing_tokens(self, system: str | None, first_role: str | None, encoding: str) -> int:
+        tokens = super().framing_tokens(system, first_role, encoding)
+        if first_role is not None and first_role != "user":
+            tokens += blocks_text_tokens([{"type": "text", "text": OPENING_TURN}], encoding)
+        return tokens

@@ -1,0 +1,120 @@
+"""The request-format seam: what one provider's request shape must supply.
+
+A request format turns gated internal messages (the Anthropic Messages block form) into one
+provider's request body.  Everything that depends on the shape lives behind this one
+object: rendering messages and tool definitions, counting the image inputs of a rendered
+body (the gate verifies it against what it kept), the framing tokens the shape adds, the
+default model a request names and how that model prices an image.  The planner and the
+gate read all of it from the same object, so they price the same request.
+
+A new format (the OpenAI Responses API, Gemini) is one module with a subclass and one line
+in :mod:`compaction.outputs`' registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..blocks import DATA_URI_RE, Block
+from ..tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, count_text
+from ..tokens.image_pricing import price_image
+from ..types import RequestFormatName
+
+__all__ = ["RequestFormat", "WireMessage", "count_body_images"]
+
+#: One gated message: ``(role, blocks)``.
+WireMessage = tuple[str, Sequence[Block]]
+
+
+def count_body_images(value: Any, image_types: frozenset[str]) -> int:
+    """Return the image inputs in a rendered body fragment.
+
+    Counts objects whose ``type`` is in ``image_types`` (not looking inside them) and
+    ``data:image/...;base64,`` URIs inside any string, at any depth.
+    """
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") in image_types:
+                count += 1
+                continue
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and ";base64," in item:
+            count += len(DATA_URI_RE.findall(item))
+    return count
+
+
+class RequestFormat(ABC):
+    """One provider's request shape.
+
+    Attributes:
+        name: the name recipes and ``--to`` use (``"openai"``, ``"anthropic"``).
+        title: the provider's name for the API, for messages.
+        default_model: the model a request names when neither the call nor the recipe
+            names one; it also selects the image pricing.
+        image_types: the ``type`` values of image inputs in a rendered body.
+    """
+
+    name: ClassVar[RequestFormatName]
+    title: ClassVar[str]
+    default_model: ClassVar[str]
+    image_types: ClassVar[frozenset[str]]
+
+    @abstractmethod
+    def render(
+        self,
+        system: str | None,
+        messages: Sequence[WireMessage],
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """Return the request body for gated messages.
+
+        Args:
+            system: the system text, or ``None``.
+            messages: ``(role, blocks)`` in order, as the gate left them (images decided,
+                orphans repaired); rendering never adds or drops an image.
+            model: the model the body names.
+            max_output_tokens: the answer's cap (tokens), written where the shape takes it;
+                ``None`` leaves it to the shape's default.
+        """
+
+    @abstractmethod
+    def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return normalized tool definitions (``name``, ``description``, ``parameters``) in this shape."""
+
+    def count_images(self, body: dict[str, Any]) -> int:
+        """Return the image inputs of a rendered body (image parts and data URIs in strings)."""
+        return count_body_images(body.get("messages", []), self.image_types) + count_body_images(
+            body.get("system", ""), self.image_types
+        )
+
+    def framing_tokens(self, system: str | None, first_role: str | None, encoding: str) -> int:
+        """Return the tokens the shape adds around the messages (tokens).
+
+        The reply primer, and the system text with its message framing.  ``first_role`` is
+        the role of the first non-system message (``None`` when there is none); a shape that
+        must open with a particular role adds the turn it inserts.
+        """
+        tokens = REQUEST_OVERHEAD
+        if system:
+            tokens += MESSAGE_OVERHEAD + count_text(system, encoding)
+        return tokens
+
+    def image_tokens(self, width: int | None, height: int | None, model: str) -> int:
+        """Return what one shown image costs on ``model`` (tokens), by the provider's formula.
+
+        See :func:`compaction.tokens.image_pricing.price_image` for the formulas and their
+        sources; an unknown size is charged the model's maximum.
+        """
+        return price_image(width, height, model).tokens
+
+    def __repr__(self) -> str:
+        return f"<request format {self.name!r} ({self.title})>"

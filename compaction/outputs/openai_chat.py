@@ -1,0 +1,149 @@
+"""OpenAI Chat Completions request bodies (https://platform.openai.com/docs/api-reference/chat).
+
+Rendering is a pure, deterministic function of its input; what the shape cannot carry
+becomes a loud text stand-in, never nothing:
+
+* consecutive assistant messages merge into one turn, so their ``tool`` messages follow
+  them directly; ``tool_use`` blocks become ``tool_calls`` (arguments as a JSON string);
+* ``tool_result`` blocks become ``role: "tool"`` messages right after the assistant turn;
+  a tool message carries text only, so the images of a result follow in a user message
+  after a note naming the call;
+* thinking blocks are not carried (their tokens are still counted, so budgets err high);
+  other unknown block types become a text stand-in naming their type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ..blocks import Block, canonical_json, unknown_block_text
+from ..types import RequestFormatName
+from .base import RequestFormat, WireMessage
+
+__all__ = ["OpenAIChat", "tool_result_parts"]
+
+
+def _image_part(block: Block) -> dict[str, Any]:
+    source = block["source"]
+    if source["type"] == "url":
+        url = source["url"]
+    else:
+        url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def tool_result_parts(content: Any) -> tuple[str, list[Block]]:
+    """Return a tool result's text (parts joined by newlines) and its image blocks."""
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    images: list[Block] = []
+    for inner in content:
+        kind = inner.get("type")
+        if kind == "text":
+            texts.append(inner["text"])
+        elif kind == "image":
+            images.append(inner)
+        else:
+            texts.append(unknown_block_text(inner))
+    return "\n".join(texts), images
+
+
+def _assistant_message(blocks: Sequence[Block]) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    "function": {"name": block["name"], "arguments": canonical_json(block.get("input", {}))},
+                }
+            )
+        elif kind in ("thinking", "redacted_thinking"):
+            continue
+        else:
+            texts.append(unknown_block_text(block))
+    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+class OpenAIChat(RequestFormat):
+    """The OpenAI Chat Completions shape (``{"model", "messages", ["max_tokens"], ["tools"]}``)."""
+
+    name: ClassVar[RequestFormatName] = "openai"
+    title: ClassVar[str] = "OpenAI Chat Completions"
+    default_model: ClassVar[str] = "gpt-4o"
+    image_types: ClassVar[frozenset[str]] = frozenset({"image_url", "input_image", "image"})
+
+    def render(
+        self,
+        system: str | None,
+        messages: Sequence[WireMessage],
+        *,
+        model: str,
+        max_output_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        out: list[dict[str, Any]] = []
+        if system:
+            out.append({"role": "system", "content": system})
+        merged: list[tuple[str, list[Block]]] = []
+        for role, blocks in messages:
+            if role == "assistant" and merged and merged[-1][0] == "assistant":
+                merged[-1][1].extend(blocks)
+            else:
+                merged.append((role, list(blocks)))
+        for role, blocks in merged:
+            if role == "system":
+                out.append({"role": "system", "content": "\n\n".join(b.get("text", "") for b in blocks)})
+            elif role == "assistant":
+                out.append(_assistant_message(blocks))
+            else:
+                out.extend(self._user_messages(blocks))
+        body: dict[str, Any] = {"model": model, "messages": out}
+        if max_output_tokens is not None:
+            body["max_tokens"] = max_output_tokens
+        return body
+
+    @staticmethod
+    def _user_messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "tool_result":
+                text, images = tool_result_parts(block.get("content", ""))
+                if block.get("is_error"):
+                    text = f"[tool error] {text}"
+                out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+                if images:
+                    parts.append({"type": "text", "text": f"[images returned by tool call {block['tool_use_id']}]"})
+                    parts.extend(_image_part(i) for i in images)
+            elif kind == "text":
+                parts.append({"type": "text", "text": block["text"]})
+            elif kind == "image":
+                parts.append(_image_part(block))
+            else:
+                parts.append({"type": "text", "text": unknown_block_text(block)})
+        if parts:
+            if all(p["type"] == "text" for p in parts):
+                out.append({"role": "user", "content": "\n\n".join(p["text"] for p in parts)})
+            else:
+                out.append({"role": "user", "content": parts})
+        return out
+
+    def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "function",
+                "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+            }
+            for t in tools
+        ]
