@@ -11,9 +11,13 @@
 2. When ``merge_fanout`` contiguous summaries of one level exist past the next level's
    frontier, merge them into one summary of the next level; levels are unbounded.
 
-Every prompt passes the wire gate with the compression image settings, so under
-``image_policy = "placeholders"`` no summarizer sees an image.  The store's messages are
-never edited; summaries are added beside them.
+Every prompt passes the wire gate once, with the compression image settings and the
+summarizer's own request format, model and output cap, and the gated bytes are what the
+summarizer sends; under ``image_policy = "placeholders"`` no summarizer sees an image.  A
+request over ``summarizer_context_tokens - `` the output cap is never sent: an L1 shrinks
+its largest tool outputs, then splits; a merge or stitch of too many records combines them
+in halves, then cuts the longest records in the middle.  The store's messages are never
+edited; summaries are added beside them.
 """
 
 from __future__ import annotations
@@ -25,15 +29,24 @@ from .blocks import Block, Message
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import CompactionError, SummarizerError, SummarizerRefused
 from .imageinfo import info_from_block
-from .policy import ImageSettings, placeholder_text
+from .images import placeholder_for
+from .outputs import request_format
+from .policy import ImageSettings
 from .recipe import Recipe
-from .splitting import flatten, lift_data_uris, split_texts, tool_output_text, truncate_tool_result
+from .splitting import (
+    flatten,
+    lift_data_uris,
+    split_texts,
+    tool_output_text,
+    truncate_text,
+    truncate_tool_result,
+)
 from .store import MessageFacts, Store, StoredSummary
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
 from .tokens.counting import count_text
-from .tokens.image_pricing import price_image
-from .wire import OutboundRequest, gate
+from .types import SummaryKind
+from .wire import GatedRequest, OutboundRequest, gate
 
 __all__ = ["Compactor", "TickReport", "compression_image_settings", "l1_frontier"]
 
@@ -49,6 +62,8 @@ class TickReport:
         merged: level -> summaries created at that level (2 and up).
         failures: chunks that could not be summarized and stay raw.
         requests: summarizer requests sent (after the gate).
+        gated: requests that passed the gate (each sent request once, plus candidates
+            that were measured and shrunk or split instead of sent).
         max_request_tokens: the largest summarizer request (tokens).
     """
 
@@ -56,6 +71,7 @@ class TickReport:
     merged: dict[int, int] = field(default_factory=dict)
     failures: int = 0
     requests: int = 0
+    gated: int = 0
     max_request_tokens: int = 0
 
 
@@ -97,12 +113,15 @@ class Compactor:
         self.encoding = recipe.encoding
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(recipe.encoding)
         self.images = compression_image_settings(recipe)
-        self.model = recipe.summarizer.model or recipe.model
-        self.request_limit = recipe.summarizer_context_tokens - recipe.summary_max_tokens
+        # The summarizer declares the shape, model and output cap of what it sends.
+        self.format = request_format(getattr(self.summarizer, "request_format", "openai"))
+        self.model = getattr(self.summarizer, "model", None) or recipe.target_model
+        self.max_output_tokens = getattr(self.summarizer, "max_output_tokens", None) or recipe.summary_max_tokens
+        self.request_limit = recipe.summarizer_context_tokens - self.max_output_tokens
         if self.request_limit < 256:
             raise CompactionError(
                 f"summarizer_context_tokens ({recipe.summarizer_context_tokens}) leaves no room for a request "
-                f"beside summary_max_tokens ({recipe.summary_max_tokens}); raise it"
+                f"beside the summary's output cap ({self.max_output_tokens} tokens); raise it"
             )
         self._report = TickReport()
 
@@ -132,7 +151,7 @@ class Compactor:
             if fact.role == "system":
                 sizes.append(0)
                 continue
-            images = sum(price_image(i.width, i.height, self.model).tokens for i in fact.images)
+            images = sum(self.format.image_tokens(i.width, i.height, self.model) for i in fact.images)
             sizes.append(fact.text_tokens + images)
         return sizes
 
@@ -184,26 +203,38 @@ class Compactor:
             if progress:
                 progress(done, total)
 
-    def _call(self, request: OutboundRequest, kind: str) -> SummaryResult:
-        gated = gate(request, self.images, format="openai", model=self.model, encoding=self.encoding)
-        if gated.tokens > self.request_limit + self.recipe.summary_max_tokens:
-            raise CompactionError(f"internal: a {kind} request of {gated.tokens} tokens passed planning")
+    def _gate(self, request: OutboundRequest) -> GatedRequest:
+        """Gate a summarizer request once: the summarizer's format, model and output cap set."""
+        self._report.gated += 1
+        return gate(
+            request,
+            self.images,
+            format=self.format,
+            model=self.model,
+            encoding=self.encoding,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+    def _fits(self, gated: GatedRequest) -> bool:
+        return gated.tokens <= self.request_limit
+
+    def _send(self, gated: GatedRequest, kind: SummaryKind) -> SummaryResult:
+        """Send a gated request that fits; return the summary."""
+        if not self._fits(gated):
+            raise CompactionError(
+                f"internal: a {kind} request of {gated.tokens} tokens passed planning "
+                f"(the limit is {self.request_limit})"
+            )
         self._report.requests += 1
         self._report.max_request_tokens = max(self._report.max_request_tokens, gated.tokens)
-        result = self.summarizer.summarize(gated, kind=kind, max_tokens=self.recipe.summary_max_tokens)
+        result = self.summarizer.summarize(gated, kind=kind)
         if not result.text.strip():
             raise SummarizerError(f"the summarizer returned an empty {kind} summary")
         return result
 
-    def _fits(self, request: OutboundRequest) -> bool:
-        return self._request_tokens(request) <= self.request_limit
-
-    def _request_tokens(self, request: OutboundRequest) -> int:
-        return gate(request, self.images, format="openai", model=self.model, encoding=self.encoding).tokens
-
     def _shrink_tool_outputs(
-        self, messages: Sequence[Message], start: int, end: int
-    ) -> OutboundRequest | None:
+        self, messages: Sequence[Message], start: int, end: int, gated: GatedRequest
+    ) -> GatedRequest | None:
         """Middle-truncate the largest tool outputs, with a loud marker, until the L1 request fits.
 
         The first step of shrinking a request over the summarizer's window (the next is
@@ -211,11 +242,10 @@ class Compactor:
         ``None`` when that is not enough.  The store keeps every output whole.
         """
         floor = max(64, self.request_limit // 8)
-        request = self._l1_request(messages, start, end)
         for _attempt in range(3):
-            over = self._request_tokens(request) - self.request_limit
+            over = gated.tokens - self.request_limit
             if over <= 0:
-                return request
+                return gated
             sizes = sorted(
                 (
                     (count_text(tool_output_text(b), self.encoding), m, i)
@@ -242,12 +272,10 @@ class Compactor:
                 )
                 shrunk.append(Message(message.role, blocks, message.seq, message.source_id))
             messages = shrunk
-            request = self._l1_request(messages, start, end)
-        return request if self._fits(request) else None
+            gated = self._gate(self._l1_request(messages, start, end))
+        return gated if self._fits(gated) else None
 
-    def _l1_request(
-        self, messages: Sequence[Message], start: int, end: int, kind: str = "l1"
-    ) -> OutboundRequest:
+    def _l1_request(self, messages: Sequence[Message], start: int, end: int) -> OutboundRequest:
         body = tuple((m.role, m.content) for m in messages if m.role != "system")
         ask = (
             {
@@ -255,9 +283,7 @@ class Compactor:
                 "text": f"Write the state record of the conversation above (messages {start}–{end - 1}).",
             },
         )
-        return OutboundRequest(
-            kind, l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),)
-        )
+        return OutboundRequest("l1", l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),))
 
     def _summarize_range(
         self, start: int, end: int, facts: Sequence[MessageFacts], sizes: Sequence[int]
@@ -265,12 +291,12 @@ class Compactor:
         messages = self.store.messages(start, end)
         if all(m.role == "system" for m in messages):
             return SummaryResult("Done:\n- (only pinned system messages, shown raw)", {"summarizer": "none"})
-        request = self._l1_request(messages, start, end)
-        if not self._fits(request):
-            request = self._shrink_tool_outputs(messages, start, end) or request
-        if self._fits(request):
+        gated: GatedRequest | None = self._gate(self._l1_request(messages, start, end))
+        if gated is not None and not self._fits(gated):
+            gated = self._shrink_tool_outputs(messages, start, end, gated)
+        if gated is not None:
             try:
-                return self._call(request, "l1")
+                return self._send(gated, "l1")
             except SummarizerRefused:
                 pass  # the request itself was refused (too long, unsupported content): split it
         point = split_point(facts, sizes)
@@ -318,47 +344,28 @@ class Compactor:
                 l1_system_prompt(self.recipe.summary_max_tokens),
                 (("user", (header, *part)), ("user", (ask,))),
             )
-            results.append(self._call(request, "split"))
+            results.append(self._send(self._gate(request), "split"))
         return self._stitch(results, start, end)
 
     def _part_image(self, block: Block, part_limit: int) -> tuple[Block, int]:
         """Return an image piece of a split part and its cost, or its placeholder when the image
         alone is larger than a part (it could never fit the summarizer's window)."""
         info = info_from_block(block)
-        cost = price_image(info.width, info.height, self.model).tokens
+        cost = self.format.image_tokens(info.width, info.height, self.model)
         if cost <= part_limit:
             return block, cost
-        text = placeholder_text(
-            media_type=info.media_type,
-            width=info.width,
-            height=info.height,
-            byte_size=info.byte_size,
-            short_hash=info.short_hash,
-            source=info.source,
-            url=info.url,
-            reason=f"it costs {cost} tokens, more than a part of a summarizer request allows ({part_limit})",
-        )
+        reason = f"it costs {cost} tokens, more than a part of a summarizer request allows ({part_limit})"
+        text = placeholder_for(info, reason)
         return {"type": "text", "text": text}, count_text(text, self.encoding)
 
     def _stitch(self, results: Sequence[SummaryResult], start: int, end: int) -> SummaryResult:
         if len(results) == 1:
             return results[0]
-        request = self._merge_request(
-            [r.text for r in results], [f"part {i + 1}" for i in range(len(results))], "stitch"
-        )
-        if not self._fits(request) and len(results) > 2:
-            half = len(results) // 2
-            return self._stitch(
-                [self._stitch(results[:half], start, end), self._stitch(results[half:], start, end)],
-                start,
-                end,
-            )
-        result = self._call(request, "stitch")
-        provenance = {**result.provenance, "parts": len(results)}
-        return SummaryResult(result.text, provenance)
+        result = self._combine([r.text for r in results], [f"part {i + 1}" for i in range(len(results))], "stitch")
+        return SummaryResult(result.text, {**result.provenance, "parts": len(results)})
 
     # -- merges ---------------------------------------------------------------------------
-    def _merge_request(self, texts: Sequence[str], labels: Sequence[str], kind: str) -> OutboundRequest:
+    def _merge_request(self, texts: Sequence[str], labels: Sequence[str], kind: SummaryKind) -> OutboundRequest:
         blocks: list[Block] = [
             {"type": "text", "text": f"Merge these {len(texts)} consecutive records into one."}
         ]
@@ -369,6 +376,47 @@ class Compactor:
         return OutboundRequest(
             kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),)
         )
+
+    def _combine(self, texts: Sequence[str], labels: Sequence[str], kind: SummaryKind) -> SummaryResult:
+        """Combine consecutive records into one, in one request when it fits the summarizer's window.
+
+        Too many records for one request (or a request the summarizer refuses) are combined
+        in halves, then the two halves; one or two records too long even alone are cut in the
+        middle, loudly, to their share of the window.  Every request sent fits.
+
+        Raises:
+            SummarizerError: the summarizer failed (the caller records it).
+        """
+        gated = self._gate(self._merge_request(texts, labels, kind))
+        if self._fits(gated):
+            try:
+                return self._send(gated, kind)
+            except SummarizerRefused:
+                if len(texts) < 3:
+                    raise
+        if len(texts) > 2:
+            half = len(texts) // 2
+            parts = [(texts[:half], labels[:half]), (texts[half:], labels[half:])]
+            combined = [self._combine(t, lbl, kind) for t, lbl in parts]
+            names = [lbl[0] if len(lbl) == 1 else f"{lbl[0]} to {lbl[-1]}" for _t, lbl in parts]
+            return self._combine([c.text for c in combined], names, kind)
+        return self._send(self._cut_records(texts, labels, kind, gated), kind)
+
+    def _cut_records(
+        self, texts: Sequence[str], labels: Sequence[str], kind: SummaryKind, gated: GatedRequest
+    ) -> GatedRequest:
+        """Cut the longest of one or two records in the middle until their request fits."""
+        cut = list(texts)
+        for _attempt in range(4):
+            over = gated.tokens - self.request_limit
+            if over <= 0:
+                break
+            sizes = [count_text(t, self.encoding) for t in cut]
+            longest = max(range(len(cut)), key=sizes.__getitem__)
+            keep = max(16, sizes[longest] - over - over // 10 - 16)
+            cut[longest] = truncate_text(cut[longest], keep, self.encoding, what="this record")
+            gated = self._gate(self._merge_request(cut, labels, kind))
+        return gated
 
     def _merge_levels(self) -> None:
         fanout = self.recipe.merge_fanout
@@ -388,9 +436,8 @@ class Compactor:
             for index in range(0, len(chain) - fanout + 1, fanout):
                 group = chain[index : index + fanout]
                 labels = [f"messages {s.start_seq}–{s.end_seq - 1}" for s in group]
-                request = self._merge_request([s.text for s in group], labels, "merge")
                 try:
-                    result = self._call(request, "merge")
+                    result = self._combine([s.text for s in group], labels, "merge")
                 except SummarizerError as err:
                     self.store.record_failure(level + 1, group[0].start_seq, group[-1].end_seq, str(err))
                     self._report.failures += 1

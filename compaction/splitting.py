@@ -15,7 +15,7 @@ from .errors import ImageError
 from .imageinfo import canonical_base64, info_from_data_uri
 from .tokens.counting import count_text
 
-__all__ = ["flatten", "split_texts", "tool_output_text", "truncate_tool_result", "lift_data_uris"]
+__all__ = ["flatten", "split_texts", "tool_output_text", "truncate_text", "truncate_tool_result", "lift_data_uris"]
 
 
 def flatten(message: Message) -> list[Block]:
@@ -85,9 +85,12 @@ def tool_output_text(block: Block) -> str:
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
-def truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block:
-    """Return ``block`` with its text cut in the middle to about ``keep_tokens``, marked loudly."""
-    text = tool_output_text(block)
+def truncate_text(text: str, keep_tokens: int, encoding: str, what: str = "this tool output") -> str:
+    """Return ``text`` cut in the middle to about ``keep_tokens`` tokens, with a loud marker.
+
+    The head keeps three fifths, the tail two fifths; a cut never falls inside a ``data:``
+    URI.  The marker names ``what`` was cut, how much, and that the store keeps it whole.
+    """
     size = max(1, count_text(text, encoding))
     keep_chars = max(1, len(text) * keep_tokens // size)
     cut_head, cut_tail = keep_chars * 3 // 5, len(text) - keep_chars * 2 // 5
@@ -100,14 +103,20 @@ def truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block
     head, tail = text[:cut_head], text[max(cut_head, cut_tail) :]
     omitted = len(text) - len(head) - len(tail)
     marker = (
-        f"\n[… {omitted:,} characters of this tool output ({text.count(chr(10)) + 1:,} lines in all) are left out "
-        "of this summary request to fit the summarizer's context window; the store keeps the whole output …]\n"
+        f"\n[… {omitted:,} characters of {what} ({text.count(chr(10)) + 1:,} lines in all) are left out "
+        "of this summary request to fit the summarizer's context window; the store keeps it whole …]\n"
     )
+    return head + marker + tail
+
+
+def truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block:
+    """Return ``block`` with its text cut in the middle to about ``keep_tokens``, marked loudly."""
+    cut = truncate_text(tool_output_text(block), keep_tokens, encoding)
     content = block.get("content", "")
     if isinstance(content, str):
-        return {**block, "content": head + marker + tail}
+        return {**block, "content": cut}
     images = [b for b in content if b.get("type") != "text"]
-    return {**block, "content": [{"type": "text", "text": head + marker + tail}, *images]}
+    return {**block, "content": [{"type": "text", "text": cut}, *images]}
 
 
 def lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
