@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from compaction import Compactor, Recipe, Store
 from compaction.blocks import Message, canonical_json
 
@@ -107,6 +109,7 @@ def _spawn(function: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_two_appenders_and_a_compressor_lose_nothing(tmp_path: Path) -> None:
     store_path = tmp_path / "shared.db"
     Store(store_path).close()

@@ -187,6 +187,7 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_sigkill_during_import_and_compress_loses_nothing(tmp_path: Path) -> None:
     count_text("warm the encoding before forking")
     context = multiprocessing.get_context("fork")

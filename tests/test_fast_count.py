@@ -323,6 +323,7 @@ def test_pieces_equal_the_regex_split(
 SWEEP_TEMPLATES = ("{c}'s", "{c}1234", "a   {c}", "x{c}x")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ENCODING_NAMES)
 def test_every_code_point_agrees_with_tiktoken(c_impl: ModuleType, encoding: str) -> None:
     counter = c_impl.PieceCounter(encoding)
@@ -375,6 +376,7 @@ def example_texts() -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ENCODING_NAMES)
 def test_every_example_message_is_exact(impl: ModuleType, example_texts: list[str], encoding: str) -> None:
     assert len(example_texts) > 1000
