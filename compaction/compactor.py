@@ -41,7 +41,7 @@ from .splitting import (
     truncate_text,
     truncate_tool_result,
 )
-from .store import MessageFacts, Store, StoredSummary
+from .store import HistoryStore, MessageFacts, StoredSummary
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
 from .tokens.counting import count_text
@@ -107,7 +107,7 @@ class Compactor:
         >>> Compactor(store, Recipe()).tick(keep_tail_tokens=2000)  # doctest: +SKIP
     """
 
-    def __init__(self, store: Store, recipe: Recipe, summarizer: Summarizer | None = None) -> None:
+    def __init__(self, store: HistoryStore, recipe: Recipe, summarizer: Summarizer | None = None) -> None:
         self.store = store
         self.recipe = recipe
         self.encoding = recipe.encoding

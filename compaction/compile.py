@@ -27,7 +27,7 @@ from .errors import InvalidMessage, InvariantViolation, OverBudget
 from .outputs import RequestFormat, request_format
 from .planning import SUMMARY_INTRO, WindowPlanner, live_image_settings, refine_cover, summary_block
 from .recipe import Recipe
-from .store import Store, StoredSummary
+from .store import HistoryStore, StoredSummary
 from .tokens.counting import MESSAGE_OVERHEAD, count_text
 from .tools import normalize_tools, tools_tokens
 from .types import RequestFormatName, Stage
@@ -80,7 +80,7 @@ class CompiledRequest:
         return self.request.tokens
 
 
-def _system_text(store: Store) -> tuple[str | None, list[int]]:
+def _system_text(store: HistoryStore) -> tuple[str | None, list[int]]:
     seqs = store.pinned_seqs()
     texts = [store.messages(seq, seq + 1)[0].text() for seq in seqs]
     return ("\n\n".join(texts) if texts else None), seqs
@@ -150,7 +150,7 @@ def _check_budget(budget: int | None) -> int:
 
 
 def compile_request(
-    store: Store,
+    store: HistoryStore,
     recipe: Recipe,
     *,
     budget: int | None = None,
@@ -188,7 +188,7 @@ def compile_request(
 
 
 def plan_compile(
-    store: Store,
+    store: HistoryStore,
     recipe: Recipe,
     *,
     budget: int | None = None,
@@ -285,7 +285,7 @@ def _shortfall(
 
 
 def _emit(
-    store: Store,
+    store: HistoryStore,
     plan: WindowPlanner,
     system: str | None,
     pinned: list[int],
@@ -323,7 +323,7 @@ def _check_coverage(plan: WindowPlanner, pinned: list[int], cover: Sequence[Stor
 
 
 def raw_history_tokens(
-    store: Store,
+    store: HistoryStore,
     recipe: Recipe,
     *,
     format: RequestFormatName | None = None,

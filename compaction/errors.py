@@ -8,6 +8,11 @@ to do about it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .types import Stage
+
 __all__ = [
     "CompactionError",
     "InvalidTranscript",
@@ -77,7 +82,7 @@ class OverBudget(ValueError, CompactionError):
         needed: the tokens the part that cannot shrink needs on its own.
     """
 
-    def __init__(self, message: str, *, stage: str, budget: int, needed: int) -> None:
+    def __init__(self, message: str, *, stage: Stage, budget: int, needed: int) -> None:
         super().__init__(message)
         self.stage = stage
         self.budget = budget

@@ -16,7 +16,7 @@ from .compile import CompiledRequest, plan_compile, raw_history_tokens
 from .errors import OverBudget
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
-from .store import Store
+from .store import HistoryStore, Store
 from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
@@ -49,7 +49,7 @@ class RunResult:
 
 
 def import_transcript(
-    store: Store, path: str | Path, *, format: str | None = None, lenient: bool = False
+    store: HistoryStore, path: str | Path, *, format: str | None = None, lenient: bool = False
 ) -> tuple[ParsedTranscript, int]:
     """Parse ``path`` and append its messages to ``store``; return (parsed, messages added).
 
@@ -76,7 +76,7 @@ def _require_budget(recipe: Recipe) -> int:
 
 
 def compress_and_compile(
-    store: Store,
+    store: HistoryStore,
     recipe: Recipe,
     *,
     summarizer: Summarizer | None = None,

@@ -18,7 +18,7 @@ from .images import ImageDecider, decide_and_price
 from .outputs import RequestFormat
 from .policy import ImageSettings
 from .recipe import Recipe
-from .store import MessageFacts, Store, StoredSummary
+from .store import HistoryStore, MessageFacts, StoredSummary
 from .tokens.counting import BLOCK_SEPARATOR, MESSAGE_OVERHEAD, count_text
 
 __all__ = ["WindowPlanner", "SUMMARY_INTRO", "live_image_settings", "summary_block", "refine_cover"]
@@ -54,7 +54,7 @@ class WindowPlanner:
 
     PAGE = 256
 
-    def __init__(self, store: Store, recipe: Recipe, budget: int, fmt: RequestFormat, model: str) -> None:
+    def __init__(self, store: HistoryStore, recipe: Recipe, budget: int, fmt: RequestFormat, model: str) -> None:
         self.store = store
         self.recipe = recipe
         self.budget = budget
