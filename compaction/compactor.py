@@ -31,7 +31,7 @@ from .errors import CompactionError, SummarizerError, SummarizerRefused
 from .imageinfo import info_from_block
 from .images import placeholder_for
 from .outputs import request_format
-from .policy import ImageSettings
+from .policy import ImageSettings, image_settings
 from .recipe import Recipe
 from .splitting import (
     flatten,
@@ -77,12 +77,7 @@ class TickReport:
 
 def compression_image_settings(recipe: Recipe) -> ImageSettings:
     """Return the image settings of compression prompts (L1, merge, split) from ``recipe``."""
-    return ImageSettings(
-        policy=recipe.image_policy,
-        max_images=recipe.max_compression_images,
-        max_bytes=recipe.max_compression_image_bytes,
-        assumed_url_image_bytes=recipe.assumed_url_image_bytes,
-    )
+    return image_settings(recipe, "compression")
 
 
 def l1_frontier(l1: Sequence[StoredSummary]) -> int:

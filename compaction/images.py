@@ -34,7 +34,7 @@ from typing import Any, Literal
 from .blocks import DATA_URI_RE, Block, canonical_json
 from .errors import ImageError
 from .imageinfo import ImageInfo, canonical_base64, info_from_block, info_from_data_uri
-from .policy import Decision, ImageBudget, ImageSettings, placeholder_text
+from .policy import Decision, ImageBudget, ImageSettings
 from .tokens.counting import count_text
 
 __all__ = [
@@ -125,26 +125,23 @@ def _text_uris(text: str, location: ImageLocation) -> Iterator[tuple[ImageLocati
             yield location, match
 
 
-def _walk(blocks: Sequence[Block]) -> Iterator[tuple[ImageLocation, Block | re.Match[str]]]:
+def _walk(
+    blocks: Sequence[Block], nested: bool = False
+) -> Iterator[tuple[ImageLocation, Block | re.Match[str]]]:
     """Yield each image of ``blocks`` in document order: its location and its block or data URI."""
     for block in blocks:
         kind = block.get("type")
         if kind == "image":
-            yield "block", block
+            yield ("tool_result" if nested else "block"), block
         elif kind == "text":
             yield from _text_uris(block["text"], "text")
-        elif kind == "tool_result":
+        elif kind == "tool_result" and not nested:
             content = block.get("content", "")
             if isinstance(content, str):
                 yield from _text_uris(content, "text")
-                continue
-            for inner in content:
-                inner_kind = inner.get("type")
-                if inner_kind == "image":
-                    yield "tool_result", inner
-                elif inner_kind == "text":
-                    yield from _text_uris(inner["text"], "text")
-        elif kind == "tool_use":
+            else:
+                yield from _walk(content, nested=True)
+        elif kind == "tool_use" and not nested:
             yield from _text_uris(canonical_json(block.get("input", {})), "tool_arguments")
 
 
@@ -203,18 +200,20 @@ class ImageDecider:
         return self._budget.decide(site.byte_size, depth_tokens)
 
 
-def placeholder_for(site: ImageInfo, reason: str) -> str:
-    """Return the loud placeholder text of an image that is not shown, naming ``reason``."""
-    return placeholder_text(
-        media_type=site.media_type,
-        width=site.width,
-        height=site.height,
-        byte_size=site.byte_size,
-        short_hash=site.short_hash,
-        source=site.source,
-        url=site.url,
-        reason=reason,
-    )
+def placeholder_for(image: ImageInfo, reason: str) -> str:
+    """Return the loud text that stands for an image that is not shown (never empty).
+
+    It names the media type, pixel size, bytes, a short content hash (or the URL) and
+    ``reason``, and says the image is kept in the store.
+    """
+    size = f"{image.width}x{image.height} px" if image.width and image.height else "size unknown"
+    media_type = image.media_type
+    if image.source == "url":
+        what = f"image from URL {image.url} ({media_type or 'media type unknown'}, {size})"
+    else:
+        nbytes = f"{image.byte_size:,} bytes" if image.byte_size is not None else "bytes unknown"
+        what = f"{media_type or 'image of unknown type'}, {size}, {nbytes}, sha256 {image.short_hash}"
+    return f"[image not shown: {what}; reason: {reason}. The image is kept in the store.]"
 
 
 def site_tokens(site: ImageSite, decision: Decision, *, model: str, encoding: str, format: Any) -> int:

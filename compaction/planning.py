@@ -16,7 +16,7 @@ from .blocks import Block
 from .errors import InvariantViolation
 from .images import ImageDecider, decide_and_price
 from .outputs import RequestFormat
-from .policy import ImageSettings
+from .policy import ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
 from .tokens.counting import BLOCK_SEPARATOR, MESSAGE_OVERHEAD, count_text
@@ -28,13 +28,7 @@ SUMMARY_INTRO = "[Earlier messages, summarized: a record of what happened, not i
 
 def live_image_settings(recipe: Recipe) -> ImageSettings:
     """Return the image settings of live compiles (policy and live caps) from ``recipe``."""
-    return ImageSettings(
-        policy=recipe.image_policy,
-        max_images=recipe.max_live_images,
-        max_bytes=recipe.max_live_image_bytes,
-        strip_depth_tokens=recipe.image_strip_depth_tokens,
-        assumed_url_image_bytes=recipe.assumed_url_image_bytes,
-    )
+    return image_settings(recipe, "live")
 
 
 def summary_block(summary: StoredSummary) -> Block:

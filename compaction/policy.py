@@ -12,11 +12,15 @@ same depth (text tokens of the newer messages), so what is priced is what ships.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from .errors import RecipeError
 from .types import IMAGE_POLICIES, ImagePolicy
 
-__all__ = ["ImageSettings", "ImageBudget", "Decision", "placeholder_text", "IMAGE_POLICIES"]
+if TYPE_CHECKING:
+    from .recipe import Recipe
+
+__all__ = ["ImageSettings", "ImageBudget", "Decision", "image_settings", "IMAGE_POLICIES"]
 
 
 
@@ -96,26 +100,21 @@ class ImageBudget:
         return Decision(True)
 
 
-def placeholder_text(
-    *,
-    media_type: str | None,
-    width: int | None,
-    height: int | None,
-    byte_size: int | None,
-    short_hash: str,
-    source: str,
-    url: str | None,
-    reason: str,
-) -> str:
-    """Return the loud text that stands for an image that is not shown.
+def image_settings(recipe: Recipe, requests: Literal["live", "compression"]) -> ImageSettings:
+    """Return the image settings a recipe gives one kind of request.
 
-    It names the media type, pixel size, bytes, a short content hash (or the URL) and the
-    reason, and says the image is kept in the store.  Never empty.
+    Args:
+        recipe: the recipe (its ``vision`` gives the policy for both kinds).
+        requests: ``"live"`` (compiled model requests: ``max_live_images``,
+            ``max_live_image_bytes``, ``image_strip_depth_tokens``) or ``"compression"``
+            (summarizer requests: ``max_compression_images``, ``max_compression_image_bytes``,
+            no depth cap).
     """
-    size = f"{width}x{height} px" if width and height else "size unknown"
-    if source == "url":
-        what = f"image from URL {url} ({media_type or 'media type unknown'}, {size})"
-    else:
-        nbytes = f"{byte_size:,} bytes" if byte_size is not None else "bytes unknown"
-        what = f"{media_type or 'image of unknown type'}, {size}, {nbytes}, sha256 {short_hash}"
-    return f"[image not shown: {what}; reason: {reason}. The image is kept in the store.]"
+    live = requests == "live"
+    return ImageSettings(
+        policy=recipe.image_policy,
+        max_images=recipe.max_live_images if live else recipe.max_compression_images,
+        max_bytes=recipe.max_live_image_bytes if live else recipe.max_compression_image_bytes,
+        strip_depth_tokens=recipe.image_strip_depth_tokens if live else None,
+        assumed_url_image_bytes=recipe.assumed_url_image_bytes,
+    )

@@ -33,14 +33,9 @@ class AnthropicMessages(RequestFormat):
     default_model: ClassVar[str] = "claude-sonnet-4-5"
     image_types: ClassVar[frozenset[str]] = frozenset({"image", "image_url", "input_image"})
 
-    def render(
-        self,
-        system: str | None,
-        messages: Sequence[WireMessage],
-        *,
-        model: str,
-        max_output_tokens: int | None = None,
-    ) -> dict[str, Any]:
+    default_output_cap: ClassVar[int | None] = DEFAULT_MAX_TOKENS
+
+    def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []
         system_texts = [system] if system else []
         for role, blocks in messages:
@@ -59,10 +54,7 @@ class AnthropicMessages(RequestFormat):
                 message["content"] = results + others
         if out and out[0]["role"] != "user":
             out.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_TURN}]})
-        body: dict[str, Any] = {
-            "model": model,
-            "max_tokens": DEFAULT_MAX_TOKENS if max_output_tokens is None else max_output_tokens,
-        }
+        body: dict[str, Any] = {}
         if system_texts:
             body["system"] = "\n\n".join(system_texts)
         body["messages"] = out

@@ -66,7 +66,6 @@ class RequestFormat(ABC):
     default_model: ClassVar[str]
     image_types: ClassVar[frozenset[str]]
 
-    @abstractmethod
     def render(
         self,
         system: str | None,
@@ -75,16 +74,29 @@ class RequestFormat(ABC):
         model: str,
         max_output_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """Return the request body for gated messages.
+        """Return the request body for gated messages: ``model``, the output cap, the conversation.
 
         Args:
             system: the system text, or ``None``.
             messages: ``(role, blocks)`` in order, as the gate left them (images decided,
                 orphans repaired); rendering never adds or drops an image.
             model: the model the body names.
-            max_output_tokens: the answer's cap (tokens), written where the shape takes it;
-                ``None`` leaves it to the shape's default.
+            max_output_tokens: the answer's cap (tokens), written as ``max_tokens``; ``None``
+                leaves it to the shape (see :meth:`default_output_cap`).
         """
+        body: dict[str, Any] = {"model": model}
+        cap = self.default_output_cap if max_output_tokens is None else max_output_tokens
+        if cap is not None:
+            body["max_tokens"] = cap
+        body.update(self.render_conversation(system, messages))
+        return body
+
+    #: ``max_tokens`` written when the caller names none (``None``: the field is left out).
+    default_output_cap: ClassVar[int | None] = None
+
+    @abstractmethod
+    def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
+        """Return the body's conversation fields (system text and messages) in this shape."""
 
     @abstractmethod
     def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -83,14 +83,7 @@ class OpenAIChat(RequestFormat):
     default_model: ClassVar[str] = "gpt-4o"
     image_types: ClassVar[frozenset[str]] = frozenset({"image_url", "input_image", "image"})
 
-    def render(
-        self,
-        system: str | None,
-        messages: Sequence[WireMessage],
-        *,
-        model: str,
-        max_output_tokens: int | None = None,
-    ) -> dict[str, Any]:
+    def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []
         if system:
             out.append({"role": "system", "content": system})
@@ -107,10 +100,7 @@ class OpenAIChat(RequestFormat):
                 out.append(_assistant_message(blocks))
             else:
                 out.extend(self._user_messages(blocks))
-        body: dict[str, Any] = {"model": model, "messages": out}
-        if max_output_tokens is not None:
-            body["max_tokens"] = max_output_tokens
-        return body
+        return {"messages": out}
 
     @staticmethod
     def _user_messages(blocks: Sequence[Block]) -> list[dict[str, Any]]:

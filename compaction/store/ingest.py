@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from ..blocks import Block, Message, canonical_json
 from ..errors import ImageError, StoreError
 from ..imageinfo import image_size
-from ..tokens.counting import cache_key, message_text_tokens
 from ..images import ImageSite, find_image_sites
+from ..tokens.counting import cache_key, message_text_tokens
 from .model import MessageFacts, StoredSummary
 
 __all__ = [
