@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import shutil
 import json
+import shutil
 import sqlite3
 import threading
 import time
