@@ -21,6 +21,7 @@ from .compactor import Compactor
 from .compile import CompiledRequest, compile_request, raw_history_tokens
 from .errors import CompactionError
 from .formats import FORMATS
+from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store
@@ -248,7 +249,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @store_option
 @recipe_option
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request.")
-@click.option("--to", "output_format", type=click.Choice(["openai", "anthropic"]), help="Request format.")
+@click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
 @click.option("--model", help="Model named in the request (also selects image pricing).")
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
@@ -329,7 +330,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
 @click.option(
     "--to",
     "output_format",
-    type=click.Choice(["openai", "anthropic"]),
+    type=click.Choice(list(REQUEST_FORMATS)),
     help="Request format (default openai).",
 )
 @click.option("--model", help="Model named in the request (also selects image pricing).")

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import RecipeError
+from .outputs import REQUEST_FORMATS
 from .types import IMAGE_POLICIES as _IMAGE_POLICIES
-from .types import REQUEST_FORMAT_NAMES, ImagePolicy, RequestFormatName
+from .types import ImagePolicy, RequestFormatName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +62,7 @@ __all__ = [
 
 ENCODING_NAMES = ("o200k_base", "cl100k_base")
 IMAGE_POLICIES: tuple[str, ...] = _IMAGE_POLICIES
-OUTPUT_FORMATS: tuple[str, ...] = REQUEST_FORMAT_NAMES
+OUTPUT_FORMATS: tuple[str, ...] = tuple(REQUEST_FORMATS)
 #: The ``[summarizer] kind`` values (each has a builder in :mod:`compaction.summarizers.factory`).
 SUMMARIZER_KINDS = ("extractive", "openai", "anthropic")
 
@@ -323,9 +324,7 @@ class Recipe:
     def target_model(self) -> str:
         """Return the model compiled requests name: :attr:`model`, else the output format's default
         (``gpt-4o`` for OpenAI Chat, ``claude-sonnet-4-5`` for Anthropic Messages)."""
-        from .outputs import request_format
-
-        return self.model or request_format(self.output_format).default_model
+        return self.model or REQUEST_FORMATS[self.output_format].default_model
 
     def to_dict(self) -> dict[str, Any]:
         """Return the recipe as a TOML-ready mapping (``None`` values left out).

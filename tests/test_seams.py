@@ -184,3 +184,17 @@ def test_raw_history_tokens_counts_tools_and_framing() -> None:
             assert raw_history_tokens(store, recipe, tools=tools) == compiled.tokens
     finally:
         store.close()
+
+
+def test_the_request_format_registry_is_the_one_list_of_formats() -> None:
+    """The recipe, the CLI's --to and the RequestFormatName type all list the registry's formats."""
+    from typing import get_args
+
+    from compaction.recipe import OUTPUT_FORMATS
+    from compaction.types import RequestFormatName
+
+    assert tuple(REQUEST_FORMATS) == OUTPUT_FORMATS == get_args(RequestFormatName)
+    for name, fmt in REQUEST_FORMATS.items():
+        assert fmt.name == name and fmt.default_model
+        body = fmt.render(None, [("user", [{"type": "text", "text": "hi"}])], model=fmt.default_model)
+        assert body["model"] == fmt.default_model and fmt.count_images(body) == 0
