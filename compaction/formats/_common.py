@@ -114,6 +114,9 @@ def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
         except RecursionError:
             ctx.problem("invalid JSON: nested too deeply to parse", line=number)
             continue
+        except ValueError as err:  # an integer longer than Python converts
+            ctx.problem(f"invalid JSON: {err}", line=number)
+            continue
         if not isinstance(value, dict):
             ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
             continue
@@ -133,6 +136,8 @@ def load_json_document(text: str, ctx: Context) -> Any:
         ) from err
     except RecursionError as err:
         raise InvalidTranscript("invalid JSON: nested too deeply to parse", path=ctx.path) from err
+    except ValueError as err:  # an integer longer than Python converts
+        raise InvalidTranscript(f"invalid JSON: {err}", path=ctx.path) from err
 
 
 def first_line_is_object(text: str) -> bool:
@@ -141,7 +146,7 @@ def first_line_is_object(text: str) -> bool:
         if line.strip():
             try:
                 return isinstance(json.loads(line), dict)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):
                 return False
     return False
 
@@ -184,7 +189,7 @@ def parse_arguments(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             value = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return {"_raw_arguments": arguments}
         if isinstance(value, dict):
             return value

@@ -213,7 +213,7 @@ def _is_jsonl(text: str) -> bool:
     try:
         json.loads(text)
         return False
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return any(first_line_is_object(line) for line in lines[1:])
 
 
