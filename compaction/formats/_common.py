@@ -19,7 +19,7 @@ the item, counts it and records one ``"path:line: what"`` line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,9 @@ from ..imageinfo import info_from_block
 __all__ = [
     "Context",
     "Draft",
+    "Item",
     "Malformed",
+    "convert_items",
     "finish",
     "iter_jsonl",
     "load_json_document",
@@ -38,6 +40,8 @@ __all__ = [
     "image_from_url",
     "parse_arguments",
     "text_blocks",
+    "tool_result",
+    "tool_use",
     "uniquify_tool_ids",
 ]
 
@@ -92,6 +96,29 @@ class Context:
         if line is not None:
             prefix += f":{line}"
         self.problems.append(f"{prefix}: {text}")
+
+
+#: One source value to convert, with where it came from: ``(value, line, where)``.
+Item = tuple[Any, int | None, str | None]
+
+
+def convert_items(
+    items: Iterable[Item], ctx: Context, convert: Callable[[Any], Draft | None]
+) -> Iterator[tuple[Any, Draft]]:
+    """Yield ``(value, draft)`` for each item that ``convert`` turns into a draft.
+
+    A :class:`Malformed` item is reported through ``ctx`` at its line or place and skipped, and
+    so is an item ``convert`` returns ``None`` for; each draft remembers where it came from.
+    """
+    for value, line, where in items:
+        try:
+            draft = convert(value)
+        except Malformed as err:
+            ctx.problem(str(err), line=line, where=where)
+            continue
+        if draft is not None:
+            draft.line, draft.where = line, where
+            yield value, draft
 
 
 # -- JSON helpers ---------------------------------------------------------------------------
@@ -166,6 +193,16 @@ def text_blocks(text: Any) -> list[Block]:
     if not isinstance(text, str):
         raise Malformed(f"expected text, found {type(text).__name__} {_clip(text)}")
     return [{"type": "text", "text": text}]
+
+
+def tool_use(call_id: str, name: str, tool_input: dict[str, Any]) -> Block:
+    """Return a ``tool_use`` block: a call of the tool ``name`` with ``tool_input``."""
+    return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}
+
+
+def tool_result(call_id: str, content: str | list[Block], is_error: bool = False) -> Block:
+    """Return a ``tool_result`` block: the answer to the call ``call_id``."""
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}
 
 
 def image_from_url(url: Any) -> Block:

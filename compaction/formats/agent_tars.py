@@ -33,10 +33,13 @@ from ._common import (
     Context,
     Draft,
     Malformed,
+    convert_items,
     first_line_is_object,
     iter_jsonl,
     load_json_document,
     text_blocks,
+    tool_result,
+    tool_use,
 )
 from .openai import OpenAIConverter, content_parts
 
@@ -64,6 +67,78 @@ def _events(text: str, ctx: Context) -> list[tuple[Any, int | None, str | None]]
     return [(event, None, f"events[{index}]") for index, event in enumerate(document)]
 
 
+def _tool_result(event: dict[str, Any]) -> Block:
+    call_id = event.get("toolCallId")
+    if not isinstance(call_id, str):
+        raise Malformed("a tool_result event needs a string 'toolCallId'")
+    content = _result_content(event.get("content"))
+    error = event.get("error")
+    if error and isinstance(content, list):
+        content = content + text_blocks(f"Error: {error}")
+    elif error:
+        content = f"{content}\nError: {error}" if content else f"Error: {error}"
+    return tool_result(call_id, content, bool(error))
+
+
+class _EventReader:
+    """Turn events into drafts one at a time, keeping what spans events (thinking, calls)."""
+
+    def __init__(self) -> None:
+        self._converter = OpenAIConverter()
+        self._announced: dict[str, int] = {}  # tool-call id -> announced calls not yet seen as tool_call
+        self._thinking: list[Block] = []
+
+    def read(self, event: Any) -> Draft | None:
+        """Return the draft of one event, or ``None`` for an event that makes no message.
+
+        Raises:
+            Malformed: the event is not an object with a string ``type``, or is malformed.
+        """
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise Malformed("an event must be an object with a string 'type'")
+        kind = event["type"]
+        if kind in ("user_message", "environment_input"):
+            draft = Draft("user", content_parts(event.get("content")))
+            if kind == "environment_input":
+                draft.meta["kind"] = "environment_input"
+            return draft
+        if kind == "assistant_thinking_message":
+            self._thinking.extend(
+                {"type": "thinking", "thinking": b["text"], "signature": ""}
+                for b in text_blocks(event.get("content"))
+            )
+            return None
+        if kind == "assistant_message":
+            return self._assistant(event)
+        if kind == "tool_call":
+            return self._tool_call(event)
+        if kind == "tool_result":
+            return Draft("user", [_tool_result(event)])
+        return None
+
+    def _assistant(self, event: dict[str, Any]) -> Draft:
+        message = {"role": "assistant", "content": event.get("content"), "tool_calls": event.get("toolCalls")}
+        draft = self._converter.convert(message)
+        draft.content[:0] = self._thinking
+        self._thinking = []
+        for block in draft.content:
+            if block["type"] == "tool_use":
+                self._announced[block["id"]] = self._announced.get(block["id"], 0) + 1
+        return draft
+
+    def _tool_call(self, event: dict[str, Any]) -> Draft | None:
+        call_id = event.get("toolCallId")
+        if not isinstance(call_id, str) or not isinstance(event.get("name"), str):
+            raise Malformed("a tool_call event needs string 'toolCallId' and 'name'")
+        if self._announced.get(call_id, 0) > 0:
+            self._announced[call_id] -= 1
+            return None
+        arguments = event.get("arguments")
+        return Draft(
+            "assistant", [tool_use(call_id, event["name"], arguments if isinstance(arguments, dict) else {})]
+        )
+
+
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an Agent TARS event stream into drafts."""
     try:
@@ -71,79 +146,8 @@ def parse(text: str, ctx: Context) -> list[Draft]:
     except Malformed as err:
         ctx.problem(str(err))
         return []
-    converter = OpenAIConverter()
     drafts: list[Draft] = []
-    announced: dict[str, int] = {}  # tool-call id -> announced calls not yet seen as tool_call events
-    thinking: list[Block] = []
-    for event, line, where in events:
-        try:
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                raise Malformed("an event must be an object with a string 'type'")
-            kind = event["type"]
-            if kind in ("user_message", "environment_input"):
-                draft = Draft("user", content_parts(event.get("content")))
-                if kind == "environment_input":
-                    draft.meta["kind"] = "environment_input"
-            elif kind == "assistant_thinking_message":
-                thinking.extend(
-                    {"type": "thinking", "thinking": b["text"], "signature": ""}
-                    for b in text_blocks(event.get("content"))
-                )
-                continue
-            elif kind == "assistant_message":
-                message = {
-                    "role": "assistant",
-                    "content": event.get("content"),
-                    "tool_calls": event.get("toolCalls"),
-                }
-                draft = converter.convert(message)
-                draft.content[:0] = thinking
-                thinking = []
-                for block in draft.content:
-                    if block["type"] == "tool_use":
-                        announced[block["id"]] = announced.get(block["id"], 0) + 1
-            elif kind == "tool_call":
-                call_id = event.get("toolCallId")
-                if not isinstance(call_id, str) or not isinstance(event.get("name"), str):
-                    raise Malformed("a tool_call event needs string 'toolCallId' and 'name'")
-                if announced.get(call_id, 0) > 0:
-                    announced[call_id] -= 1
-                    continue
-                arguments = event.get("arguments")
-                draft = Draft(
-                    "assistant",
-                    [
-                        {
-                            "type": "tool_use",
-                            "id": call_id,
-                            "name": event["name"],
-                            "input": arguments if isinstance(arguments, dict) else {},
-                        }
-                    ],
-                )
-            elif kind == "tool_result":
-                call_id = event.get("toolCallId")
-                if not isinstance(call_id, str):
-                    raise Malformed("a tool_result event needs a string 'toolCallId'")
-                content = _result_content(event.get("content"))
-                error = event.get("error")
-                if error and isinstance(content, list):
-                    content = content + text_blocks(f"Error: {error}")
-                elif error:
-                    content = f"{content}\nError: {error}" if content else f"Error: {error}"
-                result = {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": content,
-                    "is_error": bool(error),
-                }
-                draft = Draft("user", [result])
-            else:
-                continue
-        except Malformed as err:
-            ctx.problem(str(err), line=line, where=where)
-            continue
-        draft.line, draft.where = line, where
+    for event, draft in convert_items(events, ctx, _EventReader().read):
         if isinstance(event.get("id"), str):
             draft.source_id = event["id"]
         if event.get("timestamp") is not None:

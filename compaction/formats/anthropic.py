@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..blocks import Block
-from ._common import Context, Draft, Malformed, text_blocks
-from .openai import iter_messages
+from ._common import Context, Draft, Item, Malformed, convert_items, text_blocks
+from .openai import parse_chat
 
-__all__ = ["NAME", "parse", "convert", "content_blocks"]
+__all__ = ["NAME", "content_blocks", "convert", "parse"]
 
 NAME = "anthropic"
 
@@ -56,27 +56,11 @@ def convert(message: Any) -> Draft:
     return draft
 
 
-def convert_all(items: Sequence[tuple[Any, int | None, str | None]], ctx: Context) -> list[Draft]:
+def convert_all(items: Sequence[Item], ctx: Context) -> list[Draft]:
     """Convert Anthropic messages, reporting malformed ones through ``ctx``."""
-    drafts: list[Draft] = []
-    for message, line, where in items:
-        try:
-            draft = convert(message)
-        except Malformed as err:
-            ctx.problem(str(err), line=line, where=where)
-            continue
-        draft.line, draft.where = line, where
-        drafts.append(draft)
-    return drafts
+    return [draft for _, draft in convert_items(items, ctx, convert)]
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an Anthropic Messages transcript into drafts."""
-    items, system = iter_messages(text, ctx)
-    drafts = convert_all(items, ctx)
-    if system:
-        try:
-            drafts.insert(0, Draft("system", content_blocks(system), where="system"))
-        except Malformed as err:
-            ctx.problem(str(err), where="system")
-    return drafts
+    return parse_chat(text, ctx, convert_all, content_blocks)

@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..blocks import canonical_json
+from . import anthropic
 from ._common import Context, Draft, Malformed, iter_jsonl
-from .anthropic import content_blocks
 
 __all__ = ["NAME", "parse"]
 
@@ -37,6 +37,8 @@ NAME = "claude-code"
 
 
 def _event_draft(event: dict[str, Any]) -> Draft:
+    """Return the draft of a user or assistant event: its Anthropic message, with the event's
+    ``uuid`` as source id and its timestamp (and the message id, to join split lines)."""
     kind = event["type"]
     message = event.get("message")
     if not isinstance(message, dict):
@@ -46,13 +48,10 @@ def _event_draft(event: dict[str, Any]) -> Draft:
     role = message.get("role", kind)
     if role != kind:
         raise Malformed(f"a {kind} event holds a message with role {role!r}")
-    draft = Draft(kind, content_blocks(message["content"]))
-    if isinstance(event.get("uuid"), str):
-        draft.source_id = event["uuid"]
+    draft = anthropic.convert({**message, "role": kind})
+    draft.source_id = event["uuid"] if isinstance(event.get("uuid"), str) else None
     if isinstance(event.get("timestamp"), str):
         draft.meta["timestamp"] = event["timestamp"]
-    if isinstance(message.get("model"), str):
-        draft.meta["model"] = message["model"]
     if isinstance(message.get("id"), str):
         draft.meta["message_id"] = message["id"]
     return draft

@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from ..blocks import Block
-from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments
+from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments, tool_result, tool_use
 from .openai import content_parts
 
 __all__ = ["NAME", "parse"]
@@ -77,7 +77,7 @@ def _tool_use(item: dict[str, Any]) -> Block:
         name, tool_input = "local_shell", action if isinstance(action, dict) else {}
     if not isinstance(name, str):
         raise Malformed(f"a {kind} item needs a string 'name'")
-    return {"type": "tool_use", "id": _call_id(item), "name": name, "input": tool_input}
+    return tool_use(_call_id(item), name, tool_input)
 
 
 def _tool_result(item: dict[str, Any]) -> Block:
@@ -90,7 +90,7 @@ def _tool_result(item: dict[str, Any]) -> Block:
         content = content_parts(output)
     else:
         content = json.dumps(output, ensure_ascii=False)
-    return {"type": "tool_result", "tool_use_id": _call_id(item), "content": content, "is_error": False}
+    return tool_result(_call_id(item), content)
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:

@@ -23,7 +23,7 @@ saved conversation), or JSONL with one message per line (a line may also hold a 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..blocks import Block
@@ -31,16 +31,20 @@ from ..errors import InvalidTranscript
 from ._common import (
     Context,
     Draft,
+    Item,
     Malformed,
+    convert_items,
     first_line_is_object,
     image_from_url,
     iter_jsonl,
     load_json_document,
     parse_arguments,
     text_blocks,
+    tool_result,
+    tool_use,
 )
 
-__all__ = ["NAME", "parse", "OpenAIConverter", "content_parts"]
+__all__ = ["NAME", "OpenAIConverter", "content_parts", "parse", "parse_chat"]
 
 NAME = "openai"
 
@@ -130,14 +134,7 @@ class OpenAIConverter:
             self._legacy_count += 1
             call_id = f"function_call_{self._legacy_count}"
             self._legacy_waiting.append((legacy["name"], call_id))
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": legacy["name"],
-                    "input": parse_arguments(legacy.get("arguments")),
-                }
-            )
+            blocks.append(tool_use(call_id, legacy["name"], parse_arguments(legacy.get("arguments"))))
         return blocks
 
     def _tool_use(self, call: Any, index: int) -> Block:
@@ -150,12 +147,7 @@ class OpenAIConverter:
         if not isinstance(call_id, str) or not call_id:
             self._missing_ids += 1
             call_id = f"call_missing_{self._missing_ids}"
-        return {
-            "type": "tool_use",
-            "id": call_id,
-            "name": function["name"],
-            "input": parse_arguments(function.get("arguments")),
-        }
+        return tool_use(call_id, function["name"], parse_arguments(function.get("arguments")))
 
     def _tool_results(self, message: dict[str, Any]) -> list[Block]:
         ids = message.get("tool_call_ids")
@@ -171,7 +163,7 @@ class OpenAIConverter:
             body: str | list[Block] = content or ""
         else:
             body = content_parts(content)
-        return {"type": "tool_result", "tool_use_id": call_id, "content": body, "is_error": False}
+        return tool_result(call_id, body)
 
     def _answer_legacy(self, name: str) -> str:
         for index, (waiting_name, call_id) in enumerate(self._legacy_waiting):
@@ -197,9 +189,6 @@ def _message_list(document: Any, ctx: Context) -> tuple[list[Any], Any]:
         f"found {type(document).__name__}",
         path=ctx.path,
     )
-
-
-Item = tuple[Any, int | None, str | None]
 
 
 def _is_jsonl(text: str) -> bool:
@@ -236,17 +225,32 @@ def iter_messages(text: str, ctx: Context) -> tuple[list[Item], Any]:
     return [(m, None, f"messages[{i}]") for i, m in enumerate(messages)], system
 
 
+def parse_chat(
+    text: str,
+    ctx: Context,
+    convert_all: Callable[[Sequence[Item], Context], list[Draft]],
+    system_blocks: Callable[[Any], list[Block]],
+) -> list[Draft]:
+    """Parse chat messages (a JSON array, ``{"messages"}`` objects or JSONL) into drafts.
+
+    The OpenAI and Anthropic formats share the containers and differ in the messages:
+    ``convert_all`` converts them and ``system_blocks`` a top-level ``system`` value, which
+    becomes the first draft.
+    """
+    items, system = iter_messages(text, ctx)
+    drafts = convert_all(items, ctx)
+    if system:
+        try:
+            drafts.insert(0, Draft("system", system_blocks(system), where="system"))
+        except Malformed as err:
+            ctx.problem(str(err), where="system")
+    return drafts
+
+
 def convert_all(items: Sequence[Item], ctx: Context) -> list[Draft]:
     """Convert Chat Completions messages, reporting malformed ones through ``ctx``."""
-    converter = OpenAIConverter()
     drafts: list[Draft] = []
-    for message, line, where in items:
-        try:
-            draft = converter.convert(message)
-        except Malformed as err:
-            ctx.problem(str(err), line=line, where=where)
-            continue
-        draft.line, draft.where = line, where
+    for message, draft in convert_items(items, ctx, OpenAIConverter().convert):
         if isinstance(message.get("id"), str):
             draft.source_id = message["id"]
         drafts.append(draft)
@@ -255,11 +259,4 @@ def convert_all(items: Sequence[Item], ctx: Context) -> list[Draft]:
 
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an OpenAI Chat Completions transcript into drafts."""
-    items, system = iter_messages(text, ctx)
-    drafts = convert_all(items, ctx)
-    if system:
-        try:
-            drafts.insert(0, Draft("system", content_parts(system), where="system"))
-        except Malformed as err:
-            ctx.problem(str(err), where="system")
-    return drafts
+    return parse_chat(text, ctx, convert_all, content_parts)

@@ -34,9 +34,21 @@ OpenHands numbers tool calls ``toolu_01``, ``toolu_02`` ... afresh in each run;
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from ._common import Context, Draft, Malformed, image_from_url, iter_jsonl, parse_arguments, text_blocks
+from ._common import (
+    Context,
+    Draft,
+    Malformed,
+    convert_items,
+    image_from_url,
+    iter_jsonl,
+    parse_arguments,
+    text_blocks,
+    tool_result,
+    tool_use,
+)
 from .openai import OpenAIConverter
 
 __all__ = ["NAME", "parse"]
@@ -66,7 +78,14 @@ def _observation_text(event: dict[str, Any]) -> str:
     return message if isinstance(message, str) else ""
 
 
-def _event_drafts(event: dict[str, Any], converter: OpenAIConverter, responses: set[str]) -> list[Draft]:
+def _event_draft(event: Any, converter: OpenAIConverter, responses: set[str]) -> Draft | None:
+    """Return the draft of one history event, or ``None`` for an event the model does not read.
+
+    ``converter`` converts the run's model responses; ``responses`` holds the ids of those
+    already converted (one response may drive several actions).
+    """
+    if not isinstance(event, dict):
+        raise Malformed("a history event must be an object")
     metadata = event.get("tool_call_metadata")
     source = event.get("source")
     args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
@@ -78,7 +97,7 @@ def _event_drafts(event: dict[str, Any], converter: OpenAIConverter, responses: 
                 response_id = response.get("id")
                 if isinstance(response_id, str):
                     if response_id in responses:
-                        return []
+                        return None
                     responses.add(response_id)
                 choice = response["choices"][0]
                 message = choice.get("message") if isinstance(choice, dict) else None
@@ -87,43 +106,37 @@ def _event_drafts(event: dict[str, Any], converter: OpenAIConverter, responses: 
                 )
                 if isinstance(response.get("model"), str):
                     draft.meta["model"] = response["model"]
-                return [draft]
+                return draft
             call_id, name = metadata.get("tool_call_id"), metadata.get("function_name")
             if not isinstance(call_id, str) or not isinstance(name, str):
                 raise Malformed("tool_call_metadata needs string 'tool_call_id' and 'function_name'")
             thought = args.get("thought")
             tool_input = {k: v for k, v in args.items() if k != "thought"}
-            use = {"type": "tool_use", "id": call_id, "name": name, "input": parse_arguments(tool_input)}
-            return [Draft("assistant", text_blocks(thought if isinstance(thought, str) else None) + [use])]
+            use = tool_use(call_id, name, parse_arguments(tool_input))
+            return Draft("assistant", text_blocks(thought if isinstance(thought, str) else None) + [use])
         if action == "system":
-            return [Draft("system", text_blocks(args.get("content") or event.get("message")))]
+            return Draft("system", text_blocks(args.get("content") or event.get("message")))
         if action == "message":
             role = "user" if source == "user" else "assistant"
             blocks = text_blocks(args.get("content") or event.get("message"))
             for url in args.get("image_urls") or []:
                 blocks.append(image_from_url(url))
-            return [Draft(role, blocks)]
+            return Draft(role, blocks)
         if action == "recall" or source != "agent":
-            return []
-        return [Draft("assistant", text_blocks(event.get("message")))]
+            return None
+        return Draft("assistant", text_blocks(event.get("message")))
     if "observation" in event:
         observation = event["observation"]
         if isinstance(metadata, dict):
             call_id = metadata.get("tool_call_id")
             if not isinstance(call_id, str):
                 raise Malformed("tool_call_metadata needs a string 'tool_call_id'")
-            result = {
-                "type": "tool_result",
-                "tool_use_id": call_id,
-                "content": _observation_text(event),
-                "is_error": observation == "error",
-            }
-            return [Draft("user", [result])]
+            return Draft("user", [tool_result(call_id, _observation_text(event), observation == "error")])
         if observation == "recall":
-            return [Draft("user", text_blocks(_recall_text(event)))]
+            return Draft("user", text_blocks(_recall_text(event)))
         if observation in _SILENT_OBSERVATIONS:
-            return []
-        return [Draft("user", text_blocks(_observation_text(event)))]
+            return None
+        return Draft("user", text_blocks(_observation_text(event)))
     raise Malformed("a history event needs an 'action' or an 'observation'")
 
 
@@ -135,25 +148,15 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         if not isinstance(history, list):
             ctx.problem("an OpenHands record needs a 'history' list", line=line)
             continue
-        converter = OpenAIConverter()
-        responses: set[str] = set()
         first = len(drafts)
-        for index, event in enumerate(history):
-            where = f"history[{index}]"
-            try:
-                if not isinstance(event, dict):
-                    raise Malformed("a history event must be an object")
-                produced = _event_drafts(event, converter, responses)
-            except Malformed as err:
-                ctx.problem(str(err), line=line, where=where)
-                continue
-            for draft in produced:
-                draft.line, draft.where = line, where
-                if event.get("id") is not None:
-                    draft.source_id = str(event["id"])
-                if isinstance(event.get("timestamp"), str):
-                    draft.meta["timestamp"] = event["timestamp"]
-                drafts.append(draft)
+        items = [(event, line, f"history[{index}]") for index, event in enumerate(history)]
+        convert = partial(_event_draft, converter=OpenAIConverter(), responses=set())
+        for event, draft in convert_items(items, ctx, convert):
+            if event.get("id") is not None:
+                draft.source_id = str(event["id"])
+            if isinstance(event.get("timestamp"), str):
+                draft.meta["timestamp"] = event["timestamp"]
+            drafts.append(draft)
         first_draft = next((d for d in drafts[first:] if d.content), None)
         if first_draft is not None:
             if isinstance(record.get("instance_id"), str):

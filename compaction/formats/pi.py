@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..blocks import Block
-from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks
+from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use
 
 __all__ = ["NAME", "parse"]
 
@@ -76,14 +76,7 @@ def _blocks(content: Any) -> list[Block]:
             if not isinstance(call_id, str) or not isinstance(name, str):
                 raise Malformed(f"content[{index}]: a toolCall needs string 'id' and 'name'")
             arguments = block.get("arguments")
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": name,
-                    "input": arguments if isinstance(arguments, dict) else {},
-                }
-            )
+            blocks.append(tool_use(call_id, name, arguments if isinstance(arguments, dict) else {}))
         else:
             blocks.append(block)
     return blocks
@@ -118,12 +111,7 @@ def _message(message: Any) -> Draft:
         call_id = message.get("toolCallId")
         if not isinstance(call_id, str):
             raise Malformed("a toolResult needs a string 'toolCallId'")
-        result = {
-            "type": "tool_result",
-            "tool_use_id": call_id,
-            "content": _blocks(message.get("content")),
-            "is_error": bool(message.get("isError")),
-        }
+        result = tool_result(call_id, _blocks(message.get("content")), bool(message.get("isError")))
         draft = Draft("user", [result])
     elif role == "bashExecution":
         draft = Draft("user", text_blocks(_bash_text(message)))
