@@ -15,6 +15,12 @@ mapping to :class:`~compaction.blocks.Message`:
 ``aider``         aider ``.aider.chat.history.md``
 ================  ============================================================
 
+Each module also offers ``FORMAT``, a :class:`TranscriptFormat`: its name, a priority and a
+sniffer that recognises the format from the content.  ``_registry`` lists the modules;
+detection asks their sniffers in priority order (:data:`REGISTRY`), specific formats before
+the generic chat-message ones, and ``--format`` names come from the same list.  A new format
+is a new module and one line in that list.
+
 Rules every format shares (``_common.finish``): unknown block types are kept verbatim;
 messages with no content are dropped, tool results never; consecutive user messages made only
 of ``tool_result`` blocks merge into one; tool ids are unique within a transcript (reused ids
@@ -31,19 +37,20 @@ from typing import Any
 
 from ..blocks import Message
 from ..errors import InvalidTranscript, UnknownFormat
-from . import agent_tars, aider, anthropic, claude_code, codex, openai, openhands, pi, swe_agent
-from ._common import Context, Draft, finish
-from ._detect import detect_text, looks_binary
+from . import anthropic, openai
+from ._common import Context, Draft, Item, finish
+from ._registry import FORMATS, REGISTRY, detect, format_named
+from ._sniff import TranscriptFormat
 
-__all__ = ["FORMATS", "ParsedTranscript", "detect_format", "load_transcript", "parse_messages"]
-
-_PARSERS: dict[str, Callable[[str, Context], list[Draft]]] = {
-    module.NAME: module.parse
-    for module in (openai, anthropic, pi, claude_code, codex, agent_tars, swe_agent, openhands, aider)
-}
-
-#: The names of the formats :func:`load_transcript` reads.
-FORMATS: tuple[str, ...] = tuple(_PARSERS)
+__all__ = [
+    "FORMATS",
+    "REGISTRY",
+    "ParsedTranscript",
+    "TranscriptFormat",
+    "detect_format",
+    "load_transcript",
+    "parse_messages",
+]
 
 _HEAD_BYTES = 64 * 1024
 
@@ -63,14 +70,6 @@ class ParsedTranscript:
     format: str
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
-
-
-def _unknown(path: str | None, why: str) -> UnknownFormat:
-    return UnknownFormat(
-        f"cannot tell the transcript format ({why}); expected one of: {', '.join(FORMATS)}; "
-        "name the format with --format (format= in Python) if the file is one of them",
-        path=path,
-    )
 
 
 def _decode(data: bytes, path: str | None) -> str:
@@ -106,22 +105,8 @@ def detect_format(path: str | Path, head: bytes | None = None) -> str:
     if head is None:
         with open(path, "rb") as handle:
             head = handle.read(_HEAD_BYTES)
-        return _detect(head, name, lambda: Path(path).read_text("utf-8-sig", errors="replace"))
-    return _detect(head, name, None)
-
-
-def _detect(head: bytes, name: str | None, whole: Callable[[], str | None] | None) -> str:
-    if not head.strip():
-        raise _unknown(name, "the file is empty")
-    if looks_binary(head):
-        raise _unknown(name, "the content is binary, not text")
-    text = head.decode("utf-8-sig", errors="replace")
-    found = detect_text(text)
-    if found is None and whole is not None and text.lstrip().startswith(("{", "[")):
-        found = detect_text(text, whole())
-    if found is None:
-        raise _unknown(name, "the content matches none of them")
-    return found
+        return detect(head, name, lambda: Path(path).read_text("utf-8-sig", errors="replace")).name
+    return detect(head, name).name
 
 
 def load_transcript(path: str | Path, format: str | None = None, lenient: bool = False) -> ParsedTranscript:
@@ -147,15 +132,15 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         ('pi', 977)
     """
     name = str(path)
-    if format is not None and format not in _PARSERS:
-        raise UnknownFormat(f"unknown format {format!r}; expected one of: {', '.join(FORMATS)}", path=name)
+    chosen = format_named(format, name) if format is not None else None
     data = Path(path).read_bytes()
-    if format is None:
-        format = _detect(data[:_HEAD_BYTES], name, lambda: _decode(data, name))
+    transcript_format = chosen or detect(data[:_HEAD_BYTES], name, lambda: _decode(data, name))
     text = _decode(data, name)
     ctx = Context(name, lenient)
-    messages = finish(_PARSERS[format](text, ctx), ctx)
-    return ParsedTranscript(messages=messages, format=format, skipped=ctx.skipped, problems=ctx.problems)
+    messages = finish(transcript_format.parse(text, ctx), ctx)
+    return ParsedTranscript(
+        messages=messages, format=transcript_format.name, skipped=ctx.skipped, problems=ctx.problems
+    )
 
 
 def parse_messages(data: list[dict[str, Any]], format: str = "openai") -> list[Message]:
@@ -181,6 +166,7 @@ def parse_messages(data: list[dict[str, Any]], format: str = "openai") -> list[M
     if not isinstance(data, list):
         raise InvalidTranscript(f"expected a list of message dicts, found {type(data).__name__}")
     ctx = Context(None, lenient=False)
-    items = [(message, None, f"messages[{index}]") for index, message in enumerate(data)]
+    items: list[Item] = [(message, None, f"messages[{index}]") for index, message in enumerate(data)]
+    convert: Callable[[list[Item], Context], list[Draft]]
     convert = openai.convert_all if format == "openai" else anthropic.convert_all
     return finish(convert(items, ctx), ctx)

@@ -26,6 +26,7 @@ consistently (``<id>#2`` ...).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..blocks import Block
@@ -41,11 +42,26 @@ from ._common import (
     tool_result,
     tool_use,
 )
+from ._sniff import Sample, TranscriptFormat
 from .openai import OpenAIConverter, content_parts
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "agent-tars"
+
+#: Event types that only Agent TARS streams have (a chat message has a ``role`` instead).
+_EVENTS = (
+    "user_message",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "environment_input",
+    "assistant_thinking_message",
+    "assistant_streaming_message",
+    "agent_run_start",
+)
+_FIRST_TYPE = re.compile(r'"type"\s*:\s*"([a-z_]+)"')
+_ROLE_KEY = re.compile(r'"role"\s*:')
 
 
 def _result_content(content: Any) -> str | list[Block]:
@@ -154,3 +170,27 @@ def parse(text: str, ctx: Context) -> list[Draft]:
             draft.meta["timestamp"] = event["timestamp"]
         drafts.append(draft)
     return drafts
+
+
+def _is_event(value: dict[str, Any]) -> bool:
+    return value.get("type") in _EVENTS and "role" not in value
+
+
+def _head_is_events(text: str) -> bool:
+    """Whether a JSON array's first ``"type"`` (in its first 4 KiB) is an event type, with no
+    ``"role"`` before it."""
+    start = text[:4096]
+    match = _FIRST_TYPE.search(start) if start.startswith("[") else None
+    return match is not None and match.group(1) in _EVENTS and not _ROLE_KEY.search(start[: match.start()])
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim Agent TARS events (a ``type`` such as ``user_message`` or ``tool_call`` and no
+    ``role``): JSONL lines, the head of a JSON array, or an array (or ``events`` list)."""
+    if any(_is_event(entry) for entry in sample.entries) or _head_is_events(sample.text):
+        return True
+    items = sample.items
+    return items is not None and any(_is_event(item) for item in items)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=40, sniff=sniff, parse=parse)

@@ -21,14 +21,20 @@ skipped.  The format has no malformed lines; text that is not UTF-8 is rejected 
 
 from __future__ import annotations
 
+import re
+
 from ..errors import InvalidTranscript
 from ._common import Context, Draft
+from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "aider"
 
 _SESSION = "# aider chat started at "
+_SESSION_LINE = re.compile(r"^# aider chat started at ", re.MULTILINE)
+_USER_LINE = re.compile(r"^#### ", re.MULTILINE)
+_OUTPUT_LINE = re.compile(r"^> ", re.MULTILINE)
 
 
 def _kind(line: str) -> str:
@@ -99,3 +105,15 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         chunk.append(line if line_kind == "assistant" else _strip_marker(line, line_kind))
     flush()
     return drafts
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim Markdown (not JSON) with ``# aider chat started at``, or with both aider's
+    ``#### `` (user) and ``> `` (output) line markers."""
+    if sample.looks_json:
+        return False
+    head = sample.head
+    return bool(_SESSION_LINE.search(head) or (_USER_LINE.search(head) and _OUTPUT_LINE.search(head)))
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=30, sniff=sniff, parse=parse)

@@ -15,11 +15,18 @@ from typing import Any
 
 from ..blocks import Block
 from ._common import Context, Draft, Item, Malformed, convert_items, text_blocks
+from ._sniff import Sample, TranscriptFormat
+from .openai import NAME as OPENAI
 from .openai import parse_chat
 
-__all__ = ["NAME", "content_blocks", "convert", "parse"]
+__all__ = ["FORMAT", "NAME", "content_blocks", "convert", "parse", "sniff"]
 
 NAME = "anthropic"
+
+#: Part types of Chat Completions content; any other non-text block type is Anthropic's.
+_CHAT_COMPLETIONS_PARTS = frozenset(
+    {"image_url", "input_audio", "file", "refusal", "input_text", "output_text"}
+)
 
 
 def content_blocks(content: Any) -> list[Block]:
@@ -64,3 +71,43 @@ def convert_all(items: Sequence[Item], ctx: Context) -> list[Draft]:
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an Anthropic Messages transcript into drafts."""
     return parse_chat(text, ctx, convert_all, content_blocks)
+
+
+def _anthropic_messages(messages: list[Any], system: Any) -> bool:
+    """Whether messages are Anthropic's: a ``system`` beside them, or the first message that
+    tells the two apart holds an Anthropic block rather than a Chat Completions shape."""
+    dicts = [m for m in messages if isinstance(m, dict)]
+    if not any("role" in m for m in dicts):
+        return False
+    if system is not None:
+        return True
+    for message in dicts:
+        if message.get("role") in ("tool", "function", "developer") or "tool_calls" in message:
+            return False
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                kind = block.get("type") if isinstance(block, dict) else None
+                if isinstance(kind, str) and kind != "text":
+                    return kind not in _CHAT_COMPLETIONS_PARTS
+    return False
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim chat messages in Anthropic's shapes.
+
+    A top-level ``system`` beside the messages, or non-text blocks that Chat Completions does
+    not have (``tool_use``, ``tool_result``, ``thinking``, an ``image`` with a ``source`` ...)
+    before any Chat Completions shape (roles ``tool`` / ``function`` / ``developer``,
+    ``tool_calls``, parts such as ``image_url``).  A top-level ``"format"`` of ``anthropic``
+    or ``openai`` decides on its own.  Plain text messages are left to the OpenAI format.
+    """
+    chat = sample.chat
+    if chat is None:
+        return False
+    if chat.declared in (NAME, OPENAI):
+        return bool(chat.declared == NAME)
+    return _anthropic_messages(chat.messages, chat.system)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=20, sniff=sniff, parse=parse)

@@ -30,8 +30,9 @@ from typing import Any
 from ..blocks import canonical_json
 from . import anthropic
 from ._common import Context, Draft, Malformed, iter_jsonl
+from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "claude-code"
 
@@ -107,3 +108,13 @@ def parse(text: str, ctx: Context) -> list[Draft]:
             by_message_id[message_id] = draft
         drafts.append(draft)
     return drafts
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim JSONL whose first lines hold a Claude Code event: one with ``parentUuid``,
+    ``sessionId``, ``isSidechain`` or ``leafUuid``."""
+    keys = ("parentUuid", "sessionId", "isSidechain", "leafUuid")
+    return any(key in record for record in sample.entries for key in keys)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=70, sniff=sniff, parse=parse)

@@ -32,14 +32,16 @@ from typing import Any
 
 from ..blocks import Block
 from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments, tool_result, tool_use
+from ._sniff import Sample, TranscriptFormat
 from .openai import content_parts
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "codex"
 
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+_RECORDS = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 
 
 def _call_id(item: dict[str, Any]) -> str:
@@ -156,3 +158,12 @@ def parse(text: str, ctx: Context) -> list[Draft]:
             pending = {}
         drafts.append(draft)
     return drafts
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim JSONL whose first lines hold a Codex record: a ``payload`` with a ``type`` of
+    ``session_meta``, ``response_item``, ``turn_context``, ``event_msg`` or ``compacted``."""
+    return any(record.get("type") in _RECORDS and "payload" in record for record in sample.entries)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=80, sniff=sniff, parse=parse)

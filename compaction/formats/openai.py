@@ -43,8 +43,9 @@ from ._common import (
     tool_result,
     tool_use,
 )
+from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["NAME", "OpenAIConverter", "content_parts", "parse", "parse_chat"]
+__all__ = ["FORMAT", "NAME", "OpenAIConverter", "content_parts", "parse", "parse_chat", "sniff"]
 
 NAME = "openai"
 
@@ -260,3 +261,17 @@ def convert_all(items: Sequence[Item], ctx: Context) -> list[Draft]:
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an OpenAI Chat Completions transcript into drafts."""
     return parse_chat(text, ctx, convert_all, content_parts)
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim any chat messages: objects with a ``role`` (JSONL, an array, ``{"messages"}``).
+
+    The catch-all of the JSON formats, asked last: more specific formats, Anthropic's among
+    them, have claimed theirs by then.  A top-level ``"format": "openai"`` claims the file
+    whatever its messages.
+    """
+    chat = sample.chat
+    return chat is not None and (chat.declared == NAME or chat.has_roles)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=10, sniff=sniff, parse=parse)

@@ -34,6 +34,7 @@ OpenHands numbers tool calls ``toolu_01``, ``toolu_02`` ... afresh in each run;
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any
 
@@ -49,12 +50,14 @@ from ._common import (
     tool_result,
     tool_use,
 )
+from ._sniff import Sample, TranscriptFormat
 from .openai import OpenAIConverter
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "openhands"
 
+_OPENING = re.compile(r'\{\s*"instance_id"\s*:')
 _SILENT_OBSERVATIONS = frozenset({"agent_state_changed", "null", "change_agent_state", "condense"})
 
 
@@ -164,3 +167,17 @@ def parse(text: str, ctx: Context) -> list[Draft]:
             if isinstance(record.get("error"), str) and record["error"]:
                 first_draft.meta["run_error"] = record["error"][:500]
     return drafts
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim OpenHands records: JSONL lines with ``instance_id`` and ``history`` (or
+    ``instruction``), a head that opens with ``{"instance_id":``, or such a document."""
+    if any("instance_id" in r and ("history" in r or "instruction" in r) for r in sample.entries):
+        return True
+    if _OPENING.match(sample.text[:4096]):
+        return True
+    document = sample.document
+    return isinstance(document, dict) and "instance_id" in document and "history" in document
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=50, sniff=sniff, parse=parse)

@@ -35,8 +35,9 @@ from typing import Any
 
 from ..blocks import Block
 from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use
+from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "pi"
 
@@ -195,3 +196,25 @@ def parse(text: str, ctx: Context) -> list[Draft]:
                 draft.meta.update(pending)
                 break
     return drafts
+
+
+def _is_pi_entry(record: dict[str, Any]) -> bool:
+    kind = record.get("type")
+    if kind == "session":
+        return "cwd" in record or "version" in record or "modelId" in record
+    message = record.get("message")
+    if kind != "message" or not isinstance(message, dict):
+        return False
+    # Claude Code events carry 'uuid' / 'parentUuid'; pi's own roles settle it either way.
+    return message.get("role") in ("toolResult", "bashExecution") or (
+        "parentUuid" not in record and "uuid" not in record
+    )
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim JSONL whose first lines hold a pi session header (``type: session`` with ``cwd``,
+    ``version`` or ``modelId``) or a pi ``message`` entry."""
+    return any(_is_pi_entry(record) for record in sample.entries)
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=90, sniff=sniff, parse=parse)

@@ -15,14 +15,18 @@ has no ``history`` (very old files), the ``messages`` of its last step are used.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ._common import Context, Draft, Malformed, load_json_document
+from ._sniff import Sample, TranscriptFormat
 from .openai import convert_all
 
-__all__ = ["NAME", "parse"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "swe-agent"
+
+_OPENING = re.compile(r'\{\s*"(trajectory|history)"\s*:')
 
 
 def _history(document: Any) -> list[Any]:
@@ -57,3 +61,20 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         if message.get("is_demo"):
             draft.meta["is_demo"] = True
     return drafts
+
+
+def sniff(sample: Sample) -> bool:
+    """Claim a trajectory: an object with ``trajectory`` and ``history`` (or ``info``), told
+    from a head that opens with ``{"trajectory":`` or ``{"history":`` and names
+    ``"trajectory"``, or from the document."""
+    if _OPENING.match(sample.text[:4096]) and '"trajectory"' in sample.text:
+        return True
+    document = sample.document
+    return (
+        isinstance(document, dict)
+        and "trajectory" in document
+        and ("history" in document or "info" in document)
+    )
+
+
+FORMAT = TranscriptFormat(name=NAME, priority=60, sniff=sniff, parse=parse)

@@ -1,0 +1,117 @@
+"""The registry of transcript formats: lookup by name and detection from the content.
+
+Each format module offers a :class:`~compaction.formats._sniff.TranscriptFormat` named
+``FORMAT``; :data:`_MODULES` lists the modules, one a line, so adding a format is a new module
+and one line here.  Everything else comes from that list: the names users may pass as
+``--format`` (in the listed order), the lookup of a name and detection.
+
+Detection never looks at the file name.  Binary content and empty files are no transcript.
+Otherwise the formats are asked in priority order (:data:`REGISTRY`) whether a sample of the
+content is theirs, first with the head of the file alone (64 KiB); only when none claims it
+and the head starts like a JSON document is the whole file read, parsed and offered to them
+again (a huge single-line record, a JSON array pretty-printed past the head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+
+from ..errors import UnknownFormat
+from ._sniff import Sample, TranscriptFormat, looks_binary
+
+__all__ = ["FORMATS", "REGISTRY", "detect", "format_named"]
+
+#: The modules of the transcript formats, in the order their names are listed to users.
+_MODULES = (
+    "openai",
+    "anthropic",
+    "pi",
+    "claude_code",
+    "codex",
+    "agent_tars",
+    "swe_agent",
+    "openhands",
+    "aider",
+)
+
+
+def _offered_by(module_name: str) -> TranscriptFormat:
+    offered = getattr(import_module(f"{__package__}.{module_name}"), "FORMAT", None)
+    if not isinstance(offered, TranscriptFormat):
+        raise TypeError(f"{__package__}.{module_name} must define FORMAT, a TranscriptFormat")
+    return offered
+
+
+_LISTED = tuple(_offered_by(name) for name in _MODULES)
+
+#: The formats in the order detection asks them: highest priority first.
+REGISTRY: tuple[TranscriptFormat, ...] = tuple(sorted(_LISTED, key=lambda fmt: -fmt.priority))
+
+#: The names of the formats :func:`~compaction.formats.load_transcript` reads.
+FORMATS: tuple[str, ...] = tuple(fmt.name for fmt in _LISTED)
+
+_BY_NAME = {fmt.name: fmt for fmt in _LISTED}
+
+
+def format_named(name: str, path: str | None = None) -> TranscriptFormat:
+    """Return the registered format called ``name``.
+
+    Args:
+        name: a format name, as given to ``--format``.
+        path: the file it is meant for, named in the error.
+
+    Returns:
+        The format.
+
+    Raises:
+        UnknownFormat: no format has that name; the message lists the names.
+    """
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UnknownFormat(
+            f"unknown format {name!r}; expected one of: {', '.join(FORMATS)}", path=path
+        ) from None
+
+
+def _unknown(path: str | None, why: str) -> UnknownFormat:
+    return UnknownFormat(
+        f"cannot tell the transcript format ({why}); expected one of: {', '.join(FORMATS)}; "
+        "name the format with --format (format= in Python) if the file is one of them",
+        path=path,
+    )
+
+
+def _claimant(sample: Sample) -> TranscriptFormat | None:
+    return next((fmt for fmt in REGISTRY if fmt.sniff(sample)), None)
+
+
+def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None) -> TranscriptFormat:
+    """Return the format whose sniffer claims the content, asking in priority order.
+
+    Args:
+        head: the first bytes of the file (64 KiB is plenty).
+        path: the file, named in errors (``None`` for in-memory content).
+        whole: reads the whole file as text, for when the head alone does not tell; ``None``
+            decides from the head alone.
+
+    Returns:
+        The first format in :data:`REGISTRY` that claims the content.
+
+    Raises:
+        UnknownFormat: the content is empty or binary, or no format claims it; the message
+            names the file and lists the formats.
+        InvalidTranscript: ``whole`` could not read the file (it is not UTF-8).
+    """
+    if not head.strip():
+        raise _unknown(path, "the file is empty")
+    if looks_binary(head):
+        raise _unknown(path, "the content is binary, not text")
+    sample = Sample(head.decode("utf-8-sig", errors="replace"))
+    found = _claimant(sample)
+    if found is None and whole is not None and sample.looks_json:
+        found = _claimant(Sample(sample.head, whole))
+    if found is None:
+        raise _unknown(path, "the content matches none of them")
+    return found
