@@ -1,5 +1,5 @@
-"""The registry of transcript formats: priority order, each sniffer on real samples, and
-detection on arbitrary content."""
+"""The registry of transcript formats: priority order, each sniffer on real samples, wrong guesses,
+and detection on arbitrary content."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from importlib import import_module
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import compaction.formats
+from compaction.cli import main
 from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import FORMATS, REGISTRY, TranscriptFormat, detect_format, load_transcript
 from compaction.formats._registry import detect, format_named
@@ -42,6 +44,13 @@ SAMPLE_CASES = [(name, path) for name, paths in SAMPLES.items() for path in path
 def sample_of(path: Path) -> Sample:
     data = path.read_bytes()
     return Sample(data[: 64 * 1024].decode("utf-8-sig", errors="replace"), lambda: data.decode("utf-8-sig"))
+
+
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -116,6 +125,44 @@ def test_a_document_too_long_for_the_head_is_read_whole(tmp_path: Path) -> None:
     with pytest.raises(UnknownFormat, match="matches none"):
         detect_format(path, head=path.read_bytes()[: 64 * 1024])
     assert detect_format(path) == "agent-tars"
+
+
+# -- a wrong guess ---------------------------------------------------------------------------------
+
+
+def test_a_failed_guess_names_the_format_it_detected(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text(
+        '{"type": "user_message", "content": "hi"}\n{"type": "tool_result", "content": \n', "utf-8"
+    )
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path)
+    error = caught.value
+    assert error.path == str(path) and error.line == 2
+    assert str(error).startswith(f"{path}:2: invalid JSON")
+    assert "'agent-tars', detected from its content" in str(error) and "--format" in str(error)
+    with pytest.raises(InvalidTranscript) as chosen:
+        load_transcript(path, format="agent-tars")
+    assert "detected" not in str(chosen.value)
+
+
+def test_a_failed_guess_of_a_whole_document_names_the_format(tmp_path: Path) -> None:
+    path = tmp_path / "events.json"
+    path.write_text('[\n  {"type": "user_message", "content": "hi"},\n  {"type": "tool_result",\n', "utf-8")
+    with pytest.raises(InvalidTranscript, match="whole file is one JSON document.*'agent-tars', detected"):
+        load_transcript(path)
+    result = runner().invoke(main, ["import", str(path), "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "'agent-tars'" in lines[0]
+
+
+def test_lenient_problems_stay_as_they_were(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"type": "user_message", "content": "hi"}\n{"type": \n', "utf-8")
+    parsed = load_transcript(path, lenient=True)
+    assert parsed.format == "agent-tars" and parsed.skipped == 1
+    assert parsed.problems == [f"{path}:2: invalid JSON: Expecting value at column 10"]
 
 
 # -- arbitrary content -----------------------------------------------------------------------------

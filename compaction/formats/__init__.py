@@ -125,6 +125,8 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         UnknownFormat: ``format`` is not a known name, or detection found none.
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
             1-based line and what is wrong; or a whole-document JSON file that does not parse.
+            When the format was detected rather than given, the message names the format
+            detected, since the guess may be what is wrong.
 
     Example:
         >>> parsed = load_transcript("session.jsonl")  # doctest: +SKIP
@@ -136,7 +138,7 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     data = Path(path).read_bytes()
     transcript_format = chosen or detect(data[:_HEAD_BYTES], name, lambda: _decode(data, name))
     text = _decode(data, name)
-    ctx = Context(name, lenient)
+    ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
     messages = finish(transcript_format.parse(text, ctx), ctx)
     return ParsedTranscript(
         messages=messages, format=transcript_format.name, skipped=ctx.skipped, problems=ctx.problems

@@ -77,20 +77,32 @@ class Context:
     Args:
         path: the file being parsed, or ``None`` for in-memory input.
         lenient: skip malformed items (and record them) instead of raising.
+        detected: the format's name when it was detected from the content rather than
+            chosen; errors then say so, since the guess may be what is wrong.
     """
 
-    def __init__(self, path: str | None, lenient: bool = False) -> None:
+    def __init__(self, path: str | None, lenient: bool = False, detected: str | None = None) -> None:
         self.path = path
         self.lenient = lenient
+        self.detected = detected
         self.skipped = 0
         self.problems: list[str] = []
+
+    def error(self, what: str, *, line: int | None = None) -> InvalidTranscript:
+        """Return the error for ``what`` at ``line``, naming the detected format if there is one."""
+        if self.detected is not None:
+            what += (
+                f"; read as {self.detected!r}, detected from its content: "
+                "pass --format (format= in Python) to choose another format"
+            )
+        return InvalidTranscript(what, path=self.path, line=line)
 
     def problem(self, what: str, *, line: int | None = None, where: str | None = None) -> None:
         """Report one malformed item: raise under strict parsing, record it under lenient."""
         text = f"{where}: {what}" if where else what
         if not self.lenient:
             hint = "; fix it, or skip such lines with --lenient (lenient=True in Python)"
-            raise InvalidTranscript(text + hint, path=self.path, line=line)
+            raise self.error(text + hint, line=line)
         self.skipped += 1
         prefix = self.path if self.path is not None else "<memory>"
         if line is not None:
@@ -155,16 +167,15 @@ def load_json_document(text: str, ctx: Context) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise InvalidTranscript(
+        raise ctx.error(
             f"invalid JSON: {err.msg} at column {err.colno}; the whole file is one JSON document, "
             "so nothing can be skipped: repair the file",
-            path=ctx.path,
             line=err.lineno,
         ) from err
     except RecursionError as err:
-        raise InvalidTranscript("invalid JSON: nested too deeply to parse", path=ctx.path) from err
+        raise ctx.error("invalid JSON: nested too deeply to parse") from err
     except ValueError as err:  # an integer longer than Python converts
-        raise InvalidTranscript(f"invalid JSON: {err}", path=ctx.path) from err
+        raise ctx.error(f"invalid JSON: {err}") from err
 
 
 def first_line_is_object(text: str) -> bool:

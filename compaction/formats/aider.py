@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InvalidTranscript
 from ._common import Context, Draft
 from ._sniff import Sample, TranscriptFormat
 
@@ -57,9 +56,8 @@ def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse an aider chat history into drafts."""
     lines = text.split("\n")
     if not any(_kind(line) != "assistant" for line in lines):
-        raise InvalidTranscript(
-            "no aider chat markers ('# aider chat started at', '#### ', '> '): this is not an aider chat history",
-            path=ctx.path,
+        raise ctx.error(
+            "no aider chat markers ('# aider chat started at', '#### ', '> '): this is not an aider chat history"
         )
     drafts: list[Draft] = []
     session: str | None = None

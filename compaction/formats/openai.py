@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..blocks import Block
-from ..errors import InvalidTranscript
 from ._common import (
     Context,
     Draft,
@@ -185,10 +184,9 @@ def _message_list(document: Any, ctx: Context) -> tuple[list[Any], Any]:
         return document["messages"], document.get("system")
     if isinstance(document, dict) and "role" in document:  # a one-line JSONL file
         return [document], None
-    raise InvalidTranscript(
+    raise ctx.error(
         "expected a JSON array of messages or an object with a 'messages' list; "
-        f"found {type(document).__name__}",
-        path=ctx.path,
+        f"found {type(document).__name__}"
     )
 
 
