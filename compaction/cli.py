@@ -83,6 +83,19 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
     return recipe.replace(**changes) if changes else recipe
 
 
+def _request_settings(
+    budget: int | None, output_format: str | None, model: str | None, vision: str | None, max_live_images: int | None
+) -> dict[str, Any]:
+    """Return the recipe overrides the request options of `run` and `compile` give."""
+    return {
+        "budget_tokens": budget,
+        "output_format": output_format,
+        "model": model,
+        "vision": vision,
+        "max_live_images": max_live_images,
+    }
+
+
 def _implementation() -> str:
     """Return which implementation of each native kernel is active (``c`` or ``py``)."""
     from .tokens import estimate, fast
@@ -267,15 +280,9 @@ def compile_command(
     tools_path: str | None,
 ) -> None:
     """Compile the store into the next model request within the token budget."""
+    target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), Store(store_path, create=False) as store:
-        recipe = _recipe(
-            recipe_path,
-            budget_tokens=budget,
-            output_format=output_format,
-            model=model,
-            vision=vision,
-            max_live_images=max_live_images,
-        )
+        recipe = _recipe(recipe_path, **target)
         compiled = compile_request(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
@@ -364,15 +371,9 @@ def run(
     tools_path: str | None,
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
+    target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), _progress("compressing") as progress:
-        recipe = _recipe(
-            recipe_path,
-            budget_tokens=budget,
-            output_format=output_format,
-            model=model,
-            vision=vision,
-            max_live_images=max_live_images,
-        )
+        recipe = _recipe(recipe_path, **target)
         result = run_pipeline(
             transcript,
             recipe,
