@@ -186,15 +186,21 @@ class ImageDecider:
         self.settings = settings
         self._budget = ImageBudget(settings)
 
-    def decide(self, site: ImageSite, depth_tokens: int) -> Decision:
+    def decide(self, site: ImageSite, depth_tokens: int, role: str = "user") -> Decision:
         """Return whether ``site`` ships, and why not when it does not.
 
         Args:
             site: the next (older) image.
             depth_tokens: tokens of the messages newer than the image's message, as priced.
+            role: the role of the image's message; only user turns carry images (both
+                OpenAI Chat and Anthropic Messages refuse an image in an assistant turn).
         """
         if self.settings.policy != "placeholders":
             forced = site.forced_reason
+            if forced is None and role != "user":
+                forced = f"in an {role} turn, which cannot carry images" if role == "assistant" else (
+                    f"in a {role} message, which cannot carry images"
+                )
             if forced is not None:
                 return Decision(False, forced)
         return self._budget.decide(site.byte_size, depth_tokens)
@@ -236,6 +242,7 @@ def decide_and_price(
     decider: ImageDecider,
     depth_tokens: int,
     *,
+    role: str,
     model: str,
     encoding: str,
     format: Any,
@@ -246,6 +253,7 @@ def decide_and_price(
         sites: the message's images in document order.
         decider: the request's decider (it carries the caps' running totals).
         depth_tokens: tokens of the messages newer than this one, as priced.
+        role: the message's role (see :meth:`ImageDecider.decide`).
         model, encoding, format: as in :func:`site_tokens`.
 
     Returns:
@@ -255,7 +263,7 @@ def decide_and_price(
     decisions: list[Decision] = []
     tokens = 0
     for site in reversed(sites):
-        decision = decider.decide(site, depth_tokens)
+        decision = decider.decide(site, depth_tokens, role)
         decisions.append(decision)
         tokens += site_tokens(site, decision, model=model, encoding=encoding, format=format)
     decisions.reverse()

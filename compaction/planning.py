@@ -134,7 +134,7 @@ class WindowPlanner:
         if fact.role == "system":
             return 0
         _decisions, images = decide_and_price(
-            fact.images, self._decider, self._depth, model=self.model, encoding=self.encoding, format=self.format
+            fact.images, self._decider, self._depth, role=fact.role, model=self.model, encoding=self.encoding, format=self.format
         )
         cost = fact.text_tokens + images
         self._depth += cost

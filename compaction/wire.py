@@ -11,12 +11,13 @@ Live compiles, L1 prompts, merge prompts and split-fallback prompts all become a
    decision with :func:`~compaction.images.site_tokens`, and replaces the ones not shown by
    a loud placeholder; a kept data URI is lifted out of its text into a real image block,
    so it is priced and shipped as an image, never as base64 text;
-3. repairs source orphans (a ``tool_use`` with no ``tool_result`` in the request or the
-   reverse) into loud text, and reports them;
+3. repairs tool pairing (:mod:`compaction.pairing`): a ``tool_use`` with no ``tool_result``
+   in the next turn, or the reverse, becomes loud text, and a reused tool id is sent fresh;
 4. renders the body with the request format (:mod:`compaction.outputs`), model and output
-   cap included, verifies on the rendered body that image parts equal the kept images and
-   respect the caps, checks the budget, and returns immutable serialized bytes plus a
-   report of everything it replaced.
+   cap included, verifies the rendered body against the provider's request grammar (tool
+   pairing, images only in user turns, turn order), that its image parts equal the kept
+   images and respect the caps, checks the budget, and returns immutable serialized bytes
+   plus a report of everything it replaced.
 
 Nothing may edit a request after the gate: transports send :attr:`GatedRequest.payload`.
 """
@@ -28,10 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .blocks import Block, canonical_json
+from .blocks import Block
 from .errors import InvariantViolation, OverBudget
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
+from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
 from .tokens.counting import blocks_text_tokens
 from .tools import tools_tokens
@@ -116,78 +118,6 @@ class GatedRequest:
         return sum(1 for r in self.replacements if r.kind == "image")
 
 
-def _repair_orphans(
-    messages: list[tuple[str, list[Block]]], report: list[Replacement]
-) -> list[tuple[str, list[Block]]]:
-    # Both APIs want each call answered in the very next turn: consecutive messages of one
-    # role form a turn (renderers merge them), and an assistant turn's calls must be answered
-    # by the user turn right after it, once each.
-    turn_of: list[int] = []
-    for index, (role, _blocks) in enumerate(messages):
-        same = index > 0 and messages[index - 1][0] == role
-        turn_of.append(turn_of[-1] if same else (turn_of[-1] + 1 if turn_of else 0))
-    calls_in_turn: dict[int, set[str]] = {}
-    for index, (role, blocks) in enumerate(messages):
-        if role == "assistant":
-            for block in blocks:
-                if block.get("type") == "tool_use":
-                    calls_in_turn.setdefault(turn_of[index], set()).add(block["id"])
-    answered: set[str] = set()
-    kept_results: set[tuple[int, int]] = set()
-    for index, (role, blocks) in enumerate(messages):
-        if role != "user":
-            continue
-        previous = calls_in_turn.get(turn_of[index] - 1, set())
-        for position, block in enumerate(blocks):
-            if block.get("type") == "tool_result":
-                tool_id = block["tool_use_id"]
-                if tool_id in previous and tool_id not in answered:
-                    answered.add(tool_id)
-                    kept_results.add((index, position))
-    out: list[tuple[str, list[Block]]] = []
-    for index, (role, blocks) in enumerate(messages):
-        new_blocks: list[Block] = []
-        for position, block in enumerate(blocks):
-            kind = block.get("type")
-            if kind == "tool_result" and (index, position) not in kept_results:
-                kind = "orphan_tool_result"
-            if kind == "tool_use" and block["id"] not in answered:
-                report.append(
-                    Replacement("orphan_tool_use", "its tool_result is not in the turn after it", index)
-                )
-                new_blocks.append(
-                    {
-                        "type": "text",
-                        "text": (
-                            f"[tool call {block['name']} (id {block['id']}) with input "
-                            f"{canonical_json(block.get('input', {}))}; no result was recorded for it]"
-                        ),
-                    }
-                )
-            elif kind == "orphan_tool_result":
-                report.append(
-                    Replacement("orphan_tool_result", "its tool_use is not in the turn before it", index)
-                )
-                content = block.get("content", "")
-                text = (
-                    content
-                    if isinstance(content, str)
-                    else "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-                )
-                new_blocks.append(
-                    {
-                        "type": "text",
-                        "text": f"[result of tool call {block['tool_use_id']}, whose call is not in this request]\n{text}",
-                    }
-                )
-                if isinstance(content, list):
-                    new_blocks.extend(b for b in content if b.get("type") == "image")
-            else:
-                new_blocks.append(block)
-        out.append((role, new_blocks))
-    return out
-
-
 def count_wire_images(body: dict[str, Any], format: RequestFormatName | RequestFormat = "openai") -> int:
     """Return the image inputs in a rendered body: image parts, image blocks and data URIs in strings."""
     return request_format(format).count_images(body)
@@ -254,7 +184,7 @@ def gate(
     depth = 0
     for index in range(len(sites) - 1, -1, -1):  # newest first, as the planner decides
         decisions[index], images = decide_and_price(
-            sites[index], decider, depth, model=model, encoding=encoding, format=fmt
+            sites[index], decider, depth, role=request.messages[index][0], model=model, encoding=encoding, format=fmt
         )
         message_tokens[index] = text_tokens[index] + images
         depth += message_tokens[index]
@@ -280,7 +210,9 @@ def gate(
                 )
         rebuilt.append((role, apply_decisions(blocks, sites[index], decisions[index]) if sites[index] else list(blocks)))
     images_replaced = len(report)
-    rebuilt = _repair_orphans(rebuilt, report)
+    rebuilt = repair_tool_pairing(
+        rebuilt, lambda kind, reason, index: report.append(Replacement(kind, reason, index))
+    )
     for repair in report[images_replaced:]:  # a repaired message is priced as it now reads
         gated_blocks = rebuilt[repair.message_index][1]
         message_tokens[repair.message_index] = blocks_text_tokens(gated_blocks, encoding) + _image_tokens_of(
@@ -290,6 +222,12 @@ def gate(
     body = fmt.render(request.system, rebuilt, model=model, max_output_tokens=max_output_tokens)
     if request.tools:
         body["tools"] = fmt.render_tools(request.tools)
+    problems = fmt.grammar_problems(body)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InvariantViolation(
+            f"{request.purpose} request: the body breaks the {fmt.title} request grammar: {problems[0]}{more}"
+        )
     shipped = fmt.count_images(body)
     if shipped != kept:
         raise InvariantViolation(

@@ -35,6 +35,7 @@ __all__ = [
     "iter_strings",
     "wire_images",
     "check_tool_pairing",
+    "check_provider_grammar",
     "independent_tokens",
     "placeholders_in",
     "store_snapshot",
@@ -133,9 +134,12 @@ def _tool_result_content(draw: Any, ids: _Ids) -> Any:
 def _turn(draw: Any, ids: _Ids) -> list[Message]:
     kind = draw(
         st.sampled_from(
-            ["user", "user", "assistant", "tools", "tools", "tools", "user-image", "user-data-uri", "oversized", "mixed-round"]
+            ["user", "user", "assistant", "tools", "tools", "tools", "user-image", "user-data-uri", "oversized",
+             "mixed-round", "assistant-data-uri", "split-results", "reused-ids"]
         )
     )
+    if kind == "assistant-data-uri":  # an assistant that wrote an image URI into its text
+        return [Message("assistant", ({"type": "text", "text": f"{_text(draw, 0, 5)} {_data_uri(draw, ids)}"},))]
     if kind == "user":
         return [Message("user", ({"type": "text", "text": _text(draw)},))]
     if kind == "assistant":
@@ -152,8 +156,11 @@ def _turn(draw: Any, ids: _Ids) -> list[Message]:
         role = draw(st.sampled_from(["user", "assistant"]))
         return [Message(role, ({"type": "text", "text": _oversized(draw)},))]
     # a tool round: 1..4 parallel calls, answered by one message of results
-    count = draw(st.integers(min_value=1, max_value=4))
-    tool_ids = [ids.tool() for _ in range(count)]
+    count = draw(st.integers(min_value=2 if kind == "split-results" else 1, max_value=4))
+    if kind == "reused-ids" and ids.next:  # an agent loop that numbers its calls per turn, through the API
+        tool_ids = [f"toolu_{i + 1:04d}" for i in range(count)]
+    else:
+        tool_ids = [ids.tool() for _ in range(count)]
     call_blocks: list[dict[str, Any]] = []
     if draw(st.booleans()):
         call_blocks.append({"type": "text", "text": _text(draw, 1, 12)})
@@ -174,6 +181,13 @@ def _turn(draw: Any, ids: _Ids) -> list[Message]:
     ]
     if kind == "mixed-round":  # results share their user message with plain text
         results.append({"type": "text", "text": _text(draw, 1, 10)})
+    if kind == "split-results":  # parallel results stored as two user messages
+        cut = draw(st.integers(min_value=1, max_value=len(results) - 1))
+        return [
+            Message("assistant", tuple(call_blocks)),
+            Message("user", tuple(results[:cut])),
+            Message("user", tuple(results[cut:])),
+        ]
     return [Message("assistant", tuple(call_blocks)), Message("user", tuple(results))]
 
 
@@ -366,6 +380,64 @@ def check_tool_pairing(body: dict[str, Any], format: str) -> None:
             previous = messages[index - 1]
             called = {b["id"] for b in previous["content"] if b.get("type") == "tool_use"}
             assert set(results) <= called, f"tool_result {set(results) - called} without a tool_use just before"
+
+
+def check_provider_grammar(body: dict[str, Any], format: str) -> None:
+    """Assert a body is one the provider accepts, read independently of the engine's own check.
+
+    OpenAI Chat: every ``tool_calls`` id is answered by the ``tool`` messages that immediately
+    follow its assistant message, once each, nothing in between; a ``tool`` message answers a
+    call of that assistant message; tool call ids are unique; image parts only in user
+    messages.  Anthropic Messages: the first turn is the user's, turns alternate, images only
+    in user turns (tool results included), every ``tool_use`` is answered in the next user
+    turn by ``tool_result`` blocks that come first, every result answers a call of the turn
+    before, ids are unique.
+    """
+    messages = body["messages"]
+    if format == "openai":
+        ids: list[str] = []
+        open_calls: list[str] = []
+        for index, message in enumerate(messages):
+            role = message["role"]
+            assert role in ("system", "user", "assistant", "tool"), role
+            if role == "tool":
+                assert message["tool_call_id"] in open_calls, f"message {index}: stray tool message"
+                open_calls.remove(message["tool_call_id"])
+                assert isinstance(message["content"], str)
+                continue
+            assert not open_calls, f"message {index}: {role} message before the results of {open_calls}"
+            if role != "user" and isinstance(message.get("content"), list):
+                assert all(p.get("type") == "text" for p in message["content"]), f"message {index}: image in {role}"
+            calls = [c["id"] for c in message.get("tool_calls") or []]
+            ids.extend(calls)
+            open_calls = list(calls)
+        assert not open_calls, f"unanswered calls at the end: {open_calls}"
+        assert len(ids) == len(set(ids)), f"repeated tool call ids: {ids}"
+        return
+    assert format == "anthropic"
+    assert not messages or messages[0]["role"] == "user"
+    uses_all: list[str] = []
+    for index, message in enumerate(messages):
+        if index:
+            assert messages[index - 1]["role"] != message["role"], f"message {index}: same role twice"
+        content = message["content"] if isinstance(message["content"], list) else []
+        kinds = [b.get("type") for b in content]
+        if message["role"] == "assistant":
+            assert "image" not in kinds and "tool_result" not in kinds, f"message {index}: {kinds}"
+            uses = [b["id"] for b in content if b.get("type") == "tool_use"]
+            uses_all.extend(uses)
+            following = messages[index + 1]["content"] if index + 1 < len(messages) else []
+            answered = [b["tool_use_id"] for b in following if isinstance(b, dict) and b.get("type") == "tool_result"]
+            assert sorted(answered) == sorted(uses), f"message {index}: calls {uses}, next turn answers {answered}"
+        else:
+            assert "tool_use" not in kinds
+            results = kinds.count("tool_result")
+            assert kinds[:results] == ["tool_result"] * results, f"message {index}: results not first"
+            if results:
+                previous = messages[index - 1]["content"] if index else []
+                called = {b["id"] for b in previous if b.get("type") == "tool_use"}
+                assert {b["tool_use_id"] for b in content if b.get("type") == "tool_result"} <= called
+    assert len(uses_all) == len(set(uses_all)), f"repeated tool_use ids: {uses_all}"
 
 
 # -- independent token count -----------------------------------------------------------------

@@ -70,3 +70,51 @@ class AnthropicMessages(RequestFormat):
         if first_role is not None and first_role != "user":
             tokens += blocks_text_tokens([{"type": "text", "text": OPENING_TURN}], encoding)
         return tokens
+
+    def grammar_problems(self, body: dict[str, Any]) -> list[str]:
+        problems: list[str] = []
+        messages = body.get("messages", [])
+        if messages and messages[0].get("role") != "user":
+            problems.append("the first message is not a user turn")
+        called: set[str] = set()  # tool_use ids of the assistant turn just before
+        seen: set[str] = set()
+        for index, message in enumerate(messages):
+            role = message.get("role")
+            content = message.get("content") if isinstance(message.get("content"), list) else []
+            if index and messages[index - 1].get("role") == role:
+                problems.append(f"message {index}: two {role} turns in a row")
+            kinds = [b.get("type") for b in content]
+            if role == "user":
+                results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
+                if kinds[: len(results)] != ["tool_result"] * len(results):
+                    problems.append(f"message {index}: tool_result blocks must come first in a user turn")
+                if set(results) != called or len(results) != len(set(results)):
+                    problems.append(
+                        f"message {index}: results {sorted(map(str, results))} do not answer the calls "
+                        f"{sorted(called)} of the turn before, once each"
+                    )
+                called = set()
+                continue
+            if "tool_result" in kinds:
+                problems.append(f"message {index}: a tool_result in an {role} turn")
+            if self._has_image(content):
+                problems.append(f"message {index}: an image in an {role} turn")
+            if called:
+                problems.append(f"message {index}: calls {sorted(called)} are not answered in the next turn")
+            called = set()
+            for block in content:
+                if block.get("type") == "tool_use":
+                    if block["id"] in seen:
+                        problems.append(f"message {index}: tool_use id {block['id']!r} is used twice")
+                    seen.add(block["id"])
+                    called.add(block["id"])
+        if called:
+            problems.append(f"the request ends before the results of calls {sorted(called)}")
+        return problems
+
+    def _has_image(self, content: list[dict[str, Any]]) -> bool:
+        return any(
+            b.get("type") in self.image_types
+            or (b.get("type") == "tool_result" and isinstance(b.get("content"), list) and self._has_image(b["content"]))
+            for b in content
+        )

@@ -102,6 +102,15 @@ class RequestFormat(ABC):
     def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Return normalized tool definitions (``name``, ``description``, ``parameters``) in this shape."""
 
+    @abstractmethod
+    def grammar_problems(self, body: dict[str, Any]) -> list[str]:
+        """Return what in a rendered body the provider would refuse (empty: it is valid).
+
+        Checks tool pairing (each call answered by the results right after it, nothing in
+        between, ids unique), where images may appear (user turns only) and the turn order
+        the provider requires.  The wire gate raises on any problem instead of shipping.
+        """
+
     def count_images(self, body: dict[str, Any]) -> int:
         """Return the image inputs of a rendered body (image parts and data URIs in strings)."""
         return count_body_images(body.get("messages", []), self.image_types) + count_body_images(

@@ -3,8 +3,9 @@
 Rendering is a pure, deterministic function of its input; what the shape cannot carry
 becomes a loud text stand-in, never nothing:
 
-* consecutive assistant messages merge into one turn, so their ``tool`` messages follow
-  them directly; ``tool_use`` blocks become ``tool_calls`` (arguments as a JSON string);
+* consecutive messages of one role merge into one turn, so an assistant turn's ``tool``
+  messages follow it directly and nothing comes between them; ``tool_use`` blocks become
+  ``tool_calls`` (arguments as a JSON string);
 * ``tool_result`` blocks become ``role: "tool"`` messages right after the assistant turn;
   a tool message carries text only, so the images of a result follow in a user message
   after a note naming the call;
@@ -87,9 +88,11 @@ class OpenAIChat(RequestFormat):
         out: list[dict[str, Any]] = []
         if system:
             out.append({"role": "system", "content": system})
+        # Consecutive messages of one role are one turn: an assistant turn's tool messages
+        # must follow it directly, and a user turn's tool messages come before its other parts.
         merged: list[tuple[str, list[Block]]] = []
         for role, blocks in messages:
-            if role == "assistant" and merged and merged[-1][0] == "assistant":
+            if role in ("assistant", "user") and merged and merged[-1][0] == role:
                 merged[-1][1].extend(blocks)
             else:
                 merged.append((role, list(blocks)))
@@ -137,3 +140,36 @@ class OpenAIChat(RequestFormat):
             }
             for t in tools
         ]
+
+    def grammar_problems(self, body: dict[str, Any]) -> list[str]:
+        problems: list[str] = []
+        pending: list[str] = []  # calls of the last assistant message not yet answered
+        seen: set[str] = set()
+        for index, message in enumerate(body.get("messages", [])):
+            role = message.get("role")
+            content = message.get("content")
+            if role == "tool":
+                call = message.get("tool_call_id")
+                if call in pending:
+                    pending.remove(call)
+                else:
+                    problems.append(f"message {index}: tool message {call!r} answers no call of the assistant message before it")
+                if not isinstance(content, str):
+                    problems.append(f"message {index}: a tool message's content must be text")
+                continue
+            if pending:
+                problems.append(f"message {index}: a {role} message comes before the results of calls {pending}")
+                pending = []
+            if role != "user" and isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") in self.image_types for p in content
+            ):
+                problems.append(f"message {index}: an image in a {role} message")
+            if role == "assistant":
+                for call in message.get("tool_calls") or []:
+                    if call["id"] in seen:
+                        problems.append(f"message {index}: tool call id {call['id']!r} is used twice")
+                    seen.add(call["id"])
+                    pending.append(call["id"])
+        if pending:
+            problems.append(f"the request ends before the results of calls {pending}")
+        return problems
