@@ -18,7 +18,16 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import CapturingSummarizer, check_provider_grammar, histories, payload_json, png_b64, recipes
 
-from compaction import Compactor, InvariantViolation, Message, OverBudget, Recipe, Store, compile_request, run_pipeline
+from compaction import (
+    Compactor,
+    InvariantViolation,
+    Message,
+    OverBudget,
+    Recipe,
+    Store,
+    compile_request,
+    run_pipeline,
+)
 from compaction.outputs import REQUEST_FORMATS
 
 EXAMPLES = int(os.environ.get("GRAMMAR_EXAMPLES", "1000"))
