@@ -24,8 +24,10 @@ from typing import Any
 
 from .blocks import Block
 from .errors import InvalidMessage, InvariantViolation, OverBudget
+from .images import apply_decisions, find_image_sites
 from .outputs import RequestFormat, request_format
 from .planning import SUMMARY_INTRO, WindowPlanner, live_image_settings, refine_cover, summary_block
+from .policy import Decision
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
 from .tokens.counting import MESSAGE_OVERHEAD, count_text
@@ -80,9 +82,20 @@ class CompiledRequest:
         return self.request.tokens
 
 
+#: Why an image in a pinned system message is not shown: both APIs take system text only.
+SYSTEM_IMAGE = "in a system message, which carries text only"
+
+
+def _pinned_text(blocks: Sequence[Block]) -> str:
+    """Return a system message's text, each image in it (block or data URI) as its placeholder."""
+    sites = find_image_sites(blocks)
+    shown = apply_decisions(blocks, sites, [Decision(False, SYSTEM_IMAGE)] * len(sites)) if sites else blocks
+    return "\n".join(b["text"] for b in shown if b.get("type") == "text")
+
+
 def _system_text(store: HistoryStore) -> tuple[str | None, list[int]]:
     seqs = store.pinned_seqs()
-    texts = [store.messages(seq, seq + 1)[0].text() for seq in seqs]
+    texts = [_pinned_text(store.messages(seq, seq + 1)[0].content) for seq in seqs]
     return ("\n\n".join(texts) if texts else None), seqs
 
 

@@ -197,7 +197,10 @@ def histories(draw: Any, min_turns: int = 1, max_turns: int = 10) -> list[Messag
     ids = _Ids()
     messages: list[Message] = []
     if draw(st.booleans()):
-        messages.append(Message("system", ({"type": "text", "text": "You are a careful agent. " + _text(draw, 1, 10)},)))
+        system = "You are a careful agent. " + _text(draw, 1, 10)
+        if draw(st.integers(min_value=0, max_value=3)) == 0:  # a logo pasted into the system prompt
+            system += f" {_data_uri(draw, ids)}"
+        messages.append(Message("system", ({"type": "text", "text": system},)))
     for _ in range(draw(st.integers(min_value=min_turns, max_value=max_turns))):
         messages.extend(_turn(draw, ids))
     if draw(st.booleans()):

@@ -121,6 +121,25 @@ def test_tool_ids_reused_through_the_api_are_sent_unique(fmt: str) -> None:
         store.close()
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_images_in_a_system_message_become_placeholders(fmt: str) -> None:
+    """A pinned system message carries text only: its image block and data URI are replaced loudly."""
+    store = Store(":memory:")
+    try:
+        store.append([
+            Message("system", ({"type": "text", "text": f"logo data:image/png;base64,{png_b64(4, 4)}"}, _image(4, 4, 1))),
+            _text("user", "hi"),
+        ])
+        compiled = compile_request(store, Recipe(budget_tokens=5000, output_format=fmt))  # type: ignore[arg-type]
+        body = compiled.request.body()
+        check_provider_grammar(body, fmt)
+        assert compiled.request.images_shown == 0
+        system = body["messages"][0]["content"] if fmt == "openai" else body["system"]
+        assert system.count("[image not shown: image/png, 4x4 px") == 2 and "base64," not in system
+    finally:
+        store.close()
+
+
 def test_the_gate_refuses_a_body_that_breaks_the_grammar() -> None:
     """A renderer bug can never ship: the gate checks the rendered body itself."""
     fmt = REQUEST_FORMATS["openai"]
