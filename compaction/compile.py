@@ -46,6 +46,7 @@ __all__ = [
     "SUMMARY_INTRO",
     "default_model",
     "resolve_target",
+    "compile_frame",
 ]
 
 
@@ -318,8 +319,20 @@ def _emit(
             messages.append((message.role, message.content))
             hints.append(plan.text_tokens.get(message.seq) if message.seq is not None else None)
     _check_coverage(plan, pinned, cover, cut)
-    request = OutboundRequest("live", system, tuple(messages), tuple(hints), tools)
-    return gate(request, plan.settings, format=plan.format, model=plan.model, encoding=plan.encoding, budget=budget)
+    # Stable prefix boundaries for prompt caches: the end of the summary stack (fixed between
+    # compaction events) and the newest message (the next turn's request starts with it all).
+    points = tuple(sorted({0, len(messages) - 1} if cover else {len(messages) - 1})) if messages else ()
+    request = OutboundRequest("live", system, tuple(messages), tuple(hints), tools, points)
+    return gate(
+        request,
+        plan.settings,
+        format=plan.format,
+        model=plan.model,
+        encoding=plan.encoding,
+        budget=budget,
+        cache_key=plan.recipe.prompt_cache_key,
+        cache_breakpoints=plan.recipe.cache_breakpoints,
+    )
 
 
 def _check_coverage(plan: WindowPlanner, pinned: list[int], cover: Sequence[StoredSummary], cut: int) -> None:
@@ -357,3 +370,68 @@ def raw_history_tokens(
     system, _pinned = _system_text(store)
     framing = fmt.framing_tokens(system, plan.first_role(0, ()), plan.encoding)
     return framing + tools_tokens(normalize_tools(tools), fmt.name, plan.encoding) + plan.suffix(0)
+
+
+def compile_frame(
+    store: HistoryStore,
+    recipe: Recipe,
+    cut: int,
+    cover_ranges: Sequence[tuple[int, int, int]],
+    *,
+    budget: int | None = None,
+    format: RequestFormatName | None = None,
+    model: str | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> CompilePlan:
+    """Compile with a fixed frame: the given summaries, then every message from ``cut`` raw.
+
+    Between two compaction events the frame does not change, so each request is the previous
+    one with the new messages appended (a prompt cache serves the prefix); see
+    :mod:`compaction.events`.
+
+    Args:
+        cut: the first seq of the live window.
+        cover_ranges: ``(level, start_seq, end_seq)`` of the summaries shown, oldest first;
+            they must cover ``[0, cut)`` exactly.
+        budget, format, model, tools: as in :func:`compile_request`.
+
+    Returns:
+        A :class:`CompilePlan`: the request when the frame still fits ``budget``, else the
+        shortfall (stage ``"request"``).
+
+    Raises:
+        OverBudget: no budget, or a budget <= 0 (stage ``"settings"``).
+        InvariantViolation: a summary of the frame is missing from the store, or the frame
+            does not cover ``[0, cut)`` (the store was not the one the frame was made on).
+    """
+    budget = _check_budget(recipe.budget_tokens if budget is None else budget)
+    fmt, model = resolve_target(recipe, format, model)
+    plan = WindowPlanner(store, recipe, budget, fmt, model)
+    if plan.n == 0:
+        raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
+    cover: list[StoredSummary] = []
+    for level, start, end in cover_ranges:
+        found = [s for s in store.summaries_within(level, start, end) if (s.start_seq, s.end_seq) == (start, end)]
+        if not found:
+            raise InvariantViolation(f"frame: no level-{level} summary of [{start}, {end}) in the store")
+        cover.append(found[0])
+    if not 0 <= cut <= plan.n:
+        raise InvariantViolation(f"frame: live window start {cut} outside [0, {plan.n}]")
+    system, pinned = _system_text(store)
+    offered = normalize_tools(tools)
+    total = (
+        fmt.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
+        + tools_tokens(offered, fmt.name, plan.encoding)
+        + plan.suffix(cut)
+        + plan.summary_message_cost(cover)
+    )
+    if total > budget:
+        message = f"the frame's request needs {total} tokens, over the budget of {budget}"
+        return CompilePlan(None, Shortfall("request", budget, total, message))
+    try:
+        request = _emit(store, plan, system, pinned, cover, cut, budget, offered)
+    except OverBudget as err:
+        return CompilePlan(None, Shortfall("request", budget, err.needed, str(err)))
+    pinned_set = set(pinned)
+    raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
+    return CompilePlan(CompiledRequest(request, budget, cut, tuple(cover), raw_seqs, plan.n, total), None)

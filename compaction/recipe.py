@@ -262,6 +262,15 @@ class Recipe:
         summary_max_tokens: the output cap of one summary (tokens).
         summarizer_context_tokens: the summarizer model's context window (tokens).
         output_format: the request format compile produces: ``"openai"`` or ``"anthropic"``.
+        low_water_ratio: a compaction event compacts the request down to this share of the
+            budget, so that the following turns append to a stable prefix (0.05 to 1).
+        high_water_tokens: a compaction event happens when the next request would exceed
+            this many tokens (``None``: the budget).
+        cache_breakpoints: mark the stable prefix for prompt caches (Anthropic
+            ``cache_control`` on the system text or tools, the summary stack and the newest
+            message).
+        prompt_cache_key: OpenAI's ``prompt_cache_key`` sent with compiled requests (never
+            with summarizer requests); ``None`` sends none.
         summarizer: the ``[summarizer]`` table.
         source: where the recipe came from (a path, ``"<mapping>"``), used in errors.
     """
@@ -282,6 +291,10 @@ class Recipe:
     summary_max_tokens: int = 400
     summarizer_context_tokens: int = 8000
     output_format: RequestFormatName = "openai"
+    low_water_ratio: float = 0.6
+    high_water_tokens: int | None = None
+    cache_breakpoints: bool = True
+    prompt_cache_key: str | None = None
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     source: str = field(default="<defaults>", repr=False, compare=False)
 
@@ -312,6 +325,17 @@ class Recipe:
                 f"({self.summarizer_context_tokens}): the summary has to fit the summarizer's window",
             )
         check.choice("output_format", self.output_format, OUTPUT_FORMATS)
+        if (
+            isinstance(self.low_water_ratio, bool)
+            or not isinstance(self.low_water_ratio, (int, float))
+            or not 0.05 <= self.low_water_ratio <= 1
+        ):
+            raise check.fail(
+                "low_water_ratio", f"expected a number from 0.05 to 1 (a share of the budget), found {_describe(self.low_water_ratio)}"
+            )
+        check.integer("high_water_tokens", self.high_water_tokens, minimum=1, optional=True)
+        check.boolean("cache_breakpoints", self.cache_breakpoints)
+        check.string("prompt_cache_key", self.prompt_cache_key, optional=True)
         if not isinstance(self.summarizer, SummarizerSettings):
             raise check.fail("summarizer", f"expected a table, found {_describe(self.summarizer)}")
 

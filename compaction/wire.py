@@ -33,6 +33,7 @@ from .blocks import Block
 from .errors import InvariantViolation, OverBudget
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
+from .outputs.anthropic_messages import CACHE_CONTROL
 from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
 from .tokens.counting import blocks_text_tokens
@@ -55,6 +56,9 @@ class OutboundRequest:
             store's cached count), so the gate need not re-tokenize a message it ships
             unchanged; ``None`` where unknown.
         tools: normalized tool definitions offered to the model (see :mod:`compaction.tools`).
+        cache_points: indices of messages whose end is a stable prefix boundary (the summary
+            stack, the newest message); a format with explicit prompt-cache markers
+            (Anthropic ``cache_control``) marks them, with the system text or the tools.
     """
 
     purpose: Purpose
@@ -62,6 +66,7 @@ class OutboundRequest:
     messages: tuple[tuple[str, tuple[Block, ...]], ...]
     token_hints: tuple[int | None, ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
+    cache_points: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,30 @@ class GatedRequest:
         return sum(1 for r in self.replacements if r.kind == "image")
 
 
+#: Blocks that cannot carry a cache marker (Anthropic refuses it on thinking blocks).
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _mark_cache_points(
+    messages: list[tuple[str, list[Block]]], points: Sequence[int]
+) -> list[tuple[str, list[Block]]]:
+    """Return ``messages`` with a ``cache_control`` marker on the last markable block of each point."""
+    out = list(messages)
+    for index in points:
+        if not 0 <= index < len(out):
+            continue
+        role, blocks = out[index]
+        for position in range(len(blocks) - 1, -1, -1):
+            block = blocks[position]
+            if block.get("type") in _UNMARKABLE or (block.get("type") == "text" and not block.get("text")):
+                continue
+            marked = list(blocks)
+            marked[position] = {**block, "cache_control": dict(CACHE_CONTROL)}
+            out[index] = (role, marked)
+            break
+    return out
+
+
 def count_wire_images(body: dict[str, Any], format: RequestFormatName | RequestFormat = "openai") -> int:
     """Return the image inputs in a rendered body: image parts, image blocks and data URIs in strings."""
     return request_format(format).count_images(body)
@@ -146,6 +175,8 @@ def gate(
     encoding: str = "o200k_base",
     budget: int | None = None,
     max_output_tokens: int | None = None,
+    cache_key: str | None = None,
+    cache_breakpoints: bool = True,
 ) -> GatedRequest:
     """Apply the image policy and caps, repair orphans, render, verify and freeze a request.
 
@@ -160,6 +191,10 @@ def gate(
         budget: if given, the request must not exceed this many tokens.
         max_output_tokens: the answer's cap written into the body (tokens); ``None`` leaves
             it out where the format allows (OpenAI) or writes the format's default (Anthropic).
+        cache_key: a prompt-cache routing key for formats that take one (OpenAI
+            ``prompt_cache_key``); summarizer requests pass none.
+        cache_breakpoints: mark ``request.cache_points`` (and the system text or tools) as
+            prompt-cache breakpoints in formats with explicit markers (Anthropic).
 
     Returns:
         The :class:`GatedRequest`; its ``tokens`` are the planner's price of the same
@@ -219,9 +254,13 @@ def gate(
             gated_blocks, fmt, model
         )
 
+    marking = cache_breakpoints and bool(request.cache_points)
+    if marking and fmt.cache_markers:
+        rebuilt = _mark_cache_points(rebuilt, request.cache_points)
     body = fmt.render(request.system, rebuilt, model=model, max_output_tokens=max_output_tokens)
     if request.tools:
         body["tools"] = fmt.render_tools(request.tools)
+    fmt.add_cache_hints(body, key=cache_key, mark_prefix=marking)
     problems = fmt.grammar_problems(body)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -50,8 +50,9 @@ def test_both_shapes_normalize_to_the_same_definition() -> None:
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_tools_are_rendered_and_counted(fmt: str) -> None:
     with _store() as store:
-        bare = compile_request(store, Recipe(budget_tokens=4000), format=fmt)
-        offered = compile_request(store, Recipe(budget_tokens=4000), format=fmt, tools=[ANTHROPIC_TOOL])
+        recipe = Recipe(budget_tokens=4000, cache_breakpoints=False)  # the definitions as given
+        bare = compile_request(store, recipe, format=fmt)
+        offered = compile_request(store, recipe, format=fmt, tools=[ANTHROPIC_TOOL])
     body = offered.request.body()
     if fmt == "openai":
         assert body["tools"] == [OPENAI_TOOL]

@@ -17,12 +17,14 @@ from ..tokens.counting import blocks_text_tokens
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
-__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS"]
+__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS", "CACHE_CONTROL"]
 
 #: The user turn put first when a rendered history would open with the assistant.
 OPENING_TURN = "[the conversation continues]"
 #: ``max_tokens`` when the caller names none (the API requires the field).
 DEFAULT_MAX_TOKENS = 4096
+#: The marker of a prompt-cache breakpoint (the default 5-minute cache).
+CACHE_CONTROL = {"type": "ephemeral"}
 
 
 class AnthropicMessages(RequestFormat):
@@ -59,6 +61,21 @@ class AnthropicMessages(RequestFormat):
             body["system"] = "\n\n".join(system_texts)
         body["messages"] = out
         return body
+
+    #: Blocks Anthropic takes ``cache_control`` on (not thinking blocks).
+    cache_markers: ClassVar[bool] = True
+
+    def add_cache_hints(self, body: dict[str, Any], *, key: str | None, mark_prefix: bool) -> None:
+        # Prompt caching (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching):
+        # the cache prefix runs tools, system, messages; a breakpoint at the end of the system
+        # text (or of the tools, without one) caches both.  At most 4 breakpoints a request.
+        if not mark_prefix:
+            return
+        if body.get("system"):
+            system = body["system"]
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_CONTROL)}]
+        elif body.get("tools"):
+            body["tools"][-1] = {**body["tools"][-1], "cache_control": dict(CACHE_CONTROL)}
 
     def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return [

@@ -111,6 +111,20 @@ class RequestFormat(ABC):
         the provider requires.  The wire gate raises on any problem instead of shipping.
         """
 
+    #: Whether the shape takes explicit prompt-cache markers on blocks (``cache_control``).
+    cache_markers: ClassVar[bool] = False
+
+    @abstractmethod
+    def add_cache_hints(self, body: dict[str, Any], *, key: str | None, mark_prefix: bool) -> None:
+        """Add the shape's prompt-cache hints to a rendered body, in place.
+
+        Args:
+            body: the rendered body.
+            key: a cache routing key, for shapes that take one (OpenAI ``prompt_cache_key``).
+            mark_prefix: mark the end of the tools and system text as a cache breakpoint, for
+                shapes with explicit markers.
+        """
+
     def count_images(self, body: dict[str, Any]) -> int:
         """Return the image inputs of a rendered body (image parts and data URIs in strings)."""
         return count_body_images(body.get("messages", []), self.image_types) + count_body_images(

@@ -132,6 +132,12 @@ class OpenAIChat(RequestFormat):
                 out.append({"role": "user", "content": parts})
         return out
 
+    def add_cache_hints(self, body: dict[str, Any], *, key: str | None, mark_prefix: bool) -> None:
+        # OpenAI caches prefixes of 1,024 tokens and more by itself; a key routes requests
+        # that share a prefix to the same cache (https://platform.openai.com/docs/guides/prompt-caching).
+        if key is not None:
+            body["prompt_cache_key"] = key
+
     def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
             {
