@@ -476,5 +476,10 @@ def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> 
         click.echo(f"{total:>10}  total")
 
 
+from .eval import eval_command  # noqa: E402  (eval's command reuses _errors and _progress above)
+
+main.add_command(eval_command)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
