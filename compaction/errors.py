@@ -27,6 +27,7 @@ __all__ = [
     "ImageError",
     "SummarizerUnavailable",
     "SummarizerRefused",
+    "InvalidArgument",
 ]
 
 
@@ -58,6 +59,14 @@ class InvalidTranscript(ValueError, CompactionError):
 
 class UnknownFormat(InvalidTranscript):
     """The transcript format could not be detected; pass ``--format`` explicitly."""
+
+
+class InvalidArgument(TypeError, CompactionError):
+    """A public function was called with an argument of the wrong type.
+
+    The message names the argument, the type expected and the value found, e.g.
+    ``budget must be an integer number of tokens; found str '100'``.
+    """
 
 
 class InvalidMessage(ValueError, CompactionError):
@@ -142,3 +151,16 @@ class SummarizerRefused(SummarizerError):
         super().__init__(message)
         self.code = code
         self.status = status
+
+
+def found(value: object, limit: int = 40) -> str:
+    """Return ``value`` described for an error message: its type and a clipped repr.
+
+    Example:
+        >>> found("100")
+        "str '100'"
+    """
+    shown = repr(value)
+    if len(shown) > limit:
+        shown = shown[: limit - 3] + "..."
+    return f"{type(value).__name__} {shown}"
