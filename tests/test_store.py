@@ -121,7 +121,7 @@ def test_summaries_add_and_list(store: Store) -> None:
         store.add_summary(1, 3, 3, "x", {})
 
 
-@pytest.mark.parametrize("bad", ["not base64 at all!!", "iVBORw0KGgo@@@@", "abc"])
+@pytest.mark.parametrize("bad", ["not base64 at all!!", "iVBORw0KGgo@@@@", "abcde", "data:image/png;base64,iVBORw0KGgo="])
 def test_bad_base64_leaves_the_store_unchanged(store: Store, bad: str) -> None:
     store.append([with_image(png_b64(4, 4), "first")])
     before = store_snapshot(store)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from .base import HistoryStore
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 from .model import CompactionEvent, ImageFact, MessageFacts, StoredSummary
-from .sqlite import SQLiteStore, Store
+from .sqlite import SQLiteStore, Store, describe_sqlite_error
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -37,6 +37,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoredSummary",
+    "describe_sqlite_error",
 ]
 
 #: The SQLite schema's statements, in order (``bench/make_store.py`` keys its cache on them).

@@ -9,7 +9,9 @@ What every backend promises:
 
 * Messages are append-only and numbered densely from 0 (``seq``); :meth:`append` adds a
   batch in one transaction and skips messages whose import key (see
-  :func:`~compaction.store.ingest.import_keys`) is already stored.
+  :func:`~compaction.store.ingest.import_keys`) is already stored; a stored message that
+  a grown transcript's message starts with (a snapshot cut inside a message its parser
+  builds from several lines) is completed, not stored twice.
 * Inline base64 images are stored once by sha256 and read back byte-exact.
 * Summaries are unique per ``(level, start_seq, end_seq)``; adding one again returns the
   first one's id.
@@ -52,6 +54,10 @@ class HistoryStore(Protocol):
     def __enter__(self: _S) -> _S: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+    def check_location(self) -> None:
+        """Raise StoreError if the store was deleted or replaced since it was opened (then nothing written since was kept)."""
+        ...
 
     # -- messages ------------------------------------------------------------------------
     def __len__(self) -> int:

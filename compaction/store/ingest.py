@@ -20,15 +20,14 @@ values in and out of tables.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..blocks import Block, Message, canonical_json
-from ..errors import ImageError, StoreError
-from ..imageinfo import image_size
+from ..errors import ImageError, InvalidArgument, InvalidMessage, StoreError, found
+from ..imageinfo import decode_base64, image_size
 from ..images import ImageSite, find_image_sites
 from ..tokens.counting import cache_key, message_text_tokens
 from .model import MessageFacts, StoredSummary
@@ -37,13 +36,17 @@ __all__ = [
     "Blob",
     "PreparedMessage",
     "blobify",
+    "chain_key",
     "check_summary",
+    "checked_messages",
     "count_text_tokens",
     "facts_from_row",
     "hydrate",
     "import_keys",
     "message_from_row",
+    "prefix_keys",
     "prepare",
+    "seed_key",
     "summary_from_row",
     "token_key",
 ]
@@ -99,6 +102,20 @@ class PreparedMessage:
     blobs: tuple[Blob, ...]
 
 
+def seed_key(chain_seed: str = "") -> str:
+    """Return the start of an import-key chain: the hash of ``chain_seed`` (64 hex digits)."""
+    return hashlib.sha256(chain_seed.encode("utf-8")).hexdigest()
+
+
+def chain_key(previous: str, message: Message) -> str:
+    """Return the import key of ``message`` following the key ``previous`` in its chain."""
+    return _chain(previous, message.fingerprint())
+
+
+def _chain(previous: str, fingerprint: str) -> str:
+    return hashlib.sha256((previous + fingerprint).encode("ascii")).hexdigest()
+
+
 def import_keys(messages: Iterable[Message], chain_seed: str = "") -> list[tuple[str, Message]]:
     """Return each message with its import key: a hash chain over ``chain_seed`` and fingerprints.
 
@@ -114,12 +131,82 @@ def import_keys(messages: Iterable[Message], chain_seed: str = "") -> list[tuple
         >>> [k for k, _ in import_keys([])]
         []
     """
-    key = hashlib.sha256(chain_seed.encode("utf-8")).hexdigest()
+    key = seed_key(chain_seed)
     keyed: list[tuple[str, Message]] = []
     for message in messages:
-        key = hashlib.sha256((key + message.fingerprint()).encode("ascii")).hexdigest()
+        key = chain_key(key, message)
         keyed.append((key, message))
     return keyed
+
+
+def prefix_keys(previous: str, message: Message) -> list[str]:
+    """Return the import keys ``message`` would have had with only its first 1, 2, ... blocks.
+
+    A transcript read while it was being written can end inside a message that a parser
+    builds from several source lines: the answers to parallel tool calls (one line each,
+    merged into one message) or one assistant response written a block a line.  The
+    snapshot's last message is then a *prefix* of the grown file's message, with a
+    different fingerprint, so its key differs.  These keys find that stored prefix, so the
+    store can complete it instead of storing the blocks again (see
+    :meth:`~compaction.store.sqlite.SQLiteStore.append`).
+
+    Args:
+        previous: the key of the message before ``message`` (or the chain's seed key).
+        message: the message as the grown transcript has it.
+
+    Returns:
+        One key per proper prefix (``len(message.content) - 1`` keys, shortest first); empty
+        when the message has one block, or when its fingerprint is not the canonical JSON
+        this function builds incrementally (then no prefix is looked for).
+
+    Example:
+        >>> prefix_keys(seed_key(), Message("user", ({"type": "text", "text": "a"},)))
+        []
+    """
+    blocks = message.content
+    if len(blocks) < 2:
+        return []
+    # The fingerprint hashes canonical_json({"content": [...], "role": ...}); keys are
+    # sorted, so the content comes first and each prefix's payload shares its start.
+    try:
+        parts = [canonical_json(block).encode("utf-8") for block in blocks]
+        tail = ("],\"role\":" + canonical_json(message.role) + "}").encode("utf-8")
+        running = hashlib.sha256(b'{"content":[')
+        fingerprints = []
+        for index, part in enumerate(parts):
+            if index:
+                running.update(b",")
+            running.update(part)
+            done = running.copy()
+            done.update(tail)
+            fingerprints.append(done.hexdigest())
+        if fingerprints[-1] != message.fingerprint():
+            return []  # the fingerprint changed shape: no prefix can be recognised
+    except (UnicodeEncodeError, ValueError):
+        return []
+    return [_chain(previous, fingerprint) for fingerprint in fingerprints[:-1]]
+
+
+def checked_messages(messages: object) -> list[Message]:
+    """Return ``messages`` as a list, refusing anything that is not an iterable of :class:`Message`.
+
+    Raises:
+        InvalidMessage: ``messages`` is a string, a mapping or not iterable, or an item is
+            not a :class:`Message` (a plain dict, a string...).
+    """
+    if isinstance(messages, (str, bytes, bytearray, dict, Message)) or not isinstance(messages, Iterable):
+        raise InvalidMessage(
+            f"append takes an iterable of Message (e.g. a list); found {found(messages)}; "
+            "build messages with Message(role, content) or read them with load_transcript()"
+        )
+    batch = list(messages)
+    for index, message in enumerate(batch):
+        if not isinstance(message, Message):
+            raise InvalidMessage(
+                f"message {index} of the {len(batch)} appended is not a Message; found {found(message)}; "
+                "build it with Message(role, content) or read a transcript with load_transcript()"
+            )
+    return batch
 
 
 def token_key(encoding: str) -> str:
@@ -134,10 +221,12 @@ def count_text_tokens(message: Message, encoding: str) -> int:
 
 def _blob_of(block: Block) -> tuple[Block, Blob]:
     source = block["source"]
-    try:
-        data = base64.b64decode(source["data"], altchars=b"-_", validate=False)  # URL-safe too
-    except (binascii.Error, ValueError) as err:
-        raise ImageError(f"image block has invalid base64 data: {err}") from err
+    data_b64 = source.get("data")
+    if not isinstance(data_b64, str):
+        raise ImageError(f"an image block's base64 data must be a string; found {type(data_b64).__name__}")
+    # The decoder validation uses (imageinfo): whitespace, missing padding and the URL-safe
+    # alphabet are accepted, anything else is refused; every decoded byte is kept.
+    data = decode_base64(data_b64)
     digest = hashlib.sha256(data).hexdigest()
     try:
         media_type, width, height = image_size(data)
@@ -277,8 +366,16 @@ def check_summary(level: int, start_seq: int, end_seq: int, text: str) -> None:
     """Refuse a summary no backend may store.
 
     Raises:
+        InvalidArgument: a level or seq that is not an integer, or text that is not a string.
         StoreError: the text is blank, or ``[start_seq, end_seq)`` is empty or negative.
     """
+    for name, value in (("level", level), ("start_seq", start_seq), ("end_seq", end_seq)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(f"a summary's {name} must be an integer; found {found(value)}")
+    if not isinstance(text, str):
+        raise InvalidArgument(f"a summary's text must be a string; found {found(text)}")
+    if level < 1:
+        raise StoreError(f"a summary's level must be 1 or more; found {level}")
     if not text.strip():
         raise StoreError(f"refusing to store an empty level-{level} summary of [{start_seq}, {end_seq})")
     if not 0 <= start_seq < end_seq:

@@ -27,6 +27,7 @@ To change the schema, append a migration; never edit one that has shipped.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -36,7 +37,16 @@ from dataclasses import dataclass
 from ..errors import StoreError
 from ..images import image_locations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "apply_pending", "needs_migration", "stored_version"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "STORE_NAMES",
+    "Migration",
+    "apply_pending",
+    "database_state",
+    "needs_migration",
+    "stored_version",
+]
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,68 @@ _MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations"
     " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
 )
+
+
+#: The tables every store has had since schema 1: a database without them is not a store.
+_BASELINE_TABLES = frozenset({"meta", "messages", "blobs", "token_counts", "summaries", "failures"})
+
+#: Every table name the store uses (a database holding one of them is no place to create a store).
+STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations"}
+
+
+def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:
+    """Say what the database on ``db`` holds, reading only.
+
+    Returns:
+        ``("store", names)`` for a compaction store: the schema-1 tables and a
+        ``meta.schema_version`` (of any version), or only tables and indexes of the store's
+        own names and columns, ``messages`` among them (a first schema a crash stopped
+        midway, which opening completes); ``("empty", [])`` for a database with no tables, indexes, views or
+        triggers (a 0-byte file is one); else ``("other", names)`` with what it holds.
+
+    Raises:
+        sqlite3.DatabaseError: the file is not an SQLite database.
+    """
+    rows = db.execute(
+        "SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+    ).fetchall()
+    names = [str(name) for name, _kind in rows]
+    if not names:
+        return "empty", []
+    if _BASELINE_TABLES <= _tables(db):
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:  # a 'meta' table of another shape
+            row = None
+        if row is not None:
+            return "store", names
+    shape = _store_shape()
+    if "messages" not in names:  # a lone 'meta (key, value)' is too common a shape to claim
+        return "other", names
+    for name, kind in rows:
+        if shape.get(str(name), (None, None))[0] != kind:
+            return "other", names
+        if kind == "table" and _columns(db, str(name)) != shape[str(name)][1]:
+            return "other", names
+    return "store", names
+
+
+def _columns(db: sqlite3.Connection, table: str) -> tuple[str, ...]:
+    return tuple(str(row[1]) for row in db.execute(f'PRAGMA table_info("{table}")'))
+
+
+@functools.lru_cache(maxsize=1)
+def _store_shape() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Return each object of a new store: name -> (type, table columns), from the migrations."""
+    db = sqlite3.connect(":memory:")
+    try:
+        apply_pending(db, ":memory:")
+        return {
+            str(name): (str(kind), _columns(db, str(name)) if kind == "table" else ())
+            for name, kind in db.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+        }
+    finally:
+        db.close()
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

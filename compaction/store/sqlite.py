@@ -26,6 +26,7 @@ crash loses nothing committed.  What a message looks like stored is decided in
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import Message, canonical_json
-from ..errors import StoreError
-from ..tokens.encodings import DEFAULT_ENCODING
+from ..errors import EncodingDataMissing, ImageError, InvalidArgument, InvalidMessage, StoreError, found
+from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
 from . import ingest, migrations
 from .model import CompactionEvent, MessageFacts, StoredSummary
 
@@ -46,12 +47,63 @@ __all__ = ["SQLiteStore", "Store"]
 
 _SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
 
+#: Below this many bytes free on the store's file system, an I/O error is reported as a full disk.
+_NEARLY_FULL = 1 << 20
+
 
 def _connection_path(db: sqlite3.Connection) -> str:
     for _seq, name, file in db.execute("PRAGMA database_list"):
         if name == "main":
             return str(file) if file else ":memory:"
     return ":memory:"  # pragma: no cover - SQLite always lists "main"
+
+
+def _free_bytes(path: str) -> int | None:
+    """Return the bytes free to this user on the file system holding ``path`` (None if unknown)."""
+    if path == ":memory:":
+        return None
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def describe_sqlite_error(err: sqlite3.Error, path: str) -> str:
+    """Return what ``err`` means for the store at ``path``, for a person: the cause first.
+
+    A full disk is named as such (SQLite says "database or disk is full", or only
+    "disk I/O error" when the disk filled under its journal); a read-only file, a lock held
+    too long, a damaged file and a closed store each get their own words.  SQLite's own
+    text follows in parentheses.
+    """
+    text = str(err) or type(err).__name__
+    name = str(getattr(err, "sqlite_errorname", "") or "")
+    free = _free_bytes(path)
+    if name == "SQLITE_FULL" or "database or disk is full" in text:
+        reason = f"the disk is full ({text})"
+        if free is not None and free >= _NEARLY_FULL:
+            reason += (
+                f"; the file system reports {free // _NEARLY_FULL:,} MiB free, so the store may have"
+                " reached its page limit (PRAGMA max_page_count)"
+            )
+        return reason + "; free some space and run it again"
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        if free is not None and free < _NEARLY_FULL:
+            return f"the disk is full ({text}; {free:,} bytes free); free some space and run it again"
+        return f"a disk I/O error ({text})"
+    if name.startswith("SQLITE_READONLY") or "readonly database" in text:
+        return (
+            f"the store is read-only ({text}); give this user write access to the file and its "
+            "directory (SQLite writes a -wal and a -shm file beside it)"
+        )
+    if name.startswith("SQLITE_BUSY") or "database is locked" in text:
+        return f"another process kept the store locked for longer than 30 s ({text}); try again"
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in text or "not a database" in text:
+        return f"the file is damaged or is not an SQLite database ({text})"
+    if isinstance(err, sqlite3.ProgrammingError) and "closed" in text:
+        return f"the store was closed ({text})"
+    return text
 
 
 class SQLiteStore:
@@ -61,17 +113,25 @@ class SQLiteStore:
         path: a file path or ``":memory:"`` (the default); not with ``connection``.
         connection: an open connection to use instead of opening ``path``.  The store sets
             no PRAGMAs on it and never closes it; its writes join a transaction the caller
-            has open (as a savepoint) and otherwise commit on their own.
+            has open (as a savepoint) and otherwise commit on their own.  The database may
+            hold the caller's own tables beside the store's (none of the same names).
         encoding: the default encoding whose token counts are cached at append.
-        create: create the file if it does not exist (``False``: a missing file is an error,
-            so a mistyped path is not silently a new, empty store).  Ignored with ``connection``.
+        create: create a store if there is none: a missing file, an empty (0-byte) file or
+            an SQLite database with nothing in it.  ``False``: any of these is an error, so a
+            mistyped path is not silently a new, empty store.  Ignored with ``connection``.
         tracer: called with the text of every SQL statement run on the connection
             (``sqlite3.Connection.set_trace_callback``), e.g. ``print`` or ``list.append``.
 
+    A file that is not a compaction store is refused untouched, byte for byte: a file that
+    is not SQLite, or an SQLite database holding other tables (another application's).
+
     Raises:
-        StoreError: the file is not a compaction store, its schema is newer than this code,
-            or an upgrade it needs cannot be written.
-        TypeError: both ``path`` and ``connection`` were given.
+        StoreError: the file is not a compaction store (or is empty and ``create`` is
+            false), its schema is newer than this code, or an upgrade it needs cannot be
+            written; the message says why (a full disk, a read-only file, ...).
+        InvalidArgument: a path, encoding, flag or tracer of the wrong type, or both
+            ``path`` and ``connection``.
+        EncodingDataMissing: an unknown encoding name.
 
     Example:
         >>> store = Store(":memory:")
@@ -89,15 +149,29 @@ class SQLiteStore:
         tracer: Callable[[str], object] | None = None,
     ) -> None:
         if path is not None and connection is not None:
-            raise TypeError("SQLiteStore takes a path or a connection, not both")
+            raise InvalidArgument("SQLiteStore takes a path or a connection, not both")
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgument(f"a store path must be a str or a path; found {found(path)}")
+        if connection is not None and not isinstance(connection, sqlite3.Connection):
+            raise InvalidArgument(f"connection must be an sqlite3.Connection; found {found(connection)}")
+        if not isinstance(encoding, str):
+            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+        if encoding not in ENCODINGS:
+            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False; found {found(create)}")
+        if tracer is not None and not callable(tracer):
+            raise InvalidArgument(f"tracer must be callable (e.g. print); found {found(tracer)}")
         self.encoding = encoding
         self._owns_connection = connection is None
         self._traced = tracer is not None
-        self.path = ":memory:" if path is None else str(path)
-        if connection is None and not create and self.path != ":memory:" and not Path(self.path).is_file():
-            raise StoreError(
-                f"{self.path}: no store there; create one with `compaction import TRANSCRIPT --store {self.path}`"
-            )
+        self._file_id: tuple[int, int] | None = None
+        self.path = ":memory:" if path is None else os.fspath(path)
+        if isinstance(self.path, bytes):
+            raise InvalidArgument(f"a store path must be text, not bytes; found {found(path)}")
+        on_disk = connection is None and self.path != ":memory:"
+        if on_disk:
+            self._check_file(create)
         try:
             if connection is None:
                 self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -107,18 +181,108 @@ class SQLiteStore:
                 self._db.set_trace_callback(tracer)
             if connection is None:
                 self._db.execute("PRAGMA busy_timeout = 30000")
-                if self.path != ":memory:":
+                if on_disk:
+                    self._file_id = self._identity()
+                    self._check_contents(self._db, create)
                     self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
             else:
                 self.path = _connection_path(connection)
+                self._check_contents(connection, True, beside=True)
             self._migrate()
-        except sqlite3.DatabaseError as err:
+        except sqlite3.Error as err:
             self._release()
-            raise StoreError(f"{self.path}: cannot open as a compaction store: {err}") from err
+            raise StoreError(
+                f"{self.path}: cannot open as a compaction store: {describe_sqlite_error(err, self.path)}"
+            ) from err
         except BaseException:
             self._release()
             raise
+
+    def _check_file(self, create: bool) -> None:
+        """Refuse a path that is no store before anything opens it (nothing is written)."""
+        target = Path(self.path)
+        exists = target.exists()
+        if exists and not target.is_file():
+            raise StoreError(f"{self.path}: not a file; --store names an SQLite file")
+        if not create and not exists:
+            raise StoreError(
+                f"{self.path}: no store there; create one with `compaction import TRANSCRIPT --store {self.path}`"
+            )
+        if not exists or target.stat().st_size == 0:
+            if not create and exists:
+                raise StoreError(
+                    f"{self.path}: the file is empty, not a compaction store; create one with "
+                    f"`compaction import TRANSCRIPT --store {self.path}`"
+                )
+            return
+        # Look before opening for writing: a read-only connection changes nothing in the
+        # file of another application (no journal mode, no checkpoint, no table).
+        try:
+            probe = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, timeout=30.0)
+        except sqlite3.Error:
+            return  # the read-write connection looks again, and says why it cannot
+        try:
+            self._check_contents(probe, create)
+        except sqlite3.Error:
+            return  # likewise (e.g. a WAL file this user cannot map read-only)
+        finally:
+            probe.close()
+
+    def _check_contents(self, db: sqlite3.Connection, create: bool, *, beside: bool = False) -> None:
+        """Refuse a database that holds something other than a compaction store (see ``create``)."""
+        state, names = migrations.database_state(db)
+        if state == "store":
+            return
+        if state == "empty":
+            if not create:
+                raise StoreError(
+                    f"{self.path}: an empty database, not a compaction store; create one with "
+                    f"`compaction import TRANSCRIPT --store {self.path}`"
+                )
+            return
+        clashing = sorted(set(names) & migrations.STORE_NAMES)
+        if beside and not clashing:
+            return  # the caller's own tables, beside which the store's will live
+        shown = ", ".join(sorted(names)[:8]) + (", ..." if len(names) > 8 else "")
+        raise StoreError(
+            f"{self.path}: not a compaction store: the database holds other tables ({shown}); "
+            "it was left untouched. Name a new file (or a store made by `compaction import`)"
+        )
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return stat.st_dev, stat.st_ino
+
+    def check_location(self) -> None:
+        """Raise :class:`StoreError` if the store's file was deleted, moved or replaced since it was opened.
+
+        SQLite keeps writing to a file that was deleted while open (and to a file moved away),
+        so such writes are lost to ``path`` without any error; commands check this before
+        reporting success, and every write checks it after committing.  Does nothing for a
+        store in memory or over a connection it was given.
+
+        Raises:
+            StoreError: ``path`` no longer names the file this store opened.
+        """
+        if self._file_id is None:
+            return
+        now = self._identity()
+        if now == self._file_id:
+            return
+        if now is None:
+            raise StoreError(
+                f"{self.path}: the store file was deleted while this command ran; what it wrote went "
+                "with it, so nothing was kept. Run the command again on a store that stays in place"
+            )
+        raise StoreError(
+            f"{self.path}: the store file was replaced while this command ran (moved away or "
+            f"overwritten); what it wrote went to the old file, so nothing was kept in {self.path}. "
+            "Run the command again"
+        )
 
     def _migrate(self) -> None:
         if not migrations.needs_migration(self._db, self.path):
@@ -127,38 +291,67 @@ class SQLiteStore:
         try:
             with self._write():
                 migrations.apply_pending(self._db, self.path)
-        except sqlite3.OperationalError as err:
+        except sqlite3.Error as err:
             if before == 0:
                 raise
             hint = "; open it once with write access to upgrade it" if "readonly" in str(err) else ""
             raise StoreError(
                 f"{self.path}: the store needs upgrading from schema {before} to "
-                f"{migrations.SCHEMA_VERSION} and the upgrade failed: {err}{hint}"
+                f"{migrations.SCHEMA_VERSION} and the upgrade failed: {describe_sqlite_error(err, self.path)}{hint}"
             ) from err
+
+    def _failed(self, doing: str, err: sqlite3.Error) -> StoreError:
+        return StoreError(f"{self.path}: {doing} failed: {describe_sqlite_error(err, self.path)}")
+
+    @contextmanager
+    def _reading(self, doing: str) -> Iterator[None]:
+        """Translate an SQLite error inside the block into a :class:`StoreError` saying what failed."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            try:
+                self.check_location()  # a file replaced under SQLite reads as damaged: say what happened
+            except StoreError as moved:
+                raise moved from err
+            raise self._failed(doing, err) from err
+
+    def _quietly(self, statement: str) -> None:
+        """Run a rollback statement whose own failure must not hide the error being handled."""
+        try:
+            self._db.execute(statement)
+        except sqlite3.Error:
+            pass  # e.g. SQLite already rolled back after a full disk: nothing left to undo
 
     @contextmanager
     def _write(self) -> Iterator[None]:
         """Run the block as one write: its own ``BEGIN IMMEDIATE`` transaction, or a savepoint
-        inside a transaction the connection's owner has open."""
+        inside a transaction the connection's owner has open.
+
+        If the block or the commit fails, the write is rolled back and the *original* error
+        propagates (a failing rollback, e.g. after SQLite rolled back on its own, is ignored).
+        After a commit, the file is checked to still be where it was opened.
+        """
         db = self._db
         if db.in_transaction:
             db.execute("SAVEPOINT compaction_store")
             try:
                 yield
-            except BaseException:
-                db.execute("ROLLBACK TO compaction_store")
                 db.execute("RELEASE compaction_store")
+            except BaseException:
+                if db.in_transaction:
+                    self._quietly("ROLLBACK TO compaction_store")
+                    self._quietly("RELEASE compaction_store")
                 raise
-            db.execute("RELEASE compaction_store")
             return
         db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:  # SQLite may have rolled back already (e.g. a full disk)
-                db.execute("ROLLBACK")
+                self._quietly("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        self.check_location()
 
     # -- lifecycle -------------------------------------------------------------------------
     def _release(self) -> None:
@@ -185,7 +378,8 @@ class SQLiteStore:
 
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+        with self._reading("counting messages"):
+            return int(self._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
 
     def append(self, messages: Iterable[Message], *, chain_seed: str = "") -> int:
         """Append messages not already stored; return how many were added.
@@ -195,36 +389,108 @@ class SQLiteStore:
         transcript adds nothing and a transcript that grew adds its tail.  All messages of
         one call commit together.
 
+        A transcript read while it was being written may have ended inside a message its
+        parser builds from several lines (the answers to parallel tool calls, one line each;
+        an assistant response written a block a line).  When a message of the grown
+        transcript starts with all the blocks of a stored message of the same chain, the
+        stored one is completed in place (the answers it lacked are added to it), so the
+        store ends as if the whole file had been imported once: no tool result twice, none
+        lost.  If a summary already covers the stored one, the missing blocks are appended
+        as a message of their own instead, so the summary stays true.
+
         Raises:
-            ImageError: an image block holds invalid base64 (nothing of the call is stored).
-            StoreError: the database refused the write.
+            InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
+                cannot be stored (text that is not valid Unicode); nothing of the call is stored.
+            ImageError: an image block holds invalid base64 (the message names which one;
+                nothing of the call is stored).
+            InvalidArgument: ``chain_seed`` is not a string.
+            StoreError: the database refused the write (the message says why: a full disk,
+                a read-only file...), or the store file was deleted or replaced meanwhile.
         """
-        rows = ingest.import_keys(messages, chain_seed)
-        if not rows:
+        batch = ingest.checked_messages(messages)
+        if not isinstance(chain_seed, str):
+            raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
+        if not batch:
             return 0
+        with self._reading("append"), self._write():
+            return self._append(batch, chain_seed)
+
+    def _append(self, batch: list[Message], chain_seed: str) -> int:
+        next_seq = self.next_seq()
+        key = ingest.seed_key(chain_seed)
+        stored_chain: str | None = None  # the stored chain's key where a completion made it differ
+        known = True  # every message so far was stored already
         added = 0
-        try:
-            with self._write():
-                next_seq = self.next_seq()
-                for import_key, message in rows:
-                    exists = self._db.execute(
-                        "SELECT 1 FROM messages WHERE import_key = ?", (import_key,)
-                    ).fetchone()
-                    if exists:
+        for index, message in enumerate(batch):
+            try:
+                previous, previous_stored = key, stored_chain
+                key, stored_chain = ingest.chain_key(previous, message), None
+                if self._seq_of(key) is not None:
+                    continue
+                if previous_stored is not None:
+                    old = ingest.chain_key(previous_stored, message)
+                    seq = self._seq_of(old)
+                    if seq is not None:  # stored after a message this call completed: re-key it
+                        self._db.execute("UPDATE messages SET import_key = ? WHERE seq = ?", (key, seq))
+                        stored_chain = old
                         continue
-                    self._insert(next_seq, import_key, ingest.prepare(message, self.encoding))
-                    next_seq += 1
-                    added += 1
-        except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self.path}: append failed: {err}") from err
+                if known:
+                    completed = self._complete((previous, previous_stored), message, key, next_seq)
+                    if completed is not None:
+                        stored_chain, appended = completed
+                        next_seq += appended
+                        added += appended
+                        continue
+                known = False
+                self._insert(next_seq, key, ingest.prepare(message, self.encoding))
+                next_seq += 1
+                added += 1
+            except ImageError as err:
+                raise ImageError(f"{_which(message, index, len(batch))}: {err}") from err
+            except UnicodeEncodeError as err:
+                raise InvalidMessage(
+                    f"{_which(message, index, len(batch))}: its text is not valid Unicode "
+                    f"({err.reason} at character {err.start}); a lone surrogate cannot be stored"
+                ) from err
         return added
 
+    def _seq_of(self, import_key: str) -> int | None:
+        row = self._db.execute("SELECT seq FROM messages WHERE import_key = ?", (import_key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _complete(
+        self, chains: tuple[str, str | None], message: Message, key: str, next_seq: int
+    ) -> tuple[str, int] | None:
+        """Complete the stored prefix of ``message`` (a snapshot's last message), if there is one.
+
+        Returns:
+            ``None`` when no stored message of this chain is a prefix of ``message``; else the
+            prefix's key (the stored chain goes on from it) and the messages appended (0: the
+            prefix was completed in place; 1: a summary covers it, so the missing blocks were
+            appended as a message of their own).
+        """
+        for chain in chains:
+            if chain is None:
+                continue
+            prefixes = ingest.prefix_keys(chain, message)
+            for length in range(len(prefixes), 0, -1):  # the longest stored prefix
+                old = prefixes[length - 1]
+                seq = self._seq_of(old)
+                if seq is None:
+                    continue
+                covered = self._db.execute(
+                    "SELECT 1 FROM summaries WHERE start_seq <= ? AND ? < end_seq LIMIT 1", (seq, seq)
+                ).fetchone()
+                if covered:
+                    rest = Message(message.role, message.content[length:], None, message.source_id, message.meta)
+                    self._insert(next_seq, key, ingest.prepare(rest, self.encoding))
+                    return old, 1
+                self._replace(seq, key, ingest.prepare(message, self.encoding))
+                return old, 0
+        return None
+
     def _insert(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
-        self._db.executemany(
-            "INSERT OR IGNORE INTO blobs (sha256, media_type, byte_size, width, height, data)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [(b.sha256, b.media_type, b.byte_size, b.width, b.height, b.data) for b in row.blobs],
-        )
+        self._store_blobs(row)
         self._db.execute(
             "INSERT INTO messages (seq, role, content, source_id, meta, import_key, tool_uses, tool_results, images)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -245,6 +511,37 @@ class SQLiteStore:
             (seq, row.token_key, row.text_tokens),
         )
 
+    def _replace(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
+        """Replace message ``seq`` by its completed form (and drop its counts in other encodings)."""
+        self._store_blobs(row)
+        self._db.execute(
+            "UPDATE messages SET role = ?, content = ?, source_id = ?, meta = ?, import_key = ?,"
+            " tool_uses = ?, tool_results = ?, images = ? WHERE seq = ?",
+            (
+                row.role,
+                row.content,
+                row.source_id,
+                row.meta,
+                import_key,
+                row.tool_uses,
+                row.tool_results,
+                row.images,
+                seq,
+            ),
+        )
+        self._db.execute("DELETE FROM token_counts WHERE seq = ?", (seq,))
+        self._db.execute(
+            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
+            (seq, row.token_key, row.text_tokens),
+        )
+
+    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO blobs (sha256, media_type, byte_size, width, height, data)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(b.sha256, b.media_type, b.byte_size, b.width, b.height, b.data) for b in row.blobs],
+        )
+
     def _blob_for_hydrate(self, sha256: str) -> bytes:
         row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
         if row is None:
@@ -253,18 +550,24 @@ class SQLiteStore:
 
     def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
-        end = self.next_seq() if end is None else end
-        rows = self._db.execute(
-            "SELECT seq, role, content, source_id, meta FROM messages WHERE seq >= ? AND seq < ? ORDER BY seq",
-            (start, end),
-        ).fetchall()
-        return [
-            ingest.message_from_row(seq, role, content, source_id, meta, self._blob_for_hydrate)
-            for seq, role, content, source_id, meta in rows
-        ]
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        with self._reading("reading messages"):
+            end = self.next_seq() if end is None else end
+            rows = self._db.execute(
+                "SELECT seq, role, content, source_id, meta FROM messages WHERE seq >= ? AND seq < ? ORDER BY seq",
+                (start, end),
+            ).fetchall()
+            return [
+                ingest.message_from_row(seq, role, content, source_id, meta, self._blob_for_hydrate)
+                for seq, role, content, source_id, meta in rows
+            ]
 
     def iter_messages(self, batch: int = 512) -> Iterator[Message]:
         """Yield every message in order, reading ``batch`` at a time."""
+        _check_ints(batch=batch)
+        if batch < 1:
+            raise InvalidArgument(f"batch must be 1 or more; found {batch}")
         start, end = 0, self.next_seq()
         while start < end:
             yield from self.messages(start, min(end, start + batch))
@@ -272,7 +575,8 @@ class SQLiteStore:
 
     def next_seq(self) -> int:
         """Return the seq the next appended message will get (= the number of messages)."""
-        return int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
+        with self._reading("reading the message count"):
+            return int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
 
     def facts(
         self, start: int = 0, end: int | None = None, *, encoding: str | None = None
@@ -287,16 +591,23 @@ class SQLiteStore:
             One entry per message, in seq order.  Counts not cached yet are computed and
             cached (on a read-only store they are used uncached).
         """
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        if encoding is not None and not isinstance(encoding, str):
+            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+        if encoding is not None and encoding not in ENCODINGS:
+            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
         encoding = encoding or self.encoding
         key = ingest.token_key(encoding)
-        end = self.next_seq() if end is None else end
-        rows = self._db.execute(
-            "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images, t.text_tokens,"
-            " json_extract(m.meta, '$.kind') FROM messages m"
-            " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = ?"
-            " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-            (key, start, end),
-        ).fetchall()
+        with self._reading("reading message facts"):
+            end = self.next_seq() if end is None else end
+            rows = self._db.execute(
+                "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images, t.text_tokens,"
+                " json_extract(m.meta, '$.kind') FROM messages m"
+                " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = ?"
+                " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
+                (key, start, end),
+            ).fetchall()
         missing = [r[0] for r in rows if r[5] is None]
         counted: dict[int, int] = {}
         if missing:
@@ -309,7 +620,7 @@ class SQLiteStore:
                         "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
                         [(seq, key, tokens) for seq, tokens in counted.items()],
                     )
-            except sqlite3.OperationalError:  # a read-only store: the counts are a cache, use them uncached
+            except sqlite3.Error:  # a read-only or full store: the counts are a cache, use them uncached
                 pass
         return [
             ingest.facts_from_row(
@@ -320,9 +631,11 @@ class SQLiteStore:
 
     def pinned_seqs(self) -> list[int]:
         """Return the seqs of the system messages (pinned: always shown raw), in order."""
-        return [
-            int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")
-        ]
+        with self._reading("reading the pinned messages"):
+            return [
+                int(r[0])
+                for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")
+            ]
 
     # -- image blobs -------------------------------------------------------------------------
     def blob(self, sha256: str) -> bytes:
@@ -330,19 +643,25 @@ class SQLiteStore:
 
         Raises:
             StoreError: no such blob.
+            InvalidArgument: ``sha256`` is not a string.
         """
-        row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
+        if not isinstance(sha256, str):
+            raise InvalidArgument(f"a blob's sha256 must be a string of hex digits; found {found(sha256)}")
+        with self._reading("reading an image blob"):
+            row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: no image blob {sha256}")
         return bytes(row[0])
 
     def blob_hashes(self) -> list[str]:
         """Return the sha256 of every stored blob, sorted."""
-        return [r[0] for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
+        with self._reading("reading image blobs"):
+            return [r[0] for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
 
     def image_count(self) -> int:
         """Return the number of distinct stored image blobs."""
-        return int(self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0])
+        with self._reading("counting image blobs"):
+            return int(self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0])
 
     # -- summaries -------------------------------------------------------------------------
     def add_summary(
@@ -354,35 +673,41 @@ class SQLiteStore:
         (the first summary stays).
 
         Raises:
-            StoreError: empty text, a bad range, or a write failure.
+            StoreError: empty text, a bad range, or a write failure (the message says why).
+            InvalidArgument: an argument of the wrong type (provenance must be a dict).
         """
         ingest.check_summary(level, start_seq, end_seq, text)
+        if not isinstance(provenance, dict):
+            raise InvalidArgument(f"a summary's provenance must be a dict; found {found(provenance)}")
         try:
-            with self._write():
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (level, start_seq, end_seq, text, canonical_json(provenance), time.time()),
-                )
-                if cur.rowcount == 0:
-                    row = self._db.execute(
-                        "SELECT id FROM summaries WHERE level = ? AND start_seq = ? AND end_seq = ?",
-                        (level, start_seq, end_seq),
-                    ).fetchone()
-                    return int(row[0])
-                return int(cur.lastrowid or 0)
-        except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self.path}: storing a summary failed: {err}") from err
+            recorded = canonical_json(provenance)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
+        with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write():
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (level, start_seq, end_seq, text, recorded, time.time()),
+            )
+            if cur.rowcount == 0:
+                row = self._db.execute(
+                    "SELECT id FROM summaries WHERE level = ? AND start_seq = ? AND end_seq = ?",
+                    (level, start_seq, end_seq),
+                ).fetchone()
+                return int(row[0])
+            return int(cur.lastrowid or 0)
 
     def summaries(self, level: int | None = None) -> list[StoredSummary]:
         """Return summaries (of one level, or all) ordered by level then start."""
+        _check_optional_ints(level=level)
         query = f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
         args: tuple[Any, ...] = ()
         if level is not None:
             query += " WHERE level = ?"
             args = (level,)
         query += " ORDER BY level, start_seq"
-        return [ingest.summary_from_row(*row) for row in self._db.execute(query, args).fetchall()]
+        with self._reading("reading summaries"):
+            return [ingest.summary_from_row(*row) for row in self._db.execute(query, args).fetchall()]
 
     def summary_frontier(self, level: int = 1) -> int:
         """Return the end of the newest summary of ``level`` (0 if none).
@@ -390,33 +715,41 @@ class SQLiteStore:
         Level-1 summaries are added contiguously from seq 0 (the compactor only closes
         chunks at the frontier), so for level 1 this is where unsummarized history starts.
         """
-        row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = ?", (level,)).fetchone()
+        _check_ints(level=level)
+        with self._reading("reading summaries"):
+            row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = ?", (level,)).fetchone()
         return int(row[0] or 0)
 
     def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
         """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
-        row = self._db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-            " WHERE start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
-            (start_seq, max_end_seq),
-        ).fetchone()
+        _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
+        with self._reading("reading summaries"):
+            row = self._db.execute(
+                f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
+                " WHERE start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
+                (start_seq, max_end_seq),
+            ).fetchone()
         return None if row is None else ingest.summary_from_row(*row)
 
     def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
         """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
-        rows = self._db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-            " WHERE level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
-            (level, start_seq, end_seq, end_seq),
-        ).fetchall()
+        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        with self._reading("reading summaries"):
+            rows = self._db.execute(
+                f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
+                " WHERE level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
+                (level, start_seq, end_seq, end_seq),
+            ).fetchall()
         return [ingest.summary_from_row(*row) for row in rows]
 
     def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
         """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
-        rows = self._db.execute(
-            "SELECT start_seq FROM summaries WHERE level = ? AND start_seq < ? ORDER BY start_seq DESC LIMIT ?",
-            (level, before_seq, limit),
-        )
+        _check_ints(level=level, before_seq=before_seq, limit=limit)
+        with self._reading("reading summaries"):
+            rows = self._db.execute(
+                "SELECT start_seq FROM summaries WHERE level = ? AND start_seq < ? ORDER BY start_seq DESC LIMIT ?",
+                (level, before_seq, limit),
+            ).fetchall()
         return [int(r[0]) for r in rows]
 
     # -- failures and events -------------------------------------------------------------------
@@ -424,22 +757,26 @@ class SQLiteStore:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
 
         Raises:
-            StoreError: the database refused the write.
+            StoreError: the database refused the write; the message carries ``reason`` too,
+                so the summarizer's failure is not lost behind the store's.
+            InvalidArgument: an argument of the wrong type.
         """
-        try:
-            with self._write():
-                self._db.execute(
-                    "INSERT INTO failures (level, start_seq, end_seq, reason, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (level, start_seq, end_seq, reason, time.time()),
-                )
-        except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self.path}: recording a summarizer failure failed: {err}") from err
+        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
+        doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
+        with self._reading(doing), self._write():
+            self._db.execute(
+                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at) VALUES (?, ?, ?, ?, ?)",
+                (level, start_seq, end_seq, reason, time.time()),
+            )
 
     def failures(self) -> list[dict[str, Any]]:
         """Return the recorded summarizer failures, oldest first."""
-        rows = self._db.execute(
-            "SELECT level, start_seq, end_seq, reason FROM failures ORDER BY id"
-        ).fetchall()
+        with self._reading("reading summarizer failures"):
+            rows = self._db.execute(
+                "SELECT level, start_seq, end_seq, reason FROM failures ORDER BY id"
+            ).fetchall()
         return [{"level": lv, "start_seq": s, "end_seq": e, "reason": r} for lv, s, e, r in rows]
 
     def record_event(
@@ -462,32 +799,57 @@ class SQLiteStore:
 
         Raises:
             StoreError: a negative token figure, or the database refused the write.
+            InvalidArgument: a figure that is not an integer, or a detail that is not a JSON object.
         """
+        _check_ints(tokens_before=tokens_before, tokens_after=tokens_after)
+        _check_optional_ints(budget=budget)
+        if detail is not None and not isinstance(detail, dict):
+            raise InvalidArgument(f"an event's detail must be a dict; found {found(detail)}")
         if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
             raise StoreError(
                 f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
                 f"after={tokens_after}, budget={budget}"
             )
         try:
-            with self._write():
-                cur = self._db.execute(
-                    "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (time.time(), tokens_before, tokens_after, budget, canonical_json(detail or {})),
-                )
-                return int(cur.lastrowid or 0)
-        except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self.path}: recording a compaction event failed: {err}") from err
+            recorded = canonical_json(detail or {})
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
+        with self._reading("recording a compaction event"), self._write():
+            cur = self._db.execute(
+                "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (time.time(), tokens_before, tokens_after, budget, recorded),
+            )
+            return int(cur.lastrowid or 0)
 
     def events(self) -> list[CompactionEvent]:
         """Return the recorded compaction events, oldest first."""
-        rows = self._db.execute(
-            "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
-        ).fetchall()
+        with self._reading("reading compaction events"):
+            rows = self._db.execute(
+                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
+            ).fetchall()
         return [
             CompactionEvent(i, at, before, after, budget, json.loads(detail))
             for i, at, before, after, budget, detail in rows
         ]
+
+
+def _check_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is not an integer."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(f"{name} must be an integer; found {found(value)}")
+
+
+def _check_optional_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is neither an integer nor ``None``."""
+    _check_ints(**{name: value for name, value in values.items() if value is not None})
+
+
+def _which(message: Message, index: int, total: int) -> str:
+    """Name message ``index`` of an append of ``total`` for an error message."""
+    source = f", source id {message.source_id!r}" if message.source_id else ""
+    return f"message {index} of the {total} appended ({message.role}{source})"
 
 
 #: The store's public name: the SQLite backend.
