@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .blocks import Block
-from .errors import InvalidMessage, InvariantViolation, OverBudget
+from .errors import InvalidArgument, InvalidMessage, InvariantViolation, OverBudget, found
 from .images import apply_decisions, find_image_sites
 from .outputs import RequestFormat, request_format
 from .planning import SUMMARY_INTRO, WindowPlanner, live_image_settings, refine_cover, summary_block
@@ -151,6 +151,23 @@ def resolve_target(
     return fmt, model or recipe.model or fmt.default_model
 
 
+def _check_arguments(
+    store: object, recipe: object, budget: object, format: object, model: object, tools: object
+) -> None:
+    """Refuse arguments of the wrong type with one clear :class:`InvalidArgument`."""
+    if not isinstance(store, HistoryStore):
+        raise InvalidArgument(f"store must be a history store (e.g. compaction.Store(path)); found {found(store)}")
+    if not isinstance(recipe, Recipe):
+        raise InvalidArgument(f"recipe must be a compaction.Recipe (or load_recipe(path)); found {found(recipe)}")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
+        raise InvalidArgument(f"budget must be an integer number of tokens; found {found(budget)}")
+    for name, value in (("format", format), ("model", model)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument(f"{name} must be a string or None; found {found(value)}")
+    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Sequence):
+        raise InvalidArgument(f"tools must be a list of tool definitions (dicts); found {found(tools)}")
+
+
 def _check_budget(budget: int | None) -> int:
     if budget is None or budget <= 0:
         wanted = "a token budget is required" if budget is None else f"the token budget must be > 0; found {budget}"
@@ -188,6 +205,8 @@ def compile_request(
         The :class:`CompiledRequest`.
 
     Raises:
+        InvalidArgument: an argument of the wrong type (``budget="100"``, ``store=None``...).
+        RecipeError: an unknown request format.
         InvalidMessage: the store is empty.
         OverBudget: even the pinned messages, the tool definitions, the unsummarized tail and
             the coarsest summaries exceed the budget; ``stage``, ``budget`` and ``needed``
@@ -217,10 +236,13 @@ def plan_compile(
         :class:`Shortfall` (stage, budget, tokens needed) the pipeline acts on.
 
     Raises:
+        InvalidArgument: an argument of the wrong type (a store that is not a store, a
+            budget that is not an integer, ...).
         OverBudget: no budget, or a budget <= 0 (stage ``"settings"``).
         InvalidMessage: the store is empty.
         InvariantViolation: coverage, pairing or a cap would break (an engine bug).
     """
+    _check_arguments(store, recipe, budget, format, model, tools)
     budget = _check_budget(recipe.budget_tokens if budget is None else budget)
     fmt, model = resolve_target(recipe, format, model)
     plan = WindowPlanner(store, recipe, budget, fmt, model)
