@@ -8,6 +8,7 @@ machine reads the output.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
-from .store import Store
+from .store import Store, describe_sqlite_error
 from .summarizers.factory import summarizer_from_recipe
 
 BOOL = click.Choice(["true", "false"], case_sensitive=False)
@@ -43,6 +44,8 @@ def _errors() -> Iterator[None]:
         _fail(err)
     except OSError as err:
         _fail(err)
+    except sqlite3.Error as err:  # the store translates its errors; this is the last guard
+        _fail(Exception(f"the store failed: {describe_sqlite_error(err, ':memory:')}"))
 
 
 @contextmanager
@@ -158,6 +161,7 @@ def import_command(
     """Append a transcript's messages to a store (importing it again adds nothing)."""
     with _errors(), Store(store_path) as store:
         parsed, added = import_transcript(store, transcript, format=input_format, lenient=lenient)
+        store.check_location()
         report = {
             "format": parsed.format,
             "messages": len(parsed.messages),
@@ -228,6 +232,7 @@ def compress(
                 ]
             finally:
                 summarizer.close()
+        store.check_location()
     merged: dict[int, int] = {}
     for report in reports:
         for level, count in report.merged.items():
