@@ -485,6 +485,10 @@ from .eval import eval_command  # noqa: E402  (eval's command reuses _errors and
 
 main.add_command(eval_command)
 
+from .replay_cli import replay_command  # noqa: E402  (replay_cli imports this module lazily)
+
+main.add_command(replay_command)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()
