@@ -78,9 +78,12 @@ def import_transcript(
     return parsed, added
 
 
+_NO_STORE = object()
+
+
 def _check_call(store: object, recipe: object, summarizer: object, tools: object) -> None:
-    """Refuse arguments of the wrong type with one clear :class:`InvalidArgument` (``store=None``: not checked)."""
-    if store is not None and not isinstance(store, HistoryStore):
+    """Refuse arguments of the wrong type with one clear :class:`InvalidArgument` (``_NO_STORE``: none to check)."""
+    if store is not _NO_STORE and not isinstance(store, HistoryStore):
         raise InvalidArgument(f"store must be a history store (e.g. compaction.Store(path)); found {found(store)}")
     if not isinstance(recipe, Recipe):
         raise InvalidArgument(f"recipe must be a compaction.Recipe (or load_recipe(path)); found {found(recipe)}")
@@ -241,7 +244,7 @@ def run_pipeline(
         StoreError: the store cannot be opened or written, or its file was deleted meanwhile.
     """
     started = time.perf_counter()
-    _check_call(None, recipe, summarizer, tools)
+    _check_call(_NO_STORE, recipe, summarizer, tools)
     if not isinstance(transcript, (str, Path)):
         raise InvalidArgument(f"the transcript path must be a str or a Path; found {found(transcript)}")
     _require_budget(recipe)
