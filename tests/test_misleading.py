@@ -278,6 +278,20 @@ def test_a_grown_transcript_ends_as_one_import_of_the_whole_file(name: str, tmp_
         assert store_rows(path) == store_rows(tmp_path / "once.db"), f"cut after line {cut}"
 
 
+@pytest.mark.parametrize("name", sorted(TRANSCRIPTS))
+def test_an_older_snapshot_imported_after_the_whole_file_adds_nothing(name: str, tmp_path: Path) -> None:
+    records = TRANSCRIPTS[name]()
+    whole = write_jsonl(tmp_path / "whole.jsonl", records)
+    with Store(tmp_path / "s.db") as store:
+        import_transcript(store, whole, format=name)
+    before = store_rows(tmp_path / "s.db")
+    for cut in range(2 if name == "codex" else 1, len(records)):
+        with Store(tmp_path / "s.db") as store:
+            _parsed, added = import_transcript(store, write_jsonl(tmp_path / "old.jsonl", records[:cut]), format=name)
+        assert added == 0, f"cut after line {cut}: {added} added"
+        assert store_rows(tmp_path / "s.db") == before, f"cut after line {cut}"
+
+
 def test_a_snapshot_in_three_steps_also_ends_as_one_import(tmp_path: Path) -> None:
     records = openai_jsonl()
     whole = write_jsonl(tmp_path / "whole.jsonl", records)

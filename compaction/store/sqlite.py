@@ -396,7 +396,9 @@ class SQLiteStore:
         stored one is completed in place (the answers it lacked are added to it), so the
         store ends as if the whole file had been imported once: no tool result twice, none
         lost.  If a summary already covers the stored one, the missing blocks are appended
-        as a message of their own instead, so the summary stays true.
+        as a message of their own instead, so the summary stays true.  The other way round,
+        an older snapshot imported after the grown file adds nothing: its last message is
+        already held, grown, by the stored message that follows the same chain.
 
         Raises:
             InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
@@ -440,6 +442,10 @@ class SQLiteStore:
                         stored_chain, appended = completed
                         next_seq += appended
                         added += appended
+                        continue
+                    held = self._held((previous, previous_stored), message)
+                    if held is not None:  # an older snapshot: the store has this message, grown
+                        key = held
                         continue
                 known = False
                 self._insert(next_seq, key, ingest.prepare(message, self.encoding))
@@ -487,6 +493,27 @@ class SQLiteStore:
                     return old, 1
                 self._replace(seq, key, ingest.prepare(message, self.encoding))
                 return old, 0
+        return None
+
+    def _held(self, chains: tuple[str, str | None], message: Message) -> str | None:
+        """Return the key of the stored message that starts with all of ``message``'s blocks and
+        follows the same chain (an older snapshot re-imported after the grown file), else None."""
+        for chain in chains:
+            if chain is None:
+                continue
+            before = self._seq_of(chain)
+            if before is None:
+                continue
+            row = self._db.execute(
+                "SELECT seq, import_key FROM messages WHERE seq = ?", (before + 1,)
+            ).fetchone()
+            if row is None:
+                return None
+            (stored,) = self.messages(int(row[0]), int(row[0]) + 1)
+            grown = stored.role == message.role and len(stored.content) > len(message.content)
+            if grown and stored.content[: len(message.content)] == message.content:
+                if ingest.chain_key(chain, stored) == row[1]:
+                    return str(row[1])
         return None
 
     def _insert(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
