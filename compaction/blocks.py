@@ -39,6 +39,7 @@ __all__ = [
     "tool_use_ids",
     "tool_result_ids",
     "canonical_json",
+    "escape_lone_surrogates",
     "DATA_URI_RE",
     "unknown_block_text",
 ]
@@ -53,9 +54,36 @@ KNOWN_BLOCK_TYPES = frozenset({"text", "image", "tool_use", "tool_result", "thin
 DATA_URI_RE = re.compile(r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+/]+={0,2})")
 
 
+#: A lone surrogate code point: text can hold one (JSON's ``"\\ud800"`` decodes to it), UTF-8 cannot.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_lone_surrogates(json_text: str) -> str:
+    """Return JSON text with each lone surrogate written as its JSON escape (``\\ud800``).
+
+    A lone surrogate (``"a\\ud800b"`` in a JSON transcript) is a code point of the text with
+    no UTF-8 form; escaped, the JSON encodes as UTF-8 (hashing, SQLite, a request body) and
+    parses back to the same value.  JSON text is ASCII outside its strings, so every
+    surrogate is inside a string, where the escape means the same code point.
+
+    Example:
+        >>> escape_lone_surrogates(json.dumps("a\\ud800b", ensure_ascii=False))
+        '"a\\\\ud800b"'
+    """
+    if json_text.isascii() or _LONE_SURROGATE.search(json_text) is None:
+        return json_text
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", json_text)
+
+
 def canonical_json(value: Any) -> str:
-    """Serialize ``value`` deterministically (sorted keys, no spaces, UTF-8 kept)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Serialize ``value`` deterministically (sorted keys, no spaces, UTF-8 kept).
+
+    Text is kept as its characters, except a lone surrogate, which is written as its JSON
+    escape (:func:`escape_lone_surrogates`): the result always encodes as UTF-8 and parses
+    back to ``value``.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return escape_lone_surrogates(text)
 
 
 def unknown_block_text(block: Block) -> str:
