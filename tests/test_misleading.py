@@ -7,7 +7,8 @@ Each test is built from the issue's reproduction and failed before its fix:
   stored byte for byte, not refused at append with ``Incorrect padding``;
 * a transcript re-imported after it grew, whose earlier snapshot ended between the answers
   to parallel tool calls (or inside an assistant response written a block a line), ends
-  exactly as one import of the whole file: no tool result twice, none lost;
+  exactly as one import of the whole file: no tool result twice, none lost (and an older
+  snapshot imported after the grown file adds nothing);
 * ``--store`` naming another application's SQLite file, a file that is not SQLite or an
   empty file is refused untouched (byte-identical), with one clear line;
 * ``compress --budget`` says what it added when the budget still cannot be met, and names the
@@ -687,3 +688,22 @@ def test_compress_on_a_chmod_444_store_with_a_failing_summarizer_is_one_line(
     monkeypatch.setattr(compaction.pipeline, "summarizer_from_recipe", lambda recipe: Failing())
     line = one_line_error(runner().invoke(main, ["compress", "--store", str(path), "--budget", "500"]))
     assert "read-only" in line or "readonly" in line, line
+
+
+@pytest.mark.slow
+def test_the_pi_example_cut_between_parallel_results_ends_as_one_import(tmp_path: Path) -> None:
+    """The shipped pi session, cut where one tool result line follows another, then grown."""
+    example = Path(__file__).parent.parent / "examples" / "pi__pi-mono__before-compaction.jsonl"
+    lines = example.read_text(encoding="utf-8").splitlines(keepends=True)
+    results = ['"role":"toolResult"' in line for line in lines]
+    cuts = [i for i in range(1, len(lines)) if results[i - 1] and results[i]][:3]
+    assert cuts, "the example has no parallel tool results"
+    with Store(tmp_path / "once.db") as once:
+        import_transcript(once, example)
+    for cut in cuts:
+        snapshot = tmp_path / f"pi-{cut}.jsonl"
+        snapshot.write_text("".join(lines[:cut]), encoding="utf-8")
+        with Store(tmp_path / f"grown-{cut}.db") as store:
+            import_transcript(store, snapshot)
+            import_transcript(store, example)
+        assert store_rows(tmp_path / f"grown-{cut}.db") == store_rows(tmp_path / "once.db"), f"cut after line {cut}"
