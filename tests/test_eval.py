@@ -337,6 +337,13 @@ def test_claude_code_compact_summary_is_the_own_summary_and_not_an_ask(tmp_path:
     assert found is not None and found[1:] == (3, "Claude Code compact summary")
 
 
+def test_evaluate_is_deterministic() -> None:
+    first, second = (evaluate(SWE, Recipe(budget_tokens=4_000)).to_dict(probes=True) for _ in range(2))
+    for data in (first, second):
+        data.pop("seconds"), data.pop("engine_seconds")
+    assert first == second
+
+
 def test_evaluate_needs_a_budget() -> None:
     with pytest.raises(OverBudget, match="token budget is required"):
         evaluate(SWE, Recipe())
