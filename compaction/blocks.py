@@ -40,6 +40,9 @@ __all__ = [
     "tool_result_ids",
     "canonical_json",
     "escape_lone_surrogates",
+    "json_depth",
+    "MAX_BLOCK_DEPTH",
+    "MAX_JSON_DEPTH",
     "DATA_URI_RE",
     "unknown_block_text",
 ]
@@ -53,6 +56,17 @@ KNOWN_BLOCK_TYPES = frozenset({"text", "image", "tool_use", "tool_result", "thin
 #: group 2 the base64 payload.
 DATA_URI_RE = re.compile(r"data:image/([A-Za-z0-9.+-]{1,32});base64,([A-Za-z0-9+/]+={0,2})")
 
+
+#: The deepest a ``tool_result`` may nest in another (levels): a tool result holding a tool
+#: result ... at most 64 in all.  Deeper content is refused with :class:`InvalidMessage`.
+MAX_BLOCK_DEPTH = 64
+#: The deepest JSON a block may carry apart from its nested blocks, and a tool definition in
+#: all (levels of objects and arrays, the block or definition itself included): a tool call's
+#: ``input``, an opaque block's fields.  Deeper content is refused with :class:`InvalidMessage`.
+MAX_JSON_DEPTH = 100
+
+#: The JSON containers (a tuple is an array) :func:`json_depth` descends into.
+_CONTAINERS = (dict, list, tuple)
 
 #: A lone surrogate code point: text can hold one (JSON's ``"\\ud800"`` decodes to it), UTF-8 cannot.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -86,6 +100,37 @@ def canonical_json(value: Any) -> str:
     return escape_lone_surrogates(text)
 
 
+def json_depth(value: Any, limit: int) -> int:
+    """Return how deep ``value``'s objects and arrays nest, looking no deeper than ``limit + 1``.
+
+    A string, number, boolean or ``None`` is depth 0, ``[]`` and ``{"a": 1}`` depth 1,
+    ``{"a": [1]}`` depth 2.  The walk is iterative, so no depth reaches Python's recursion
+    limit, and it stops at the first path deeper than ``limit`` (a value that contains itself
+    is such a path).
+
+    Returns:
+        The depth (levels) when it is at most ``limit``; otherwise ``limit + 1``.
+
+    Example:
+        >>> json_depth({"a": [1, {"b": 2}]}, limit=100), json_depth([[[[]]]], limit=2)
+        (3, 3)
+    """
+    if not isinstance(value, _CONTAINERS):
+        return 0
+    deepest = 1
+    pending: list[tuple[Any, int]] = [(value, 1)]  # depth first: a cycle is found at once
+    while pending:
+        current, depth = pending.pop()
+        if depth > deepest:
+            if depth > limit:
+                return limit + 1
+            deepest = depth
+        for child in current.values() if isinstance(current, dict) else current:
+            if isinstance(child, _CONTAINERS):
+                pending.append((child, depth + 1))
+    return deepest
+
+
 def unknown_block_text(block: Block) -> str:
     """Return the loud text stand-in for a block a request format cannot carry (never empty)."""
     return (
@@ -103,6 +148,11 @@ class Message:
         seq: the store-assigned position (0-based), ``None`` before the message is stored.
         source_id: the id the source transcript gave the message, if any.
         meta: small source facts kept for inspection (timestamps, model); not rendered.
+
+    Raises:
+        InvalidMessage: an unknown role, a malformed block (see :func:`validate_block`: tool
+            results nest at most :data:`MAX_BLOCK_DEPTH` deep, a block's JSON at most
+            :data:`MAX_JSON_DEPTH` levels), or ``meta`` nested deeper than :data:`MAX_JSON_DEPTH`.
     """
 
     role: str
@@ -118,6 +168,10 @@ class Message:
             object.__setattr__(self, "content", tuple(self.content))
         for index, block in enumerate(self.content):
             validate_block(block, where=f"content[{index}]")
+        if json_depth(self.meta, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+            raise InvalidMessage(
+                f"meta: nests more than {MAX_JSON_DEPTH} levels deep; at most {MAX_JSON_DEPTH} are allowed"
+            )
 
     def with_seq(self, seq: int) -> Message:
         """Return a copy of this message carrying the store position ``seq``."""
@@ -148,17 +202,47 @@ def image_block(media_type: str, data_b64: str) -> Block:
 
 
 def validate_block(block: Any, *, where: str = "block") -> None:
-    """Check the shape of one content block.
+    """Check the shape of one content block and of the blocks nested in it.
+
+    The walk is iterative and bounded: a ``tool_result`` may hold blocks, including tool
+    results, at most :data:`MAX_BLOCK_DEPTH` tool results deep, and each block's own JSON (its
+    nested blocks aside) at most :data:`MAX_JSON_DEPTH` levels deep, so that nothing that
+    walks, prices, stores or renders a message can reach Python's recursion limit.
 
     Raises:
-        InvalidMessage: the block is not a dict with a string ``type``, or a known type
-            lacks a required field (the message names the field and what was found).
+        InvalidMessage: the block is not a dict with a string ``type``, a known type lacks a
+            required field, or it nests too deeply; the message names the block
+            (``content[2].content[0]``), the field or depth, and what was found.
+    """
+    pending: list[tuple[Any, str, int]] = [(block, where, 1)]
+    while pending:
+        current, place, level = pending.pop()
+        inner = _check_one_block(current, place)
+        if inner is None:
+            continue
+        if level > MAX_BLOCK_DEPTH:
+            raise InvalidMessage(
+                f"{where}: tool_result blocks nest more than {MAX_BLOCK_DEPTH} deep (a tool result "
+                f"holding a tool result ...); at most {MAX_BLOCK_DEPTH} are allowed: flatten the "
+                "inner results or keep them as text"
+            )
+        children = [(child, f"{place}.content[{index}]", level + 1) for index, child in enumerate(inner)]
+        pending.extend(reversed(children))  # popped in order
+
+
+def _check_one_block(block: Any, where: str) -> list[Any] | None:
+    """Check one block but not the blocks it holds.
+
+    Returns:
+        For a ``tool_result``, the blocks it holds (``[]`` for string content); ``None`` for
+        any other block.
     """
     if not isinstance(block, dict):
         raise InvalidMessage(f"{where}: a content block must be an object; found {type(block).__name__}")
     kind = block.get("type")
     if not isinstance(kind, str) or not kind:
         raise InvalidMessage(f"{where}: a content block needs a string 'type'; found {kind!r}")
+    inner: list[Any] | None = None
     if kind == "text":
         if not isinstance(block.get("text"), str):
             raise InvalidMessage(f"{where}: a text block needs a string 'text'")
@@ -180,18 +264,33 @@ def validate_block(block: Any, *, where: str = "block") -> None:
             raise InvalidMessage(f"{where}: a tool_result block needs a string 'tool_use_id'")
         content = block.get("content", "")
         if isinstance(content, list):
-            for index, inner in enumerate(content):
-                validate_block(inner, where=f"{where}.content[{index}]")
-        elif not isinstance(content, str):
+            inner = content
+        elif isinstance(content, str):
+            inner = []  # a tool result all the same, for the depth it nests at
+        else:
             raise InvalidMessage(f"{where}: tool_result content must be a string or a list of blocks")
+    for value in block.values():
+        if value is inner or not isinstance(value, _CONTAINERS):
+            continue  # the blocks a tool result holds are checked as blocks
+        if json_depth(value, MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1:  # the block is a level
+            raise InvalidMessage(
+                f"{where}: the {kind} block's JSON nests more than {MAX_JSON_DEPTH} levels deep "
+                f"(objects and arrays, the block included); at most {MAX_JSON_DEPTH} are allowed"
+            )
+    return inner
 
 
 def iter_blocks_deep(blocks: Sequence[Block]) -> Iterator[Block]:
-    """Yield every block, descending into ``tool_result`` content lists."""
-    for block in blocks:
+    """Yield every block, descending into ``tool_result`` content lists (depth first, in order)."""
+    pending: list[Iterator[Block]] = [iter(blocks)]
+    while pending:
+        block = next(pending[-1], None)
+        if block is None:
+            pending.pop()
+            continue
         yield block
         if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
-            yield from iter_blocks_deep(block["content"])
+            pending.append(iter(block["content"]))
 
 
 def tool_use_ids(message: Message) -> list[str]:

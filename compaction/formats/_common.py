@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..blocks import Block, Message, validate_block
+from ..blocks import MAX_BLOCK_DEPTH, MAX_JSON_DEPTH, Block, Message, json_depth, validate_block
 from ..errors import ImageError, InvalidMessage, InvalidTranscript
 from ..imageinfo import info_from_block
 
 __all__ = [
+    "MAX_RECORD_DEPTH",
     "Context",
     "Draft",
     "Item",
@@ -135,6 +136,29 @@ def convert_items(
 
 # -- JSON helpers ---------------------------------------------------------------------------
 
+#: The deepest a JSONL line or a JSON document may nest (levels of objects and arrays): room
+#: for a message whose tool results nest :data:`~compaction.blocks.MAX_BLOCK_DEPTH` deep with
+#: blocks of :data:`~compaction.blocks.MAX_JSON_DEPTH`, inside any format's envelope.  Deeper
+#: input is refused as it is parsed, so no converter ever walks it.
+MAX_RECORD_DEPTH = 2 * MAX_BLOCK_DEPTH + MAX_JSON_DEPTH + 28
+
+
+#: The deepest a ``tool_use`` block's ``input`` may nest: the block is one level of its JSON.
+_INPUT_DEPTH = MAX_JSON_DEPTH - 1
+
+
+def _too_deep(text: str, value: Any) -> str | None:
+    """Return why a parsed JSON ``value`` (from ``text``) nests too deeply, or ``None``."""
+    if text.count("{") + text.count("[") <= MAX_RECORD_DEPTH:
+        return None  # cannot nest deeper than it has brackets
+    if json_depth(value, MAX_RECORD_DEPTH) <= MAX_RECORD_DEPTH:
+        return None
+    return (
+        f"JSON nested more than {MAX_RECORD_DEPTH} levels deep (objects and arrays); at most "
+        f"{MAX_RECORD_DEPTH} are read (tool results may nest {MAX_BLOCK_DEPTH} deep, a block's "
+        f"JSON {MAX_JSON_DEPTH} levels)"
+    )
+
 
 def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL text.
@@ -151,7 +175,10 @@ def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
             ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
             continue
         except RecursionError:
-            ctx.problem("invalid JSON: nested too deeply to parse", line=number)
+            ctx.problem(
+                f"invalid JSON: nested too deeply to parse (more than {MAX_RECORD_DEPTH} levels are refused)",
+                line=number,
+            )
             continue
         except ValueError as err:  # an integer longer than Python converts
             ctx.problem(f"invalid JSON: {err}", line=number)
@@ -159,13 +186,17 @@ def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(value, dict):
             ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
             continue
+        deep = _too_deep(line, value)
+        if deep is not None:
+            ctx.problem(deep, line=number)
+            continue
         yield number, value
 
 
 def load_json_document(text: str, ctx: Context) -> Any:
     """Parse a whole-file JSON document; a syntax error is fatal even under lenient parsing."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ctx.error(
             f"invalid JSON: {err.msg} at column {err.colno}; the whole file is one JSON document, "
@@ -173,9 +204,15 @@ def load_json_document(text: str, ctx: Context) -> Any:
             line=err.lineno,
         ) from err
     except RecursionError as err:
-        raise ctx.error("invalid JSON: nested too deeply to parse") from err
+        raise ctx.error(
+            f"invalid JSON: nested too deeply to parse (more than {MAX_RECORD_DEPTH} levels are refused)"
+        ) from err
     except ValueError as err:  # an integer longer than Python converts
         raise ctx.error(f"invalid JSON: {err}") from err
+    deep = _too_deep(text, value)
+    if deep is not None:
+        raise ctx.error(f"{deep}; the whole file is one JSON document, so nothing can be skipped")
+    return value
 
 
 def first_line_is_object(text: str) -> bool:
@@ -229,7 +266,12 @@ def image_from_url(url: Any) -> Block:
 
 
 def parse_arguments(arguments: Any) -> dict[str, Any]:
-    """Return tool-call arguments as a dict: JSON text parsed, or ``{"_raw_arguments": text}``."""
+    """Return tool-call arguments as a dict: JSON text parsed, or ``{"_raw_arguments": text}``.
+
+    The text is kept raw when it is no JSON object, and when it nests deeper than a
+    ``tool_use`` block's ``input`` may (:data:`~compaction.blocks.MAX_JSON_DEPTH`, the block
+    and its ``input`` key included): the call is kept, its arguments as the text they were.
+    """
     if isinstance(arguments, dict):
         return arguments
     if arguments is None or arguments == "":
@@ -239,7 +281,7 @@ def parse_arguments(arguments: Any) -> dict[str, Any]:
             value = json.loads(arguments)
         except (ValueError, RecursionError):
             return {"_raw_arguments": arguments}
-        if isinstance(value, dict):
+        if isinstance(value, dict) and json_depth(value, _INPUT_DEPTH) <= _INPUT_DEPTH:
             return value
         return {"_raw_arguments": arguments}
     return {"_raw_arguments": json.dumps(arguments, ensure_ascii=False)}

@@ -132,6 +132,11 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
     Images (top-level, nested in ``tool_result`` or as ``data:`` URIs) count 0 here.
     An unknown block type is priced as its canonical JSON, so it is never free.
     """
+    return blocks_text_tokens((block,), encoding) - MESSAGE_OVERHEAD
+
+
+def _own_tokens(block: Block, encoding: str) -> int:
+    """Return the tokens of one block without the blocks a ``tool_result`` holds (tokens)."""
     kind = block.get("type")
     if kind == "text":
         return _string_tokens(block["text"], encoding)
@@ -167,7 +172,7 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
         ):
             # OpenAI Chat ships a tool result's images in a user message after a text note
             tokens += _images_note_tokens(tool_use_id, encoding)
-        return tokens + blocks_text_tokens(content, encoding) - MESSAGE_OVERHEAD
+        return tokens  # the blocks it holds are counted by the caller's walk
     if kind == "thinking":
         # the Anthropic body carries the signature too (opaque, like redacted_thinking's data)
         return count_text(block.get("thinking", ""), encoding) + count_text(
@@ -186,13 +191,19 @@ def blocks_text_tokens(blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING
     A renderer may join a message's parts into one string (OpenAI Chat joins text parts with
     a blank line, tool-result parts with a newline): each join is counted as
     :data:`BLOCK_SEPARATOR` tokens, so the count stays an upper bound of the shipped text.
+    The blocks a ``tool_result`` holds are counted the same way, each list of them with its
+    joins; the walk is iterative, so no nesting depth reaches Python's recursion limit.
     """
-    items = list(blocks)
-    return (
-        MESSAGE_OVERHEAD
-        + sum(block_text_tokens(b, encoding) for b in items)
-        + BLOCK_SEPARATOR * max(0, len(items) - 1)
-    )
+    total = MESSAGE_OVERHEAD
+    pending: list[list[Block] | tuple[Block, ...]] = [list(blocks)]
+    while pending:
+        items = pending.pop()
+        total += BLOCK_SEPARATOR * max(0, len(items) - 1)
+        for block in items:
+            total += _own_tokens(block, encoding)
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                pending.append(block["content"])
+    return total
 
 
 def message_text_tokens(message: Message, encoding: str = DEFAULT_ENCODING) -> int:
