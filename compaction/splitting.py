@@ -8,6 +8,7 @@ and ``data:`` image URIs are lifted out of text first so no cut ever falls insid
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from .blocks import DATA_URI_RE, Block, Message, canonical_json
@@ -15,7 +16,15 @@ from .errors import ImageError
 from .imageinfo import canonical_base64, info_from_data_uri
 from .tokens.counting import count_text
 
-__all__ = ["flatten", "split_texts", "tool_output_text", "truncate_text", "truncate_tool_result", "lift_data_uris"]
+__all__ = [
+    "cut_text",
+    "flatten",
+    "split_texts",
+    "tool_output_text",
+    "truncate_text",
+    "truncate_tool_result",
+    "lift_data_uris",
+]
 
 
 def flatten(message: Message) -> list[Block]:
@@ -57,25 +66,109 @@ def flatten(message: Message) -> list[Block]:
 
 
 def split_texts(pieces: Sequence[Block], limit: int, encoding: str) -> list[Block]:
-    """Cut text pieces longer than ``limit`` tokens at line (or character) boundaries."""
+    """Cut text pieces longer than ``limit`` tokens into parts of at most ``limit`` tokens.
+
+    Args:
+        pieces: text pieces and image blocks, in order (images pass through).
+        limit: the most tokens a text part may have (tokens).
+        encoding: the tiktoken encoding the tokens are counted in.
+
+    Returns:
+        The pieces with each long text replaced by its parts, in order; the parts join back
+        to the text.  See :func:`cut_text` for where a cut falls.
+    """
     out: list[Block] = []
     for piece in pieces:
         if piece["type"] != "text":
             out.append(piece)
             continue
-        out.extend({"type": "text", "text": t} for t in _cut(piece["text"], limit, encoding))
+        out.extend({"type": "text", "text": t} for t in cut_text(piece["text"], limit, encoding))
     return out
 
 
-def _cut(text: str, limit: int, encoding: str) -> list[str]:
-    tokens = count_text(text, encoding)
-    if tokens <= limit:
+#: A part is aimed this much under the limit (15/16), so that the first try usually fits.
+_AIM = (15, 16)
+
+
+def cut_text(text: str, limit: int, encoding: str) -> list[str]:
+    """Return ``text`` cut into consecutive parts of at most ``limit`` tokens each.
+
+    A text within ``limit`` stays whole.  Otherwise one pass from the start: each part is
+    aimed a little under ``limit`` tokens by the density of the text before it, ends after
+    the last line break in the second half of that window (at the window's end when that half
+    has none), is counted exactly, and is aimed shorter in proportion when it is over.  A cut
+    never falls inside a ``data:`` image URI; a URI over ``limit`` on its own is a part by
+    itself (the gate prices it as the image or the placeholder it is).  A token covers at
+    least one character and at most a few hundred, so each try counts at most a constant
+    multiple of the part it yields: time and memory are linear in the length of ``text``
+    (the remainder is never copied, only the parts are kept).
+
+    Args:
+        text: the text to cut.
+        limit: the most tokens a part may have (tokens).
+        encoding: the tiktoken encoding the tokens are counted in.
+
+    Returns:
+        The parts, in order; ``"".join(parts) == text``.  A single character over ``limit``
+        tokens (possible only when ``limit`` is under 4) is a part by itself.
+
+    Example:
+        >>> [len(part) for part in cut_text("alpha beta gamma\\n" * 1000, 1000, "o200k_base")]
+        [3978, 3978, 3978, 3978, 1088]
+    """
+    limit = max(1, limit)
+    total = count_text(text, encoding)
+    if total <= limit:
         return [text]
-    parts = max(2, -(-tokens // limit))
-    size = max(1, len(text) // parts)
-    cut = text.rfind("\n", size // 2, size + size // 4)
-    cut = cut + 1 if cut > 0 else size
-    return _cut(text[:cut], limit, encoding) + _cut(text[cut:], limit, encoding)
+    starts, ends = _data_uri_spans(text)
+    parts: list[str] = []
+    start, size = 0, len(text)
+    width = _aim(size, total, limit)
+    while start < size:
+        end, whole_uri = _cut_point(text, start, start + width, starts, ends)
+        part = text[start:end]
+        tokens = count_text(part, encoding)
+        if tokens > limit and not whole_uri and end - start > 1:
+            width = min(end - start - 1, _aim(end - start, tokens, limit))  # over: aim shorter
+            continue
+        parts.append(part)
+        start = end
+        width = min(2 * len(part), _aim(len(part), tokens, limit))  # never more than twice as long
+    return parts
+
+
+def _aim(length: int, tokens: int, limit: int) -> int:
+    """Return the characters a part is aimed at: ``limit`` tokens at ``length / tokens``, less a margin."""
+    return max(1, length * limit * _AIM[0] // (max(1, tokens) * _AIM[1]))
+
+
+def _data_uri_spans(text: str) -> tuple[list[int], list[int]]:
+    """Return the start and end offsets of the ``data:`` image URIs inside ``text``, in order."""
+    if ";base64," not in text:
+        return [], []
+    spans = [(m.start(), m.end()) for m in DATA_URI_RE.finditer(text)]
+    return [s for s, _ in spans], [e for _, e in spans]
+
+
+def _cut_point(text: str, start: int, target: int, starts: list[int], ends: list[int]) -> tuple[int, bool]:
+    """Return where the part from ``start`` aimed at ``target`` ends, and whether it is one whole URI.
+
+    The cut falls after the last line break in the second half of ``[start, target)``, at
+    ``target`` when there is none, and is moved out of any ``data:`` URI: to its start, or,
+    when the URI begins the part, to its end.
+    """
+    size = len(text)
+    if target >= size:
+        end = size
+    else:
+        newline = text.rfind("\n", start + (target - start) // 2, target)
+        end = newline + 1 if newline >= start else target
+    index = bisect_right(starts, end) - 1
+    if index >= 0 and starts[index] < end < ends[index]:
+        if starts[index] > start:
+            return starts[index], False
+        return ends[index], True
+    return end, False
 
 
 def tool_output_text(block: Block) -> str:

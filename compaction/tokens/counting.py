@@ -15,6 +15,7 @@ estimate errs on the safe side for both the OpenAI Chat and the Anthropic Messag
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -78,6 +79,10 @@ def _count_fast(text: str, encoding: str) -> int:
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Return the exact number of tokens of ``text`` in ``encoding``.
 
+    A text longer than :data:`SEGMENT_CHARS` characters is counted in segments cut where the
+    pre-tokenizer always cuts (see :func:`_count_segments`), so the memory counting takes
+    stays bounded however long the text is.
+
     Args:
         text: any string; special-token text is counted as ordinary text.
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
@@ -93,7 +98,43 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         return 0
     if len(text) <= 4096:
         return _count_cached(text, encoding)
-    return _count_fast(text, encoding)
+    if len(text) <= SEGMENT_CHARS:
+        return _count_fast(text, encoding)
+    return _count_segments(text, encoding)
+
+
+#: Texts longer than this (characters) are counted a segment of about this length at a time.
+SEGMENT_CHARS = 1 << 16
+
+#: A line break followed by an ASCII letter: the pre-tokenizer of both encodings always ends
+#: a piece right after it (see :func:`_count_segments`).
+_PIECE_BOUNDARY = re.compile(r"\n(?=[A-Za-z])")
+
+
+def _count_segments(text: str, encoding: str) -> int:
+    """Return the tokens of a long ``text``, counted a segment at a time.
+
+    Exact: tiktoken's pre-tokenizer (the ``pat_str`` of cl100k_base and o200k_base) cuts the
+    text into pieces and BPE runs inside each piece, so a text's count is the sum of its
+    pieces' counts.  Every alternative of both patterns that can match a line break ends with
+    whitespace or line breaks (``\\s*[\\r\\n]+``, ``\\s+``, the ``[\\r\\n/]*`` tail of a
+    punctuation run), and a letter run's optional first character is never a line break, so
+    the piece holding a line break that is followed by an ASCII letter ends right after it;
+    the patterns look ahead, never behind, so the pieces after it are those of the rest
+    counted alone.  A segment therefore ends at the first such line break at least
+    :data:`SEGMENT_CHARS` characters in; a text with none is counted whole.
+    """
+    total = 0
+    start, size = 0, len(text)
+    while start < size:
+        end = size
+        if size - start > SEGMENT_CHARS:
+            boundary = _PIECE_BOUNDARY.search(text, start + SEGMENT_CHARS)
+            if boundary is not None:
+                end = boundary.end()
+        total += _count_fast(text[start:end], encoding)
+        start = end
+    return total
 
 
 def count_texts(texts: Iterable[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
