@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import EXAMPLES
 
 from compaction import (
     InvalidMessage,
@@ -27,7 +28,7 @@ from compaction import (
 )
 from compaction.blocks import MAX_BLOCK_DEPTH, MAX_JSON_DEPTH, validate_block
 from compaction.cli import main
-from compaction.formats import parse_messages
+from compaction.formats import detect_format, parse_messages
 from compaction.formats._common import MAX_RECORD_DEPTH
 from compaction.tools import normalize_tools, parse_tools_json, tools_tokens
 
@@ -242,3 +243,92 @@ def test_tool_definitions_too_deep_for_the_json_parser_are_invalid_input() -> No
     with pytest.raises(InvalidMessage, match="must be a JSON array: Expecting"):
         parse_tools_json("[", "tools.json")
     assert parse_tools_json('[{"name": "ls"}]') == [{"name": "ls"}]
+
+
+# -- a first line longer than the detection head ---------------------------------------------------------
+
+
+def big_output() -> str:
+    line = "drwxr-xr-x  12 user  staff   384 Dec  9 00:53 packages/coding-agent/src\n"
+    return (line * (BIG // len(line) + 1))[:BIG]
+
+
+def pi_with_a_big_first_record(tmp_path: Path) -> Path:
+    lines = (EXAMPLES / "pi__pi-mono__before-compaction.jsonl").read_text("utf-8").splitlines()
+    first = {
+        "type": "message",
+        "timestamp": "2025-12-08T22:41:00.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": "ls output:\n" + big_output()}]},
+    }
+    path = tmp_path / "pi-session.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", "utf-8")
+    return path
+
+
+def claude_code_with_a_big_first_record(tmp_path: Path) -> Path:
+    lines = (
+        (EXAMPLES / "claude-code" / "claude-code-log__representative_messages.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    )
+    event = json.loads(lines[0])
+    event["message"]["content"][0]["text"] = "Here is the log:\n" + big_output()
+    path = tmp_path / "claude-session.jsonl"
+    path.write_text("\n".join([json.dumps(event), *lines[1:]]) + "\n", "utf-8")
+    return path
+
+
+def openai_with_a_big_first_record(tmp_path: Path) -> Path:
+    messages = [
+        {"role": "system", "content": "You are a coding agent. Repository listing:\n" + big_output()},
+        {"role": "user", "content": "what is in packages?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "coding-agent"},
+        {"role": "assistant", "content": "the coding agent"},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n", "utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (pi_with_a_big_first_record, "pi"),
+        (claude_code_with_a_big_first_record, "claude-code"),
+        (openai_with_a_big_first_record, "openai"),
+    ],
+    ids=["pi", "claude-code", "openai"],
+)
+def test_a_first_record_over_64_kib_is_read_whole_for_detection(
+    make: Any, expected: str, tmp_path: Path
+) -> None:
+    """Before: "cannot tell the transcript format (the content matches none of them)"."""
+    path = make(tmp_path)
+    assert len(path.read_text("utf-8").split("\n", 1)[0].encode()) > 200 * 1024
+    assert detect_format(path) == expected
+    parsed = load_transcript(path)
+    assert parsed.format == expected and parsed.messages
+    assert big_output() in parsed.messages[0].content[0]["text"]
+    result = cli("run", path, "--budget", "100000", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["format"] == expected
+
+
+def test_a_head_given_by_the_caller_is_all_detection_reads(tmp_path: Path) -> None:
+    path = openai_with_a_big_first_record(tmp_path)
+    head = path.read_bytes()[: 64 * 1024]
+    with pytest.raises(InvalidTranscript, match="matches none"):
+        detect_format(path, head=head)
+    assert detect_format(path, head=path.read_bytes()) == "openai"
+
+
+def test_a_whole_file_on_one_line_is_one_record(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": big_output()}]}), "utf-8")
+    assert detect_format(path) == "openai"
+    assert len(load_transcript(path).messages) == 1

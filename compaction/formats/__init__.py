@@ -26,6 +26,7 @@ messages with no content are dropped, tool results never; consecutive user messa
 of ``tool_result`` blocks merge into one; tool ids are unique within a transcript (reused ids
 are renamed ``<id>#2`` ... consistently on both sides); messages come out in order with
 ``seq=None``, ``source_id`` from the source and small ``meta`` (timestamp, model).
+
 """
 
 from __future__ import annotations
@@ -53,6 +54,42 @@ __all__ = [
 ]
 
 _HEAD_BYTES = 64 * 1024
+_READ_BYTES = 1 << 20
+
+
+def _record_goes_on(head: bytes) -> bool:
+    """Return whether the first line of ``head`` opens a JSON object (a JSONL record, or a
+    one-line document) and does not end within ``head``."""
+    content = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return content.startswith(b"{") and b"\n" not in content
+
+
+def _head_of(data: bytes) -> bytes:
+    """Return what detection reads of ``data``: the first 64 KiB, and on to the end of the first
+    line when that line opens a JSON object, so a JSONL record longer than 64 KiB is read whole."""
+    head = data[:_HEAD_BYTES]
+    if len(head) < len(data) and _record_goes_on(head):
+        newline = data.find(b"\n", len(head))
+        return data if newline < 0 else data[: newline + 1]
+    return head
+
+
+def _read_head(path: str | Path) -> bytes:
+    """Read the head of the file ``path`` as :func:`_head_of` cuts it, and no more."""
+    with open(path, "rb") as handle:
+        head = handle.read(_HEAD_BYTES)
+        if len(head) < _HEAD_BYTES or not _record_goes_on(head):
+            return head
+        parts = [head]
+        while True:
+            chunk = handle.read(_READ_BYTES)
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                parts.append(chunk[: newline + 1])
+                return b"".join(parts)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
 
 
 @dataclass(frozen=True)
@@ -88,7 +125,9 @@ def detect_format(path: str | Path, head: bytes | None = None) -> str:
     Args:
         path: the transcript file (read for its head when ``head`` is not given; also named
             in errors).
-        head: the first bytes of the file (64 KiB is plenty), if already read.
+        head: the first bytes of the file, if already read; detection then decides from them
+            alone.  64 KiB is plenty, except that a JSONL file's first line must be whole
+            (read from ``path``, the head goes on to the end of that line).
 
     Returns:
         One of :data:`FORMATS`.
@@ -103,8 +142,7 @@ def detect_format(path: str | Path, head: bytes | None = None) -> str:
     """
     name = str(path)
     if head is None:
-        with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES)
+        head = _read_head(path)
         return detect(head, name, lambda: Path(path).read_text("utf-8-sig", errors="replace")).name
     return detect(head, name).name
 
@@ -136,7 +174,7 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     name = str(path)
     chosen = format_named(format, name) if format is not None else None
     data = Path(path).read_bytes()
-    transcript_format = chosen or detect(data[:_HEAD_BYTES], name, lambda: _decode(data, name))
+    transcript_format = chosen or detect(_head_of(data), name, lambda: _decode(data, name))
     text = _decode(data, name)
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
     messages = finish(transcript_format.parse(text, ctx), ctx)

@@ -7,9 +7,10 @@ and one line here.  Everything else comes from that list: the names users may pa
 
 Detection never looks at the file name.  Binary content and empty files are no transcript.
 Otherwise the formats are asked in priority order (:data:`REGISTRY`) whether a sample of the
-content is theirs, first with the head of the file alone (64 KiB); only when none claims it
-and the head starts like a JSON document is the whole file read, parsed and offered to them
-again (a huge single-line record, a JSON array pretty-printed past the head).
+content is theirs, first with the head of the file alone (64 KiB, and on to the end of the
+first line when that line opens a JSON object, so a JSONL record is never cut); only when none
+claims it and the head starts like a JSON document is the whole file read, parsed and offered
+to them again (a JSON array pretty-printed past the head).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     """Return the format whose sniffer claims the content, asking in priority order.
 
     Args:
-        head: the first bytes of the file (64 KiB is plenty).
+        head: the first bytes of the file (64 KiB, through the end of a first line that opens a
+            JSON object).
         path: the file, named in errors (``None`` for in-memory content).
         whole: reads the whole file as text, for when the head alone does not tell; ``None``
             decides from the head alone.

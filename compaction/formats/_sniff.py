@@ -9,8 +9,9 @@ chat-message ones, which then claim whatever messages are left.
 
 A sample offers three views of the content, all computed on first use:
 
-* ``head`` / ``text``: the first bytes of the file (64 KiB), decoded, as read and without a
-  leading BOM and whitespace;
+* ``head`` / ``text``: the first bytes of the file (64 KiB, and on to the end of the first line
+  when that line opens a JSON object, so a JSONL record is never cut), decoded, as read and
+  without a leading BOM and whitespace;
 * ``entries``: the JSON objects of the first 40 lines, when the content reads as JSONL (its
   first line is a complete object, or the whole file was read and is no JSON document);
 * ``document``: the content as one JSON value: the first line's object for JSONL, otherwise
@@ -91,8 +92,8 @@ class Sample:
     """The content a sniffer judges: the head of a file and, once read, the whole of it.
 
     Args:
-        head: the first bytes of the file (64 KiB), decoded as UTF-8 (undecodable bytes
-            replaced).
+        head: the first bytes of the file (64 KiB, through the end of a first line that opens a
+            JSON object), decoded as UTF-8 (undecodable bytes replaced).
         whole: reads the whole file as text, or ``None`` when only the head is known.
 
     Example:
