@@ -29,7 +29,7 @@ from .blocks import Block, Message
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import CompactionError, SummarizerError, SummarizerRefused
 from .imageinfo import info_from_block
-from .images import placeholder_for
+from .images import DAMAGED_DATA_URI, placeholder_for
 from .outputs import request_format
 from .policy import ImageSettings, image_settings
 from .recipe import Recipe
@@ -73,6 +73,10 @@ class TickReport:
     requests: int = 0
     gated: int = 0
     max_request_tokens: int = 0
+
+
+#: As long as any reason the gate gives for replacing an image in a summarizer request.
+_LONGEST_CAP_REASON = f"{DAMAGED_DATA_URI}; over the image byte cap (999999999999 bytes)"
 
 
 def compression_image_settings(recipe: Recipe) -> ImageSettings:
@@ -346,10 +350,13 @@ class Compactor:
         """Return an image piece of a split part and its cost, or its placeholder when the image
         alone is larger than a part (it could never fit the summarizer's window)."""
         info = info_from_block(block)
-        cost = self.format.image_tokens(info.width, info.height, self.model)
+        # The gate may still replace it (the compression caps, a damaged image): plan room for
+        # the image and for a placeholder, so the part fits whichever ships.
+        fallback = count_text(placeholder_for(info, _LONGEST_CAP_REASON), self.encoding)
+        cost = self.format.image_tokens(info.width, info.height, self.model) + fallback
         if cost <= part_limit:
             return block, cost
-        reason = f"it costs {cost} tokens, more than a part of a summarizer request allows ({part_limit})"
+        reason = f"it costs {cost - fallback} tokens, more than a part of a summarizer request allows ({part_limit})"
         text = placeholder_for(info, reason)
         return {"type": "text", "text": text}, count_text(text, self.encoding)
 

@@ -47,6 +47,7 @@ __all__ = [
     "default_model",
     "resolve_target",
     "compile_frame",
+    "extend_frame",
 ]
 
 
@@ -394,6 +395,43 @@ def raw_history_tokens(
     return framing + tools_tokens(normalize_tools(tools), fmt.name, plan.encoding) + plan.suffix(0)
 
 
+def extend_frame(
+    store: HistoryStore,
+    recipe: Recipe,
+    cut: int,
+    cover_ranges: Sequence[tuple[int, int, int]],
+    *,
+    budget: int,
+    tools: Sequence[dict[str, Any]] = (),
+) -> CompilePlan:
+    """Plan a frame that keeps a frame's summary stack and appends summaries after it.
+
+    The summaries of the old frame stay first, byte for byte; the stretch from its cut to a
+    later chunk boundary is covered by the coarsest summaries there are, and the new live
+    window starts at that boundary.  The largest live window that fits ``budget`` wins.  A
+    compaction event tries this first, so the prompt cache keeps serving the old stack.
+
+    Returns:
+        The plan (a compiled request, or the shortfall of the smallest extension).
+    """
+    last: CompilePlan | None = None
+    fmt, model = resolve_target(recipe)
+    plan = WindowPlanner(store, recipe, budget, fmt, model)
+    later = sorted(c for c in plan.cut_candidates() if c >= cut)
+    for candidate in later:
+        try:
+            extra = plan.cover(candidate, start=cut)
+        except InvariantViolation:
+            continue  # no summaries there yet
+        ranges = [*cover_ranges, *((s.level, s.start_seq, s.end_seq) for s in extra)]
+        last = compile_frame(store, recipe, candidate, ranges, budget=budget, tools=tools)
+        if last.fits:
+            return last
+    if last is None:
+        return CompilePlan(None, Shortfall("summaries", budget, budget + 1, "no summaries after the frame's cut"))
+    return last
+
+
 def compile_frame(
     store: HistoryStore,
     recipe: Recipe,
@@ -426,6 +464,7 @@ def compile_frame(
         InvariantViolation: a summary of the frame is missing from the store, or the frame
             does not cover ``[0, cut)`` (the store was not the one the frame was made on).
     """
+    _check_arguments(store, recipe, budget, format, model, tools)
     budget = _check_budget(recipe.budget_tokens if budget is None else budget)
     fmt, model = resolve_target(recipe, format, model)
     plan = WindowPlanner(store, recipe, budget, fmt, model)

@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, Shortfall, plan_compile, raw_history_tokens
+from .compile import CompiledRequest, raw_history_tokens
 from .errors import ImageError, InvalidArgument, OverBudget, found
+from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
 from .store import HistoryStore, Store
@@ -93,43 +94,6 @@ def _check_call(store: object, recipe: object, summarizer: object, tools: object
         raise InvalidArgument(f"tools must be a list of tool definitions (dicts); found {found(tools)}")
 
 
-def _plural(count: int, what: str) -> str:
-    return f"{count} {what}" if count == 1 else f"{count} {what}s"
-
-
-def _still_over(short: Shortfall, ticks: Sequence[TickReport], failures: Sequence[dict[str, Any]]) -> OverBudget:
-    """Return the :class:`OverBudget` for a request that still does not fit after compressing.
-
-    The compile's own message ends "Nothing was changed", which is not true once summaries
-    were added; this says what compression did (summaries added and kept, chunks that could
-    not be summarized and why) before the advice.
-    """
-    what, _sep, _advice = short.message.partition(" Nothing was changed;")
-    l1 = sum(t.l1_added for t in ticks)
-    merged = sum(sum(t.merged.values()) for t in ticks)
-    done = []
-    if l1 or merged:
-        made = "1 summary" if l1 + merged == 1 else f"{l1 + merged} summaries"
-        kinds = f"{l1} level-1" + (f", {merged} merged" if merged else "")
-        done.append(f"compression added {made} ({kinds}) and kept {'it' if l1 + merged == 1 else 'them'} in the store")
-    chunks = sorted({(f["level"], f["start_seq"], f["end_seq"]) for f in failures})
-    if chunks:
-        reasons = list(dict.fromkeys(str(f["reason"]) for f in failures))
-        because = reasons[-1] + (f"; and {len(reasons) - 1} other reasons" if len(reasons) > 1 else "")
-        done.append(f"{_plural(len(chunks), 'chunk')} could not be summarized ({because})")
-    if not done:
-        done.append("compression found nothing more to summarize")
-    advice = "raise the budget"
-    if chunks:
-        advice = (
-            "make the summarizer work (its failures are listed by `compaction stats`) and run it again, "
-            "or raise the budget"
-        )
-    sentence = "; ".join(done)
-    message = f"{what} {sentence[0].upper()}{sentence[1:]}; {advice}"
-    return OverBudget(message, stage=short.stage, budget=short.budget, needed=short.needed)
-
-
 def _require_budget(recipe: Recipe) -> int:
     if recipe.budget_tokens is None:
         raise OverBudget(
@@ -148,14 +112,18 @@ def compress_and_compile(
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
     tools: Sequence[dict[str, Any]] = (),
+    mode: Literal["events", "replan"] = "events",
 ) -> tuple[CompiledRequest, list[TickReport]]:
     """Compress ``store`` as much as the budget needs, then compile; the call before each model turn.
 
-    Compression first leaves the newest half of the budget raw (closing everything older
-    into chunks, the last one possibly below the chunk target); while the request does not
-    fit, it summarizes more of the tail (a quarter, an eighth, then everything but the
-    user's newest prompt or an unanswered call).  Summaries already made are reused, so a
-    call on a store that fits does no summarizer work.
+    ``mode="events"`` (the default) keeps the request's shape between compaction events:
+    each call appends the new messages to the previous request (a prompt cache serves the
+    rest), and when the request would exceed the budget one event summarizes what it needs
+    and plans a request of ``low_water_ratio`` of the budget, recorded in the store (see
+    :mod:`compaction.events`).  ``mode="replan"`` plans the largest live window that fits on
+    every call.  Either way compression first leaves half the target raw, then a quarter, an
+    eighth, then everything but the user's newest prompt or an unanswered call; summaries
+    already made are reused, so a call on a store that fits does no summarizer work.
 
     Args:
         store: the history (summaries are added to it; messages are never edited).
@@ -163,6 +131,7 @@ def compress_and_compile(
         summarizer: default: the one the recipe names (the offline extractive summarizer).
         progress: called as ``progress(done, total)`` while chunks are summarized.
         tools: tool definitions offered to the model (counted against the budget).
+        mode: ``"events"`` or ``"replan"`` (above).
 
     Returns:
         The compiled request and one :class:`TickReport` per compression round.
@@ -175,53 +144,36 @@ def compress_and_compile(
         StoreError: the store refused a write, or its file was deleted or replaced meanwhile.
     """
     _check_call(store, recipe, summarizer, tools)
+    if store is None:
+        raise InvalidArgument("store must be a history store (e.g. compaction.Store(path)); found None")
+    if mode not in ("events", "replan"):
+        raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
     budget = _require_budget(recipe)
-    ticks: list[TickReport] = []
-    plan = plan_compile(store, recipe, tools=tools)
-    if plan.compiled is not None:
-        return plan.compiled, ticks
-    assert plan.shortfall is not None
-    last = plan.shortfall
-    failed_before = len(store.failures())
-    messages = store.next_seq()
-    owned = summarizer is None
-    chosen = summarizer or summarizer_from_recipe(recipe)
+    chosen: list[Summarizer] = []
+
+    def make_summarizer() -> Summarizer:
+        if not chosen:
+            chosen.append(summarizer or summarizer_from_recipe(recipe))
+        return chosen[0]
+
     try:
-        compactor = Compactor(store, recipe, chosen)
-        for keep in (budget // 2, budget // 4, budget // 8, 0):
-            report = compactor.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
-            ticks.append(report)
-            plan = plan_compile(store, recipe, tools=tools)
-            if plan.compiled is not None:
-                store.check_location()
-                return plan.compiled, ticks
-            assert plan.shortfall is not None
-            short = plan.shortfall
-            made = report.l1_added + sum(report.merged.values())
-            grew, messages = store.next_seq() != messages, store.next_seq()
-            if report.failures and not made:
-                # The frontier stops at the chunk that failed: a smaller tail would only
-                # send the same chunk again.
-                last = short
-                break
-            if made and not grew and short.needed >= last.needed and short.stage == last.stage:
-                # Progress guard: new summaries that do not shrink the request mean more of
-                # the same cannot help; stop instead of summarizing on.  (Not when messages
-                # were appended meanwhile: then the request grew for another reason.)
-                err = _still_over(short, ticks, store.failures()[failed_before:])
-                raise OverBudget(
-                    f"compaction made no progress: {made} new summaries left the request at "
-                    f"{short.needed} tokens (before: {last.needed}). {err}",
-                    stage=short.stage,
-                    budget=short.budget,
-                    needed=short.needed,
-                )
-            last = short
+        if mode == "events":
+            compiled, ticks = compile_in_events(store, recipe, make_summarizer, progress=progress, tools=tools)
+        else:
+            plan, ticks, stalled = compact_to(
+                store, recipe, budget, lambda: Compactor(store, recipe, make_summarizer()), progress=progress, tools=tools
+            )
+            if stalled is not None:
+                raise stalled
+            if plan.compiled is None:
+                assert plan.shortfall is not None
+                raise plan.shortfall.error() if not ticks else still_over(plan.shortfall, ticks, store)
+            compiled = plan.compiled
         store.check_location()
-        raise _still_over(last, ticks, store.failures()[failed_before:])
+        return compiled, ticks
     finally:
-        if owned:
-            chosen.close()
+        if summarizer is None and chosen:
+            chosen[0].close()
 
 
 def run_pipeline(

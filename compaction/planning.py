@@ -86,10 +86,10 @@ class WindowPlanner:
         self.suffix(cut)
         return next((self.roles[seq] for seq in range(cut, self.n) if self.roles[seq] != "system"), None)
 
-    def cover(self, end: int) -> list[StoredSummary]:
-        """Return the coarsest cover of ``[0, end)`` by summaries (highest level first)."""
+    def cover(self, end: int, start: int = 0) -> list[StoredSummary]:
+        """Return the coarsest cover of ``[start, end)`` by summaries (highest level first)."""
         out: list[StoredSummary] = []
-        position = 0
+        position = start
         while position < end:
             best = self.store.coarsest_summary_at(position, end)
             if best is None:

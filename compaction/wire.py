@@ -254,7 +254,7 @@ def gate(
             gated_blocks, fmt, model
         )
 
-    marking = cache_breakpoints and bool(request.cache_points)
+    marking = cache_breakpoints and request.purpose == "live"  # a summarizer's request never writes the agent's cache
     if marking and fmt.cache_markers:
         rebuilt = _mark_cache_points(rebuilt, request.cache_points)
     body = fmt.render(request.system, rebuilt, model=model, max_output_tokens=max_output_tokens)

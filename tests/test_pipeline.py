@@ -40,16 +40,19 @@ def test_a_store_that_fits_is_compiled_without_summarizing() -> None:
         assert ticks == [] and store.summaries() == [] and compiled.live_start == 0
 
 
-def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it() -> None:
+@pytest.mark.parametrize("mode,target", [("replan", 1500), ("events", 900)])
+def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it(mode: str, target: int) -> None:
+    """Re-planning summarizes what the budget needs; an event what the low-water mark (60%) needs."""
     with Store(":memory:") as store:
         store.append(_history(40))
         recipe = Recipe(budget_tokens=1500, chunk_target_tokens=300)
-        compiled, ticks = compress_and_compile(store, recipe)
-        assert compiled.tokens <= 1500 and compiled.live_start > 0 and ticks
-        # the newest half of the budget (about ten of these ~70-token messages) was not summarized
-        assert max(s.end_seq for s in store.summaries(level=1)) <= compiled.total_messages - 8
-        again, more = compress_and_compile(store, recipe)
+        compiled, ticks = compress_and_compile(store, recipe, mode=mode)  # type: ignore[arg-type]
+        assert compiled.tokens <= target and compiled.live_start > 0 and ticks
+        # the newest half of the target (about ten or six of these ~70-token messages) was not summarized
+        assert max(s.end_seq for s in store.summaries(level=1)) <= compiled.total_messages - target // 200
+        again, more = compress_and_compile(store, recipe, mode=mode)  # type: ignore[arg-type]
         assert more == [] and again.request.payload == compiled.request.payload
+        assert len(store.events()) == (1 if mode == "events" else 0)
 
 
 def test_summaries_that_do_not_shrink_the_request_stop_with_a_clear_error() -> None:

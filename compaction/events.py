@@ -1,0 +1,288 @@
+"""Compaction in events: between two events a request only grows at its end.
+
+Providers serve a repeated request prefix from a prompt cache at a fraction of the input
+price, so what an agent pays depends on how much of each request is the previous one.
+Re-planning the live window on every call moves the cut between summaries and raw
+messages as the history grows, and every move breaks the prefix.  Here the shape of the
+request (which summaries are shown, where the raw live window starts) is a **frame** that
+stays fixed between **compaction events**:
+
+* each call compiles the frame: system, tools, the same summary stack, then every message
+  from the frame's cut raw, so the request is the previous one with the new messages
+  appended (see :func:`compaction.compile.compile_frame`);
+* when that request would exceed the high-water mark (``Recipe.high_water_tokens``, default
+  the budget), one event summarizes what the budget needs and plans a new frame whose
+  request fits the low-water mark (``Recipe.low_water_ratio`` of the budget, default 60%),
+  so the following turns can append again;
+* each event is recorded in the store with its frame (``compaction_events``), so a restarted
+  agent, or another process on the same store, compiles the same prefix.
+
+Image decisions are the one thing that can still change an earlier message between events:
+an image that falls behind the depth cap, or out of the count cap as newer images arrive,
+becomes its placeholder (the caps hold on every request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .compactor import Compactor, TickReport
+from .compile import CompiledRequest, CompilePlan, Shortfall, compile_frame, extend_frame, plan_compile
+from .errors import OverBudget
+from .recipe import Recipe
+from .store import HistoryStore
+from .summarizers.base import Summarizer
+
+__all__ = ["Frame", "latest_frame", "compact_to", "compile_in_events", "still_over"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The shape of the requests between two compaction events.
+
+    Attributes:
+        cut: the first seq of the raw live window.
+        cover: ``(level, start_seq, end_seq)`` of each summary shown, oldest first; they
+            cover ``[0, cut)``.
+    """
+
+    cut: int
+    cover: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def of(cls, compiled: CompiledRequest) -> Frame:
+        """Return the frame of a compiled request."""
+        return cls(compiled.live_start, tuple((s.level, s.start_seq, s.end_seq) for s in compiled.summaries))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cut": self.cut, "cover": [list(r) for r in self.cover]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Frame | None:
+        """Return the frame a :meth:`to_json` object describes, or ``None`` if it is not one."""
+        try:
+            cut = int(data["cut"])
+            cover = tuple((int(lv), int(s), int(e)) for lv, s, e in data["cover"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(cut, cover)
+
+
+def latest_frame(store: HistoryStore) -> Frame | None:
+    """Return the frame of the store's newest compaction event that has one, or ``None``."""
+    for event in reversed(store.events()):
+        frame = Frame.from_json(event.detail.get("frame"))
+        if frame is not None:
+            return frame
+    return None
+
+
+def _plural(count: int, what: str) -> str:
+    return f"{count} {what}" if count == 1 else f"{count} {what}s"
+
+
+def still_over(short: Shortfall, ticks: Sequence[TickReport], store: HistoryStore, failed_before: int = 0) -> OverBudget:
+    """Return the :class:`OverBudget` for a request that still does not fit after compressing.
+
+    The compile's own message ends "Nothing was changed", which is not true once summaries
+    were added; this says what compression did (summaries added and kept, chunks that could
+    not be summarized and why) before the advice.
+
+    Args:
+        short: the last shortfall.
+        ticks: the compression rounds run.
+        store: the store (its failures since ``failed_before`` are named).
+        failed_before: how many failures the store held before compressing.
+    """
+    failures = store.failures()[failed_before:]
+    what, _sep, _advice = short.message.partition(" Nothing was changed;")
+    l1 = sum(t.l1_added for t in ticks)
+    merged = sum(sum(t.merged.values()) for t in ticks)
+    done = []
+    if l1 or merged:
+        made = "1 summary" if l1 + merged == 1 else f"{l1 + merged} summaries"
+        kinds = f"{l1} level-1" + (f", {merged} merged" if merged else "")
+        done.append(f"compression added {made} ({kinds}) and kept {'it' if l1 + merged == 1 else 'them'} in the store")
+    chunks = sorted({(f["level"], f["start_seq"], f["end_seq"]) for f in failures})
+    if chunks:
+        reasons = list(dict.fromkeys(str(f["reason"]) for f in failures))
+        because = reasons[-1] + (f"; and {len(reasons) - 1} other reasons" if len(reasons) > 1 else "")
+        done.append(f"{_plural(len(chunks), 'chunk')} could not be summarized ({because})")
+    if not done:
+        done.append("compression found nothing more to summarize")
+    advice = "raise the budget"
+    if chunks:
+        advice = (
+            "make the summarizer work (its failures are listed by `compaction stats`) and run it again, "
+            "or raise the budget"
+        )
+    sentence = "; ".join(done)
+    message = f"{what} {sentence[0].upper()}{sentence[1:]}; {advice}"
+    return OverBudget(message, stage=short.stage, budget=short.budget, needed=short.needed)
+
+
+def compact_to(
+    store: HistoryStore,
+    recipe: Recipe,
+    target: int,
+    compactor: Callable[[], Compactor],
+    *,
+    progress: Progress | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> tuple[CompilePlan, list[TickReport], OverBudget | None]:
+    """Summarize as much as a request of ``target`` tokens needs; return the plan at ``target``.
+
+    Compression first leaves half the target raw (closing everything older into chunks, the
+    last one possibly below the chunk target); while the request does not fit, it summarizes
+    more of the tail (a quarter, an eighth, then everything but the user's newest prompt or
+    an unanswered call).  Summaries already made are reused, so a store that fits does no
+    summarizer work.  A chunk the summarizer fails on stops the rounds (a smaller tail would
+    only send the same chunk again).
+
+    Args:
+        target: the request size to plan for (tokens).
+        compactor: builds the compactor on first need (so a store that fits opens no summarizer).
+
+    Returns:
+        The plan at ``target`` (fits, or the last shortfall), one report per round, and
+        ``None`` or, when new summaries stopped shrinking the request (the progress guard:
+        more of the same cannot help), the :class:`OverBudget` that says so.
+    """
+    ticks: list[TickReport] = []
+    plan = plan_compile(store, recipe, budget=target, tools=tools)
+    if plan.fits:
+        return plan, ticks, None
+    assert plan.shortfall is not None
+    last = plan.shortfall
+    failed_before = len(store.failures())
+    messages = store.next_seq()
+    built = compactor()
+    for keep in (target // 2, target // 4, target // 8, 0):
+        report = built.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
+        ticks.append(report)
+        plan = plan_compile(store, recipe, budget=target, tools=tools)
+        if plan.fits:
+            return plan, ticks, None
+        assert plan.shortfall is not None
+        short = plan.shortfall
+        made = report.l1_added + sum(report.merged.values())
+        grew, messages = store.next_seq() != messages, store.next_seq()
+        if report.failures and not made:
+            break  # the frontier stops at the chunk that failed
+        if made and not grew and short.needed >= last.needed and short.stage == last.stage:
+            # Progress guard: new summaries that do not shrink the request mean more of the
+            # same cannot help; stop instead of summarizing on.  (Not when messages were
+            # appended meanwhile: then the request grew for another reason.)
+            err = still_over(short, ticks, store, failed_before)
+            stalled = OverBudget(
+                f"compaction made no progress: {made} new summaries left the request at "
+                f"{short.needed} tokens (before: {last.needed}). {err}",
+                stage=short.stage,
+                budget=short.budget,
+                needed=short.needed,
+            )
+            return plan, ticks, stalled
+        last = short
+    return plan, ticks, None
+
+
+def compile_in_events(
+    store: HistoryStore,
+    recipe: Recipe,
+    summarizer: Callable[[], Summarizer],
+    *,
+    progress: Progress | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+) -> tuple[CompiledRequest, list[TickReport]]:
+    """Compile the next request on the current frame, or compact in one event when it outgrows it.
+
+    Args:
+        store: the history (summaries and events are added; messages are never edited).
+        recipe: settings; ``budget_tokens`` is required; ``high_water_tokens`` and
+            ``low_water_ratio`` place the event.
+        summarizer: builds the summarizer when an event needs one.
+        progress: called as ``progress(done, total)`` while chunks are summarized.
+        tools: tool definitions offered to the model (counted against the budget).
+
+    Returns:
+        The compiled request (its ``budget`` is the recipe's) and one report per compression
+        round (empty between events).
+
+    Raises:
+        OverBudget: even the smallest rendering exceeds the budget (stage and sizes named).
+    """
+    budget = recipe.budget_tokens
+    if budget is None:
+        raise OverBudget(
+            "a token budget is required (--budget N, or budget_tokens in the recipe)", stage="settings", budget=0, needed=0
+        )
+    high = min(budget, recipe.high_water_tokens or budget)
+    frame = latest_frame(store)
+    if frame is not None:
+        plan = compile_frame(store, recipe, frame.cut, frame.cover, budget=high, tools=tools)
+    else:
+        plan = plan_compile(store, recipe, budget=high, tools=tools)
+    if plan.compiled is not None:
+        compiled = plan.compiled
+        if frame is None and compiled.summaries:  # adopt the shape a fresh plan found, so it holds
+            store.record_event(compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True})
+        return _at_budget(store, recipe, compiled, budget, tools), []
+    assert plan.shortfall is not None
+    before = plan.shortfall.needed
+    failed_before = len(store.failures())
+    low = max(1, min(high, int(budget * recipe.low_water_ratio)))
+    built: list[Compactor] = []
+
+    def make() -> Compactor:
+        built.append(Compactor(store, recipe, summarizer()))
+        return built[-1]
+
+    plan, ticks, stalled = compact_to(store, recipe, low, make, progress=progress, tools=tools)
+    if frame is not None:  # keep the old summary stack as the prefix when that fits
+        extended = extend_frame(store, recipe, frame.cut, frame.cover, budget=low, tools=tools)
+        if extended.fits:
+            plan = extended
+    if plan.compiled is None:  # the low-water mark is out of reach: settle for the high-water mark
+        plan = plan_compile(store, recipe, budget=high, tools=tools)
+    if plan.compiled is None:
+        assert plan.shortfall is not None
+        if stalled is not None:
+            raise _at_high(stalled, plan.shortfall)
+        raise still_over(plan.shortfall, ticks, store, failed_before) if ticks else plan.shortfall.error()
+    compiled = plan.compiled
+    made = {
+        "l1": sum(t.l1_added for t in ticks),
+        "merged": sum(sum(t.merged.values()) for t in ticks),
+        "failures": sum(t.failures for t in ticks),
+    }
+    store.record_event(
+        before, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "low_water": low, "summaries": made}
+    )
+    return _at_budget(store, recipe, compiled, budget, tools), ticks
+
+
+def _at_budget(
+    store: HistoryStore, recipe: Recipe, compiled: CompiledRequest, budget: int, tools: Sequence[dict[str, Any]]
+) -> CompiledRequest:
+    """Return ``compiled`` as a request of the full budget (the same bytes; its ``budget`` says so)."""
+    if compiled.budget == budget:
+        return compiled
+    frame = Frame.of(compiled)
+    again = compile_frame(store, recipe, frame.cut, frame.cover, budget=budget, tools=tools)
+    assert again.compiled is not None  # it fit a smaller budget
+    return again.compiled
+
+
+def _at_high(stalled: OverBudget, short: Shortfall) -> OverBudget:
+    """Report a stalled compaction against the budget (not the low-water mark it aimed at)."""
+    return OverBudget(
+        f"compaction made no progress: the request still needs {short.needed} tokens, over the budget of "
+        f"{short.budget}. {stalled}",
+        stage=short.stage,
+        budget=short.budget,
+        needed=short.needed,
+    )
