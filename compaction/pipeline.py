@@ -186,8 +186,13 @@ def run_pipeline(
     summarizer: Summarizer | None = None,
     progress: Progress | None = None,
     tools: Sequence[dict[str, Any]] = (),
+    mode: Literal["events", "replan"] = "replan",
 ) -> RunResult:
     """Import ``transcript``, then :func:`compress_and_compile` within ``recipe.budget_tokens``.
+
+    One request is compiled, so the default ``mode`` is ``"replan"``: the largest live window
+    the budget allows.  An agent that calls the engine turn after turn wants ``"events"``
+    (:func:`compress_and_compile`'s default), which keeps the prompt-cache prefix.
 
     Raises:
         InvalidTranscript, UnknownFormat: the transcript could not be read.
@@ -204,7 +209,7 @@ def run_pipeline(
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
         compiled, ticks = compress_and_compile(
-            store, recipe, summarizer=summarizer, progress=progress, tools=tools
+            store, recipe, summarizer=summarizer, progress=progress, tools=tools, mode=mode
         )
         before = raw_history_tokens(store, recipe, tools=tools)
         levels: dict[int, int] = {}
