@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import EXAMPLES
+from conftest import CASES, EXAMPLES
 
 from compaction import (
     InvalidMessage,
@@ -28,7 +28,7 @@ from compaction import (
 )
 from compaction.blocks import MAX_BLOCK_DEPTH, MAX_JSON_DEPTH, validate_block
 from compaction.cli import main
-from compaction.formats import detect_format, parse_messages
+from compaction.formats import FORMATS, detect_format, parse_messages
 from compaction.formats._common import MAX_RECORD_DEPTH
 from compaction.tools import normalize_tools, parse_tools_json, tools_tokens
 
@@ -332,3 +332,59 @@ def test_a_whole_file_on_one_line_is_one_record(tmp_path: Path) -> None:
     path.write_text(json.dumps({"messages": [{"role": "user", "content": big_output()}]}), "utf-8")
     assert detect_format(path) == "openai"
     assert len(load_transcript(path).messages) == 1
+
+
+# -- a forced format that reads nothing --------------------------------------------------------------
+
+
+def shipped_transcripts() -> list[Path]:
+    examples = [p for p in EXAMPLES.rglob("*") if p.is_file() and p.name != "README.md"]
+    cases = [p for p in CASES.glob("*") if p.suffix in (".json", ".jsonl")]
+    return sorted(examples + cases)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("path", shipped_transcripts(), ids=lambda p: p.name)
+def test_a_forced_format_imports_messages_or_fails_never_zero(path: Path, fmt: str) -> None:
+    """Before: 10 of 63 combinations of the examples exited 0 with "0 messages"."""
+    for lenient in (False, True):
+        try:
+            parsed = load_transcript(path, format=fmt, lenient=lenient)
+        except InvalidTranscript as err:
+            assert str(path) in str(err)
+            continue
+        assert parsed.messages, f"{path.name} read as {fmt} (lenient={lenient}) gave 0 messages and no error"
+
+
+def test_a_forced_format_that_reads_nothing_says_what_it_reads_and_what_the_file_is(tmp_path: Path) -> None:
+    path = EXAMPLES / "claude-code" / "claude-code-log__representative_messages.jsonl"
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path, format="pi")
+    message = str(caught.value)
+    assert message.startswith(f"{path}: read as 'pi', nothing was imported: none of its ")
+    assert "pi session entry" in message and "it would be 'claude-code'" in message
+    user_error(
+        cli("run", path, "--budget", "8000", "--format", "codex"),
+        "read as 'codex'",
+        "'response_item'",
+        "'claude-code'",
+    )
+    store = tmp_path / "store.sqlite"
+    user_error(cli("import", path, "--store", store, "--format", "agent-tars"), "read as 'agent-tars'")
+
+
+def test_everything_skipped_under_a_forced_format_is_an_error_naming_the_first_problem() -> None:
+    path = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
+    with pytest.raises(
+        InvalidTranscript, match="the 1,003 items that might were malformed and skipped"
+    ) as caught:
+        load_transcript(path, format="openai", lenient=True)
+    assert "(the first: line " in str(caught.value) and "it would be 'pi'" in str(caught.value)
+
+
+def test_a_forced_right_format_on_a_file_with_no_messages_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "header-only.jsonl"
+    path.write_text('{"type":"session","id":"s","cwd":"/w","timestamp":"2025-01-01T00:00:00Z"}\n', "utf-8")
+    assert load_transcript(path).messages == []  # detected: an empty session is not an error
+    with pytest.raises(InvalidTranscript, match="look like 'pi', so it holds no message yet"):
+        load_transcript(path, format="pi")

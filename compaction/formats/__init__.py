@@ -27,6 +27,13 @@ of ``tool_result`` blocks merge into one; tool ids are unique within a transcrip
 are renamed ``<id>#2`` ... consistently on both sides); messages come out in order with
 ``seq=None``, ``source_id`` from the source and small ``meta`` (timestamp, model).
 
+Limits every format shares: a line or document nested deeper than
+``_common.MAX_RECORD_DEPTH`` (256) levels of JSON is refused as it is parsed, a message whose
+tool results nest deeper than :data:`~compaction.blocks.MAX_BLOCK_DEPTH` (64) or whose blocks
+carry JSON deeper than :data:`~compaction.blocks.MAX_JSON_DEPTH` (100) is malformed (reported at
+its line; skipped under ``lenient``); a JSONL first line longer than the 64 KiB detection head
+is read whole; and a ``format`` given by the caller that yields no message is an error saying
+what the format reads and what the content looks like, never an import of nothing.
 """
 
 from __future__ import annotations
@@ -164,7 +171,9 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
             1-based line and what is wrong; or a whole-document JSON file that does not parse.
             When the format was detected rather than given, the message names the format
-            detected, since the guess may be what is wrong.
+            detected, since the guess may be what is wrong.  When ``format`` is given and the
+            file gives no message in it (nothing it reads, or everything skipped), the message
+            says what the format reads and which format the content looks like.
 
     Example:
         >>> parsed = load_transcript("session.jsonl")  # doctest: +SKIP
@@ -178,8 +187,48 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     text = _decode(data, name)
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
     messages = finish(transcript_format.parse(text, ctx), ctx)
+    if chosen is not None and not messages:
+        raise _nothing_read(chosen, data, text, ctx)
     return ParsedTranscript(
         messages=messages, format=transcript_format.name, skipped=ctx.skipped, problems=ctx.problems
+    )
+
+
+def _nothing_read(chosen: TranscriptFormat, data: bytes, text: str, ctx: Context) -> InvalidTranscript:
+    """Return the error for a file that, read as the format the caller chose, gave no message.
+
+    It says what the format reads messages from, what the file held instead (lines none of
+    which is such a record, or records that were all malformed and skipped) and, when its
+    content tells, the format detection would have chosen.
+    """
+    lines = sum(1 for line in text.split("\n") if line.strip())
+    found = f"its {lines:,} line{'s' if lines != 1 else ''}" if lines else "the file (it is empty)"
+    if ctx.skipped:
+        first = ctx.problems[0]
+        if ctx.path is not None and first.startswith(f"{ctx.path}:"):
+            first = first[len(ctx.path) + 1 :].lstrip()
+            first = f"line {first}" if first[:1].isdigit() else first
+        why = (
+            f"nothing in {found} holds {chosen.holds}: the {ctx.skipped:,} item"
+            f"{'s' if ctx.skipped != 1 else ''} that might were malformed and skipped (the first: {first})"
+        )
+    else:
+        why = f"none of {found} holds {chosen.holds}"
+    try:
+        detected = detect(_head_of(data), ctx.path, lambda: text).name
+    except InvalidTranscript:
+        detected = None
+    if detected is None:
+        hint = "its content matches none of the formats either"
+    elif detected == chosen.name:
+        hint = f"its content does look like {chosen.name!r}, so it holds no message yet"
+    else:
+        hint = (
+            f"is it another format? Detected from its content it would be {detected!r}: "
+            f"pass --format {detected} (format={detected!r} in Python) or leave the format out"
+        )
+    return InvalidTranscript(
+        f"read as {chosen.name!r}, nothing was imported: {why}; {hint}", path=ctx.path
     )
 
 

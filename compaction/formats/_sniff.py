@@ -194,6 +194,9 @@ class TranscriptFormat:
             formats above the generic chat-message ones they could be mistaken for.
         sniff: tells whether a :class:`Sample` of a file's content is this format.
         parse: turns the whole text into drafts, reporting problems through the context.
+        holds: what the format reads a message from, in its users' words and with its
+            article (``"a pi session entry with a conversation message (type 'message')"``),
+            for the error that says why a file read as this format gave no message.
 
     Example:
         >>> from compaction.formats import pi
@@ -205,3 +208,4 @@ class TranscriptFormat:
     priority: int
     sniff: Callable[[Sample], bool]
     parse: Callable[[str, Context], list[Draft]]
+    holds: str = "a message"

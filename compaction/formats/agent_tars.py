@@ -193,4 +193,10 @@ def sniff(sample: Sample) -> bool:
     return items is not None and any(_is_event(item) for item in items)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=40, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=40,
+    sniff=sniff,
+    parse=parse,
+    holds="an Agent TARS conversation event (user_message, assistant_message, tool_result ...)",
+)

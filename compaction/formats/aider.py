@@ -114,4 +114,10 @@ def sniff(sample: Sample) -> bool:
     return bool(_SESSION_LINE.search(head) or (_USER_LINE.search(head) and _OUTPUT_LINE.search(head)))
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=30, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=30,
+    sniff=sniff,
+    parse=parse,
+    holds="aider chat text ('#### ' lines the user typed and the replies after them)",
+)

@@ -110,4 +110,10 @@ def sniff(sample: Sample) -> bool:
     return _anthropic_messages(chat.messages, chat.system)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=20, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=20,
+    sniff=sniff,
+    parse=parse,
+    holds="an Anthropic message (an object with a 'role' and 'content' blocks)",
+)

@@ -117,4 +117,10 @@ def sniff(sample: Sample) -> bool:
     return any(key in record for record in sample.entries for key in keys)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=70, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=70,
+    sniff=sniff,
+    parse=parse,
+    holds="a Claude Code 'user' or 'assistant' event (with its 'message')",
+)

@@ -166,4 +166,10 @@ def sniff(sample: Sample) -> bool:
     return any(record.get("type") in _RECORDS and "payload" in record for record in sample.entries)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=80, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=80,
+    sniff=sniff,
+    parse=parse,
+    holds="a Codex 'response_item' record (a 'payload' with a conversation item)",
+)

@@ -272,4 +272,10 @@ def sniff(sample: Sample) -> bool:
     return chat is not None and (chat.declared == NAME or chat.has_roles)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=10, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=10,
+    sniff=sniff,
+    parse=parse,
+    holds="a chat message (an object with a 'role' and its 'content')",
+)

@@ -180,4 +180,10 @@ def sniff(sample: Sample) -> bool:
     return isinstance(document, dict) and "instance_id" in document and "history" in document
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=50, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=50,
+    sniff=sniff,
+    parse=parse,
+    holds="an OpenHands run record ('instance_id' with a 'history' of events)",
+)

@@ -217,4 +217,10 @@ def sniff(sample: Sample) -> bool:
     return any(_is_pi_entry(record) for record in sample.entries)
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=90, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=90,
+    sniff=sniff,
+    parse=parse,
+    holds="a pi session entry with a conversation message (type 'message')",
+)

@@ -77,4 +77,10 @@ def sniff(sample: Sample) -> bool:
     )
 
 
-FORMAT = TranscriptFormat(name=NAME, priority=60, sniff=sniff, parse=parse)
+FORMAT = TranscriptFormat(
+    name=NAME,
+    priority=60,
+    sniff=sniff,
+    parse=parse,
+    holds="a SWE-agent trajectory 'history' message",
+)
