@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .blocks import Block, Message
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
-from .errors import CompactionError, SummarizerError, SummarizerRefused
+from .errors import CompactionError, InvalidArgument, SummarizerError, SummarizerRefused, found
 from .imageinfo import info_from_block
 from .images import DAMAGED_DATA_URI, placeholder_for
 from .outputs import request_format
@@ -107,6 +107,12 @@ class Compactor:
     """
 
     def __init__(self, store: HistoryStore, recipe: Recipe, summarizer: Summarizer | None = None) -> None:
+        if not isinstance(store, HistoryStore):
+            raise InvalidArgument(f"store must be a history store (e.g. compaction.Store(path)); found {found(store)}")
+        if not isinstance(recipe, Recipe):
+            raise InvalidArgument(f"recipe must be a compaction.Recipe (or load_recipe(path)); found {found(recipe)}")
+        if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+            raise InvalidArgument(f"summarizer must have a summarize() method (or be None); found {found(summarizer)}")
         self.store = store
         self.recipe = recipe
         self.encoding = recipe.encoding
@@ -137,7 +143,17 @@ class Compactor:
             close_tail: also close the remainder before the open tail as one chunk, even
                 below the chunk target (used when the budget needs everything summarized).
             progress: called as ``progress(done, total)`` in messages while chunks are summarized.
+
+        Raises:
+            InvalidArgument: ``keep_tail_tokens`` is not a whole number >= 0, ``close_tail``
+                not a bool, or ``progress`` not callable.
         """
+        if isinstance(keep_tail_tokens, bool) or not isinstance(keep_tail_tokens, int) or keep_tail_tokens < 0:
+            raise InvalidArgument(f"keep_tail_tokens must be a whole number of tokens >= 0; found {found(keep_tail_tokens)}")
+        if not isinstance(close_tail, bool):
+            raise InvalidArgument(f"close_tail must be True or False; found {found(close_tail)}")
+        if progress is not None and not callable(progress):
+            raise InvalidArgument(f"progress must be callable or None; found {found(progress)}")
         self._report = TickReport()
         self._summarize_chunks(keep_tail_tokens, close_tail, progress)
         self._merge_levels()

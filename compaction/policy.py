@@ -54,8 +54,12 @@ class ImageSettings:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise RecipeError(f"{name} must be a whole number >= 0 or None; found {value!r}")
-        if self.assumed_url_image_bytes <= 0:
-            raise RecipeError("assumed_url_image_bytes must be > 0")
+        if (
+            isinstance(self.assumed_url_image_bytes, bool)
+            or not isinstance(self.assumed_url_image_bytes, int)
+            or self.assumed_url_image_bytes <= 0
+        ):
+            raise RecipeError(f"assumed_url_image_bytes must be a whole number > 0; found {self.assumed_url_image_bytes!r}")
 
 
 @dataclass(frozen=True)

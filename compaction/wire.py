@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .blocks import Block
-from .errors import InvariantViolation, OverBudget
+from .blocks import Block, escape_lone_surrogates
+from .errors import InvalidArgument, InvariantViolation, OverBudget, found
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
 from .outputs.anthropic_messages import CACHE_CONTROL
@@ -204,7 +204,12 @@ def gate(
         OverBudget: ``budget`` is given and the request exceeds it (stage ``"request"``).
         InvariantViolation: the rendered body breaks the policy or a cap (an engine bug).
         RecipeError: an unknown format name.
+        InvalidArgument: ``request`` or ``settings`` of the wrong type.
     """
+    if not isinstance(request, OutboundRequest):
+        raise InvalidArgument(f"request must be an OutboundRequest; found {found(request)}")
+    if not isinstance(settings, ImageSettings):
+        raise InvalidArgument(f"settings must be ImageSettings; found {found(settings)}")
     fmt = request_format(format)
     model = model or fmt.default_model
     hints = request.token_hints
@@ -294,7 +299,8 @@ def gate(
             needed=tokens,
         )
     frozen = tuple((role, tuple(blocks)) for role, blocks in rebuilt)
-    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # A lone surrogate in the history (valid JSON, no UTF-8 form) ships as its JSON escape.
+    payload = escape_lone_surrogates(json.dumps(body, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
     return GatedRequest(
         request.purpose,
         fmt.name,

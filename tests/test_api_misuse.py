@@ -287,15 +287,10 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
 OTHERS = {
     ("Message", "content"): "compaction/blocks.py: Message('user', 5) raises TypeError from tuple()",
     ("load_recipe", "path"): "compaction/recipe.py: load_recipe(5) raises TypeError from open()",
-    ("Compactor", "recipe"): "compaction/compactor.py: Compactor(store, None) raises AttributeError",
-    ("Compactor.tick", "keep_tail_tokens"): "compaction/compactor.py: tick(keep_tail_tokens='x') raises TypeError",
     ("load_transcript", "path"): "compaction/formats: load_transcript(None) raises TypeError",
     ("load_transcript", "format"): "compaction/formats: load_transcript(path, format=5) raises a bare error",
-    ("gate", "request"): "compaction/wire.py: gate(None, settings) raises AttributeError",
-    ("gate", "settings"): "compaction/wire.py: gate(request, None) raises AttributeError",
     ("count_text", "text"): "compaction/tokens: count_text(5) raises TypeError",
     ("count_text", "encoding"): "compaction/tokens: count_text('x', encoding=[]) raises a bare error",
-    ("ImageSettings", "assumed_url_image_bytes"): "compaction/policy.py: ImageSettings(assumed_url_image_bytes=None) raises TypeError",
 }
 
 #: Names of compaction.__all__ that are not callables to sweep: values, types of results, errors.

@@ -103,13 +103,6 @@ def test_import_keeps_lone_surrogates(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.xfail(
-    raises=UnicodeEncodeError,
-    strict=False,
-    reason="wire.gate encodes the body as json.dumps(..., ensure_ascii=False).encode('utf-8'); "
-    "it must pass that JSON through blocks.escape_lone_surrogates first (wire.py is not part of "
-    "this change); remove this marker with that fix",
-)
 def test_run_ships_lone_surrogates_as_json_escapes(tmp_path: Path) -> None:
     """Before: a ``UnicodeEncodeError`` traceback from ``compaction run``."""
     out = tmp_path / "request.json"
