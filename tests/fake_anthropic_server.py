@@ -32,7 +32,12 @@ It misbehaves on demand with :meth:`FakeAnthropic.set_mode`:
 ``timeout``          the first ``times`` requests sleep ``delay`` seconds before answering.
 ``huge``             HTTP 200 with a valid answer of ``size`` bytes and its ``Content-Length``.
 ``huge_unsized``     HTTP 200 streaming ``size`` bytes with no ``Content-Length`` (until close).
+``huge_chunked``     HTTP 200 streaming ``size`` bytes with ``Transfer-Encoding: chunked``.
 ``trickle``          HTTP 200, headers at once, then the body one byte every ``delay`` seconds.
+``trickle_head``     the status line and headers one byte every ``delay`` seconds (with ``size``
+                     bytes of padding headers), then the answer.
+``scripted``         whatever ``answer(request, headers)`` returns: a :class:`Raw` answer written
+                     byte for byte, or any JSON value sent as HTTP 200 (after the checks above).
 
 The text of every failure mode carries :data:`FAILURE_MARK`, so a test can prove that no
 error text ever became a summary.  The server is bounded: bodies over 32 MB get HTTP 413
@@ -46,21 +51,21 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from fake_openai_server import FAILURE_MARK, Recorded
+from fake_openai_server import FAILURE_MARK, Raw, Recorded, streamed, write_raw
 
-__all__ = ["FakeAnthropic", "FAILURE_MARK", "Recorded", "fake_anthropic"]
+__all__ = ["FakeAnthropic", "FAILURE_MARK", "Raw", "Recorded", "fake_anthropic", "message"]
 
 _MAX_BODY = 32 * 1024 * 1024
 _MODES = (
     "ok", "blocks", "stop_sequence", "max_tokens", "refusal", "empty", "prompt_too_long", "413",
     "429", "529", "500", "spend_limit", "401", "403", "404", "timeout", "huge", "huge_unsized",
-    "trickle",
+    "trickle", "huge_chunked", "trickle_head", "scripted",
 )
 _COUNTED = ("429", "529", "500", "timeout")  # modes that fail ``times`` times, then answer ok
 
@@ -73,6 +78,7 @@ class _Mode:
     delay: float = 1.0
     max_chars: int = 10_000
     size: int = 8 * 1024 * 1024
+    answer: Callable[[Any, dict[str, str]], Any] | None = None
     served: int = 0  # failures served so far in this mode
 
 
@@ -81,7 +87,15 @@ def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
             "request_id": "req_fake"}
 
 
-def _message(request: Any, content: list[dict[str, Any]], stop: str | None, body: bytes) -> dict[str, Any]:
+def message(request: Any, content: Any, stop: Any = "end_turn", **fields: Any) -> dict[str, Any]:
+    """A Messages answer: ``content`` (a text, or a list of blocks); ``fields`` set at the top level."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    answer = _message(request, blocks, stop, b"")
+    answer.update(fields)
+    return answer
+
+
+def _message(request: Any, content: Any, stop: Any, body: bytes) -> dict[str, Any]:
     prompt = max(1, len(body) // 4)
     return {
         "id": "msg_fake",
@@ -155,7 +169,7 @@ class FakeAnthropic:
         """Switch the behaviour (see the module docstring); counters restart."""
         if name not in _MODES:
             raise ValueError(f"unknown mode {name!r}; expected one of {', '.join(_MODES)}")
-        unknown = set(options) - {"times", "retry_after", "delay", "max_chars", "size"}
+        unknown = set(options) - {"times", "retry_after", "delay", "max_chars", "size", "answer"}
         if unknown:
             raise ValueError(f"unknown option(s) {sorted(unknown)} for mode {name!r}")
         with self._lock:
@@ -193,6 +207,8 @@ class FakeAnthropic:
             return 400, {}, _error(
                 "invalid_request_error", f"{FAILURE_MARK}: model, max_tokens and messages are required"), 0.0
         text = summary_text(request, body)
+        if name == "scripted" and mode.answer is not None:
+            return 200, {}, mode.answer(request, headers), 0.0
         if name in ("prompt_too_long", "413") and len(body) > mode.max_chars:
             if name == "413":
                 return 413, {}, _error("request_too_large", f"{FAILURE_MARK}: Request exceeds the maximum size"), 0.0
@@ -232,8 +248,10 @@ class FakeAnthropic:
             return 200, {}, _message(request, [{"type": "text", "text": f"{FAILURE_MARK} no"}], "refusal", body), 0.0
         if name == "empty":
             return 200, {}, _message(request, [], "end_turn", body), 0.0
-        if name in ("huge", "huge_unsized", "trickle"):
-            return 200, {}, name, mode.delay if name == "trickle" else 0.0
+        if name in ("huge", "huge_unsized", "huge_chunked", "trickle", "trickle_head"):
+            size = mode.size if name.startswith("huge") or name == "trickle_head" else 0
+            blocks = [{"type": "text", "text": "FILLER" if name.startswith("huge") else text}]
+            return 200, {}, streamed(name, size, mode.delay, _message(request, blocks, "end_turn", body)), 0.0
         answer = _message(request, [{"type": "text", "text": text}], "end_turn", body)
         return 200, {}, answer, (mode.delay if name == "timeout" and failing else 0.0)
 
@@ -259,30 +277,6 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up (a timeout test)
                 pass
 
-        def _stream(self, how: str, delay: float) -> None:
-            """Answer ``huge``, ``huge_unsized`` or ``trickle``; stop when the client is gone."""
-            size = fake._mode.size
-            filler = b'{"type":"message","content":[{"type":"text","text":"' + b"x" * size + b'"}],' \
-                     b'"stop_reason":"end_turn"}'
-            try:
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                if how != "huge_unsized":
-                    self.send_header("Content-Length", str(len(filler)))
-                self.end_headers()
-                self.wfile.flush()
-                step = 1 if how == "trickle" else 65536
-                for start in range(0, len(filler), step):
-                    if fake.stopped:
-                        return
-                    self.wfile.write(filler[start : start + step])
-                    if how == "trickle":
-                        self.wfile.flush()
-                        time.sleep(delay)
-            except OSError:
-                pass
-            self.close_connection = True
-
         def do_GET(self) -> None:  # noqa: N802
             self._send(405, _error("invalid_request_error", f"{FAILURE_MARK}: only POST /v1/messages"))
 
@@ -305,9 +299,11 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 return
             status, extra, answer, delay = fake._decide(body, headers)
             record.status = status
-            if isinstance(answer, str):
-                record.delayed = delay
-                self._stream(answer, delay)
+            if isinstance(answer, Raw):
+                record.status = answer.status
+                record.delayed = answer.head_delay or answer.body_delay
+                self.close_connection = True
+                write_raw(self.wfile, answer, lambda: fake.stopped)
                 return
             if delay:
                 record.delayed = delay

@@ -19,6 +19,17 @@ path, the status it answered) and misbehaves on demand with :meth:`FakeOpenAI.se
 ``content_filter`` a partial text with ``finish_reason: "content_filter"``.
 ``401``            HTTP 401 whose message echoes the ``Authorization`` header, as some servers do.
 ``400_echo``       HTTP 400 (a bad parameter) whose message echoes the ``Authorization`` header.
+``huge``           HTTP 200 with a valid answer of ``size`` bytes and its ``Content-Length``.
+``huge_unsized``   HTTP 200 streaming ``size`` bytes with no ``Content-Length`` (until close).
+``huge_chunked``   HTTP 200 streaming ``size`` bytes with ``Transfer-Encoding: chunked``.
+``trickle``        HTTP 200, headers at once, then the body one byte every ``delay`` seconds.
+``trickle_head``   the status line and headers one byte every ``delay`` seconds (with ``size``
+                   bytes of padding headers), then the answer.
+``scripted``       whatever ``answer(request, headers)`` returns: a :class:`Raw` answer written
+                   byte for byte, or any JSON value sent as HTTP 200 (``request`` is the parsed
+                   body, ``headers`` the request's headers, lower-cased).
+
+:class:`Raw` and :func:`write_raw` are shared with :mod:`fake_anthropic_server`.
 
 The text of every failure mode carries :data:`FAILURE_MARK`, so a test can prove that no
 error text ever became a summary.  The server is bounded: bodies over 32 MB and requests
@@ -32,21 +43,105 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-__all__ = ["FakeOpenAI", "Recorded", "FAILURE_MARK", "image_inputs", "fake_openai"]
+__all__ = [
+    "FakeOpenAI", "Recorded", "Raw", "FAILURE_MARK", "completion", "image_inputs", "fake_openai", "streamed",
+    "write_raw",
+]
 
 FAILURE_MARK = "FAKE-SERVER-FAILURE-TEXT"
 _MAX_BODY = 32 * 1024 * 1024
 _MODES = (
     "ok", "text_only", "timeout", "429", "500", "context_length", "empty", "length", "refusal",
-    "content_filter", "401", "400_echo",
+    "content_filter", "401", "400_echo", "huge", "huge_unsized", "huge_chunked", "trickle", "trickle_head",
+    "scripted",
 )
+
+
+@dataclass
+class Raw:
+    """An answer written as given, for misbehaviour a JSON answer cannot express.
+
+    Attributes:
+        status: the HTTP status.
+        headers: headers sent as given, in order (``Content-Length`` is added when ``sized``).
+        body: the body bytes, or a JSON value serialized compactly.
+        sized: send ``Content-Length``; otherwise the body ends when the connection closes.
+        chunked: send the body with ``Transfer-Encoding: chunked`` (never sized).
+        head_delay: seconds between bytes of the status line and headers.
+        body_delay: seconds between bytes of the body.
+    """
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = b""
+    sized: bool = True
+    chunked: bool = False
+    head_delay: float = 0.0
+    body_delay: float = 0.0
+
+    def data(self) -> bytes:
+        if isinstance(self.body, bytes):
+            return self.body
+        return json.dumps(self.body).encode("utf-8")
+
+
+def write_raw(wfile: Any, raw: Raw, stopped: Callable[[], bool]) -> None:
+    """Write ``raw`` to ``wfile``; stop when the client is gone or ``stopped()`` turns true."""
+    data = raw.data()
+    headers = dict(raw.headers)
+    if raw.chunked:
+        headers["Transfer-Encoding"] = "chunked"
+    elif raw.sized:
+        headers.setdefault("Content-Length", str(len(data)))
+    headers.setdefault("Connection", "close")
+    head = f"HTTP/1.1 {raw.status} Fake\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+
+    def paced(payload: bytes, delay: float, step: int) -> bool:
+        step = 1 if delay else step
+        for start in range(0, len(payload), step):
+            if stopped():
+                return False
+            wfile.write(payload[start : start + step])
+            if delay:
+                wfile.flush()
+                time.sleep(delay)
+        wfile.flush()
+        return True
+
+    try:
+        if not paced(head.encode("latin-1"), raw.head_delay, len(head)):
+            return
+        if not raw.chunked:
+            paced(data, raw.body_delay, 65536)
+            return
+        step = 1 if raw.body_delay else 65536
+        for start in range(0, len(data), step):
+            piece = data[start : start + step]
+            if not paced(b"%x\r\n" % len(piece) + piece + b"\r\n", raw.body_delay / (len(piece) + 5), 65536):
+                return
+        paced(b"0\r\n\r\n", 0.0, 16)
+    except OSError:  # the client gave up
+        pass
+
+
+def streamed(how: str, size: int, delay: float, answer: Any) -> Raw:
+    """The :class:`Raw` answer of the ``huge*``, ``trickle`` and ``trickle_head`` modes."""
+    if how == "trickle_head":
+        padding = {f"X-Padding-{i}": "p" * 60 for i in range(max(1, size // 80))}
+        return Raw(200, {"Content-Type": "application/json", **padding}, answer, head_delay=delay)
+    if how == "trickle":
+        return Raw(200, {"Content-Type": "application/json"}, answer, body_delay=delay)
+    filler = b"x" * size
+    body = json.dumps(answer).encode("utf-8").replace(b"FILLER", filler)
+    return Raw(200, {"Content-Type": "application/json"}, body, sized=how == "huge", chunked=how == "huge_chunked")
+
 
 
 def image_inputs(body: bytes) -> int:
@@ -93,6 +188,8 @@ class _Mode:
     status: int = 500
     delay: float = 1.0
     max_chars: int = 10_000
+    size: int = 8 * 1024 * 1024
+    answer: Callable[[Any, dict[str, str]], Any] | None = None
     served: int = 0  # failures served so far in this mode
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -141,12 +238,16 @@ class FakeOpenAI:
         """Switch the behaviour (see the module docstring); counters restart."""
         if name not in _MODES:
             raise ValueError(f"unknown mode {name!r}; expected one of {', '.join(_MODES)}")
-        known = {"times", "retry_after", "status", "delay", "max_chars"}
+        known = {"times", "retry_after", "status", "delay", "max_chars", "size", "answer"}
         unknown = set(options) - known
         if unknown:
             raise ValueError(f"unknown option(s) {sorted(unknown)} for mode {name!r}")
         with self._lock:
             self._mode = _Mode(name, **options)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def statuses(self) -> list[int]:
         with self._lock:
@@ -170,6 +271,13 @@ class FakeOpenAI:
         except ValueError:
             return 400, {}, _error("invalid_json", f"{FAILURE_MARK}: the body is not JSON"), 0.0
         auth = headers.get("authorization", "")
+        if name == "scripted" and mode.answer is not None:
+            return 200, {}, mode.answer(request, headers), 0.0
+        if name in ("huge", "huge_unsized", "huge_chunked", "trickle", "trickle_head"):
+            size = mode.size if name.startswith("huge") or name == "trickle_head" else 0
+            text = "FILLER" if name.startswith("huge") else _ok(request, body)["choices"][0]["message"]["content"]
+            raw = streamed(name, size, mode.delay, _completion(request, text, "stop"))
+            return 200, {}, raw, 0.0
         if name == "text_only" and image_inputs(body):
             return 400, {}, _error(
                 "image_input_not_supported",
@@ -213,7 +321,14 @@ def _error(code: str | None, message: str, kind: str = "invalid_request_error") 
     return {"error": {"code": code, "message": message, "type": kind, "param": None}}
 
 
-def _completion(request: Any, content: str | None, finish: str) -> dict[str, Any]:
+def completion(request: Any, content: Any, finish: Any = "stop", **fields: Any) -> dict[str, Any]:
+    """A Chat Completions answer carrying ``content``; ``fields`` are set at the top level."""
+    answer = _completion(request, content, finish)
+    answer.update(fields)
+    return answer
+
+
+def _completion(request: Any, content: Any, finish: Any) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -278,6 +393,11 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(404, _error("not_found", f"{FAILURE_MARK}: unknown path {self.path}"))
                 return
             status, extra, answer, delay = fake._decide(body, headers)
+            if isinstance(answer, Raw):
+                record.status = answer.status
+                self.close_connection = True
+                write_raw(self.wfile, answer, lambda: fake.stopped)
+                return
             record.status = status
             if delay:
                 record.delayed = delay
