@@ -172,7 +172,8 @@ class SummarizerSettings:
         api_key_env: the NAME of the environment variable holding the API key, never the
             key itself; ``None`` sends no key (local servers), except for ``"anthropic"``,
             which then reads ``ANTHROPIC_API_KEY``.
-        timeout_seconds: per-request timeout (seconds, > 0).
+        timeout_seconds: the bound of each attempt of a request, whole: connecting,
+            sending, the headers and the body (seconds, > 0).
         max_output_tokens: the summary's output cap (tokens); ``None`` uses the recipe's
             ``summary_max_tokens``.
         max_retries: retries on transient errors (timeouts, 429, 5xx).
@@ -215,7 +216,9 @@ class SummarizerSettings:
         """Return the API key from the environment variable named by ``api_key_env``.
 
         Raises:
-            RecipeError: ``api_key_env`` is set but the variable is missing or empty.
+            RecipeError: ``api_key_env`` is set but the variable is missing or empty, or holds
+                a character no API key has (a trailing CR or LF, a control or non-ASCII
+                character); the message names the variable, never the key.
         """
         if self.api_key_env is None:
             return None
@@ -224,6 +227,13 @@ class SummarizerSettings:
             raise RecipeError(
                 f"{self.source}: key 'summarizer.api_key_env': environment variable "
                 f"{self.api_key_env} is not set; export it or remove api_key_env"
+            )
+        from .summarizers._secrets import bad_key_message, key_problem
+
+        problem = key_problem(value)
+        if problem:
+            raise RecipeError(
+                f"{self.source}: key 'summarizer.api_key_env': {bad_key_message(self.api_key_env, problem)}"
             )
         return value
 

@@ -12,21 +12,40 @@ JSON is re-serialized.  A request gated for another format, model or cap is refu
 anything is sent.  ``request_sha256`` in the provenance is the hash of those bytes.
 
 The key.  ``api_key_env`` names the environment variable holding the API key; the key is
-read from the environment at each request, sent only in the provider's key header, and
-never stored on the object, logged, put in an error message or in the provenance: every
-text that came from the server or the transport is scrubbed of it.
+read from the environment when the summarizer is built and at each request, sent only in the
+provider's key header, and never stored on the object, logged, put in an error message or in
+the provenance.  A key that is not printable ASCII without spaces (a trailing CR or LF, a
+control or non-ASCII character) is refused, naming the variable, never the key
+(:mod:`._secrets`).  Everything that came from the server or the transport -- the summary
+text, every provenance field, every error text -- is scrubbed of every run of 8 or more of the
+key's characters, even split by whitespace or escaped (JSON, URL, HTML), before it is
+shortened, stored or shown.
 
-Never trust a server.  Each attempt is bounded in time (``timeout_seconds`` for connecting,
-each read and each write, and the whole response must arrive within ``timeout_seconds`` of
-the request: a server trickling bytes is cut off like a silent one) and in size (a response
-body over ``max_response_bytes``, decoded, is refused with :class:`SummarizerError` without
-reading the rest).  Redirects are not followed.  The status line and headers are bounded by
-the HTTP parser (h11 refuses a head over 64 KB) and each read of them by the read timeout.
+Never trust a server.  Each attempt has one deadline, ``timeout_seconds`` after it starts:
+connecting, sending, the status line, the headers and the body must all be done by then, so
+a server trickling its head or its body one byte a second is cut off like a silent one
+(:mod:`._deadline`; the same ``timeout_seconds`` bounds each operation too).  The body is
+bounded in size (over ``max_response_bytes``, decoded, it is refused with
+:class:`SummarizerError` without reading the rest; a compressed body is inflated in bounded
+steps: :mod:`._body`); the head by the HTTP parser (httpcore refuses one over about 100 KB).  Redirects
+are never followed, even by a client that would.  The answer must be a JSON object (invalid
+UTF-8, deep nesting, a list: :class:`SummarizerError`); a 200 that carries an error (an
+``error`` field, or ``"type": "error"``) is an error, classified by its content like any
+other.  Text in the answer is cleaned of lone surrogates; the provenance keeps only the
+server's token counts (``usage``: numbers and short strings, bounded) and a shortened
+``served_model``.
+
+The summary's length.  A summary longer than :func:`summary_token_bound` of the request's
+output cap -- ``1.5 x max_output_tokens + 50`` tokens, counted in ``encoding`` -- is refused
+(:class:`SummarizerRefused`, code ``"summary_too_long"``) so the compactor splits the chunk
+rather than store it.  A summary longer than 128 characters a token of the bound is refused
+without counting (no token of o200k_base or cl100k_base is longer than 128 bytes).
 
 The failure ladder (DESIGN.md, "When the summarizer fails"):
 
 1. Transient -- an httpx timeout or network error, a response past its deadline, HTTP 408,
-   429, 500, 502, 503, 504 or 529 (Anthropic's ``overloaded_error``): retry up to
+   429, 500, 502, 503, 504 or 529 (Anthropic's ``overloaded_error``), or a 200 carrying an
+   overload, rate-limit or server error: retry up to
    ``max_retries`` times, waiting ``min(backoff_max, backoff_base * 2**attempt)`` seconds
    (no jitter, so runs are reproducible) or the server's ``retry-after-ms`` /
    ``Retry-After`` (seconds or an HTTP date) when it gives one.  A ``Retry-After`` longer
@@ -35,7 +54,7 @@ The failure ladder (DESIGN.md, "When the summarizer fails"):
    :class:`~compaction.errors.SummarizerUnavailable`.
 2. Refused -- HTTP 413, or 400/413/422 whose error names the context length (too long,
    maximum context) or unsupported content (``image_input_not_supported``), or an answer
-   the provider calls a refusal, truncated, unfinished or empty:
+   the provider calls a refusal, truncated, unfinished or empty, or a summary over its bound:
    :class:`~compaction.errors.SummarizerRefused`, with the server's code and message
    (shortened to 300 characters), so the compactor splits the chunk.
 3. Anything else -- 401, 403, 404, other 4xx, a redirect, a malformed or oversized
@@ -51,6 +70,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -61,8 +81,13 @@ from typing import Any
 import httpx
 
 from ..errors import RecipeError, SummarizerError, SummarizerRefused, SummarizerUnavailable
+from ..tokens.counting import count_text
+from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
 from ..types import RequestFormatName, SummaryKind
 from ..wire import GatedRequest
+from ._body import ACCEPT_ENCODING, read_body
+from ._deadline import PastDeadline, bound_client, deadline
+from ._secrets import bad_key_message, clean_text, key_problem, scrub_key
 from .base import SummaryResult
 
 __all__ = [
@@ -74,6 +99,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "redact_url",
     "shorten",
+    "summary_token_bound",
 ]
 
 #: HTTP statuses retried with backoff (529: Anthropic's ``overloaded_error``).
@@ -89,9 +115,39 @@ REFUSAL_RE = re.compile(
     r"image inputs? (?:is|are) not supported|not a multimodal model|content_policy|content_filter",
     re.I,
 )
+#: Error codes of a 200 carrying an error that are worth retrying (an overload, a rate limit).
+TRANSIENT_ERROR_CODES = frozenset({
+    "overloaded_error", "rate_limit_error", "rate_limit_exceeded", "api_error", "server_error", "timeout",
+})
 #: The largest response body read (bytes, after decompression): a summary is a few KB.
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+#: A summary may exceed its output cap by this factor plus :data:`SUMMARY_SLACK_TOKENS`.
+SUMMARY_FACTOR = 1.5
+SUMMARY_SLACK_TOKENS = 50
+#: The longest token of o200k_base and cl100k_base (bytes): a text of n tokens has at most
+#: 128 n characters.
+_MAX_TOKEN_CHARS = 128
 _REASON_LIMIT = 300
+#: Bounds of what the provenance keeps of the server's ``usage`` and model name.
+_USAGE_FIELDS = 32
+_USAGE_TEXT = 64
+_MODEL_NAME = 200
+
+
+def summary_token_bound(max_output_tokens: int | None) -> int | None:
+    """Return the most tokens a summary may have: ``ceil(1.5 x max_output_tokens) + 50``.
+
+    A model asked for at most ``max_output_tokens`` may run a little over in another
+    tokenizer; half again plus 50 tokens allows for that, not for a runaway answer.
+    ``None`` (no cap): no bound.
+
+    Example:
+        >>> summary_token_bound(300)
+        500
+    """
+    if max_output_tokens is None:
+        return None
+    return math.ceil(SUMMARY_FACTOR * max_output_tokens) + SUMMARY_SLACK_TOKENS
 
 
 def redact_url(url: str) -> str:
@@ -128,7 +184,7 @@ def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
     if millis:
         try:
             value = float(millis) / 1000.0
-            if value >= 0:
+            if value >= 0:  # not negative, not NaN
                 return value
         except ValueError:
             pass
@@ -137,16 +193,16 @@ def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
         return None
     raw = raw.strip()
     try:
-        return max(0.0, float(raw))
+        seconds = float(raw)
     except ValueError:
         pass
+    else:
+        return None if math.isnan(seconds) else max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
+        return max(0.0, when.timestamp() - now) if when is not None else None
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - now)
 
 
 def error_fields(data: Any) -> tuple[str | None, str]:
@@ -157,17 +213,39 @@ def error_fields(data: Any) -> tuple[str | None, str]:
     ``code``, else its ``type``.
     """
     if not isinstance(data, dict):
-        return None, str(data)
+        return None, _as_text(data)
     error = data.get("error", data)
     if isinstance(error, str):
         return None, error
     if not isinstance(error, dict):
-        return None, json.dumps(data, ensure_ascii=False)
+        return None, _as_text(data)
     code = error.get("code") or error.get("type")
     message = error.get("message") or error.get("detail") or ""
-    if not isinstance(message, str):
-        message = json.dumps(message, ensure_ascii=False)
-    return (str(code) if code is not None else None), message
+    return (_as_text(code) if code is not None else None), _as_text(message)
+
+
+def _as_text(value: Any) -> str:
+    """Return a parsed JSON value as text; a value too deep to print is named, not printed."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError, TypeError):
+        return f"<a JSON {type(value).__name__} too deep to show>"
+
+
+def _parse_json(body: bytes, base_url: str) -> Any:
+    """Return the parsed body, or raise :class:`SummarizerError` saying why it is not JSON."""
+    try:
+        return json.loads(body)
+    except UnicodeDecodeError as err:
+        raise SummarizerError(
+            f"{base_url}: the response is not valid UTF-8 (byte {err.start} of {len(body)}), so not JSON"
+        ) from None
+    except RecursionError:
+        raise SummarizerError(f"{base_url}: the response is JSON nested too deeply to read") from None
+    except ValueError as err:
+        raise SummarizerError(f"{base_url}: the response is not JSON ({shorten(str(err), 120)})") from None
 
 
 @dataclass(frozen=True)
@@ -198,10 +276,6 @@ class Transient:
     hopeless: bool = False  # waiting cannot help (quota exhausted, Retry-After too long)
 
 
-class _PastDeadline(Exception):
-    """The response did not arrive whole within ``timeout_seconds``."""
-
-
 def _positive_int(label: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise RecipeError(f"{label}: expected an integer >= {minimum}, found {value!r}")
@@ -221,8 +295,8 @@ class HTTPSummarizer:
         model: the model written into each request; a request gated for another is refused.
         api_key_env: the NAME of the environment variable holding the API key; ``None``
             sends no key header.
-        timeout_seconds: the bound of each attempt (seconds): connect, each read and write,
-            and the whole response.
+        timeout_seconds: the bound of each attempt, whole (seconds): connecting, sending,
+            the status line, headers and body; also of each operation.
         max_output_tokens: the summary's output cap (tokens) the requests must be gated
             with; ``None``: the recipe's ``summary_max_tokens``.
         max_retries: retries of transient failures (requests made: ``max_retries + 1``).
@@ -230,12 +304,17 @@ class HTTPSummarizer:
         backoff_max: the longest wait (seconds), and the longest ``Retry-After`` honoured.
         max_response_bytes: the largest response body read (bytes, decoded).
         client: an httpx client to use (tests, connection pools); by default one is
-            created and closed by :meth:`close`.
+            created and closed by :meth:`close`.  Its connections opened from now on are
+            bounded by the attempt's deadline (:mod:`._deadline`).
         sleep: how to wait (seconds); tests inject a recorder.
+        encoding: the encoding summaries are counted in against their bound (tokens);
+            the recipe's ``encoding``.
 
     Raises:
         RecipeError: a bad ``base_url`` (not http(s), or carrying credentials), an empty
-            model, a bad number, or ``api_key_env`` naming a variable that is not set.
+            model, a bad number or encoding, or ``api_key_env`` naming a variable that is
+            not set or holds a character no API key has (the message names the variable,
+            never the key).
     """
 
     name: str = "http"
@@ -256,6 +335,7 @@ class HTTPSummarizer:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        encoding: str = DEFAULT_ENCODING,
     ) -> None:
         if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
             raise RecipeError(f"base_url: expected an http:// or https:// URL, found {base_url!r}")
@@ -279,11 +359,18 @@ class HTTPSummarizer:
                 raise RecipeError(f"{label}: expected a number > 0 (seconds), found {value!r}")
         if isinstance(backoff_base, bool) or not isinstance(backoff_base, (int, float)) or backoff_base < 0:
             raise RecipeError(f"backoff_base: expected a number >= 0 (seconds), found {backoff_base!r}")
-        if api_key_env is not None and not os.environ.get(api_key_env):
-            raise RecipeError(
-                f"api_key_env: environment variable {api_key_env} is not set; export it or leave "
-                f"api_key_env out for a server that needs no key"
-            )
+        if encoding not in ENCODINGS:
+            raise RecipeError(f"encoding: expected one of {', '.join(sorted(ENCODINGS))}, found {encoding!r}")
+        if api_key_env is not None:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise RecipeError(
+                    f"api_key_env: environment variable {api_key_env} is not set; export it or leave "
+                    f"api_key_env out for a server that needs no key"
+                )
+            problem = key_problem(key)
+            if problem:
+                raise RecipeError(f"api_key_env: {bad_key_message(api_key_env, problem)}")
         self.endpoint = self._endpoint(url)
         self.base_url = redact_url(base_url)
         self.model: str = model
@@ -294,9 +381,12 @@ class HTTPSummarizer:
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
         self.max_response_bytes = max_response_bytes
+        self.encoding = encoding
         self._sleep = sleep
         self._owns_client = client is None
         self._client = client if client is not None else httpx.Client(timeout=self.timeout_seconds)
+        #: whether each attempt's deadline bounds the head too (see :mod:`._deadline`)
+        self.deadline_bound = bound_client(self._client)
         self._closed = False
 
     # -- provider hooks ------------------------------------------------------------------
@@ -384,7 +474,8 @@ class HTTPSummarizer:
             )
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "Accept-Encoding": ACCEPT_ENCODING}
         headers.update(self._extra_headers())
         if self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)
@@ -393,16 +484,23 @@ class HTTPSummarizer:
                     f"environment variable {self.api_key_env} (api_key_env) is no longer set; "
                     f"export it to reach {self.base_url}"
                 )
+            problem = key_problem(key)
+            if problem:
+                raise SummarizerError(bad_key_message(self.api_key_env, problem))
             headers.update(self._key_headers(key))
         return headers
 
     def scrub(self, text: str) -> str:
-        """Return ``text`` (from the server or the transport) with the API key removed."""
-        if self.api_key_env is not None:
-            key = os.environ.get(self.api_key_env)
-            if key and len(key) >= 4:
-                text = text.replace(key, "[redacted]")
-        return text
+        """Return ``text`` (from the server or the transport) without the API key or any
+        run of 8+ of its characters (:func:`~._secrets.scrub_key`), lone surrogates replaced."""
+        key = os.environ.get(self.api_key_env) if self.api_key_env is not None else None
+        return scrub_key(clean_text(text), key)
+
+    def shown(self, text: str, limit: int = _REASON_LIMIT) -> str:
+        """Return a server's ``text`` safe to show: scrubbed, then on one line cut to ``limit``
+        characters, then scrubbed again (a cut never leaves 8 characters of the key)."""
+        text = " ".join(text[: 4 * limit + 4096].split())  # the cut below never reaches past this
+        return self.scrub(shorten(self.scrub(text), limit))
 
     # -- the ladder ----------------------------------------------------------------------
     def summarize(self, request: GatedRequest, *, kind: SummaryKind) -> SummaryResult:
@@ -420,21 +518,24 @@ class HTTPSummarizer:
 
         Raises:
             SummarizerUnavailable: transient failures outlasted the retries.
-            SummarizerRefused: the request was refused (too long, unsupported content) or the
-                answer is a refusal, truncated, unfinished or empty.
+            SummarizerRefused: the request was refused (too long, unsupported content), or the
+                answer is a refusal, truncated, unfinished, empty, or over
+                :func:`summary_token_bound` of the request's output cap.
             SummarizerError: the request was gated for another format, model or cap, the
-                summarizer is closed, or any other failure (401, 403, 404, a malformed or
-                oversized response).
+                summarizer is closed, the key in ``api_key_env`` is gone or unusable, or any
+                other failure (401, 403, 404, a redirect, a malformed or oversized response,
+                a 200 carrying an error).
         """
         if self._closed:
             raise SummarizerError(f"{self.name} for {self.base_url} is closed; build a new one")
         self.check(request)
         payload = request.payload
         digest = hashlib.sha256(payload).hexdigest()
+        cap = request.max_output_tokens if request.max_output_tokens is not None else self.max_output_tokens
         attempts = 0
         while True:
             attempts += 1
-            outcome = self._attempt(payload)
+            outcome = self._attempt(payload, summary_token_bound(cap))
             if isinstance(outcome, SummaryResult):
                 provenance = {**outcome.provenance, "request_sha256": digest}
                 provenance.update(kind=kind, attempts=attempts)
@@ -449,59 +550,50 @@ class HTTPSummarizer:
             backoff = min(self.backoff_max, self.backoff_base * 2**retry)
             self._sleep(outcome.retry_after if outcome.retry_after is not None else backoff)
 
-    def _read(self, response: httpx.Response, deadline: float) -> bytes:
-        """Return the response body, refusing one over the size bound or past the deadline."""
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_response_bytes:
-            raise SummarizerError(
-                f"{self.base_url}: the response declares {int(declared)} bytes, over the bound of "
-                f"{self.max_response_bytes} bytes (max_response_bytes); a summary is a few KB"
-            )
-        parts: list[bytes] = []
-        size = 0
-        for part in response.iter_bytes():
-            size += len(part)
-            if size > self.max_response_bytes:
-                raise SummarizerError(
-                    f"{self.base_url}: the response exceeds the bound of {self.max_response_bytes} "
-                    f"bytes (max_response_bytes); a summary is a few KB"
-                )
-            parts.append(part)
-            if time.monotonic() > deadline:
-                raise _PastDeadline
-        return b"".join(parts)
-
-    def _attempt(self, payload: bytes) -> SummaryResult | Transient:
+    def _attempt(self, payload: bytes, bound: int | None) -> SummaryResult | Transient:
         """Make one request: the summary, a transient failure, or raise for any other failure."""
-        deadline = time.monotonic() + self.timeout_seconds
+        headers = self._headers()
+        at = time.monotonic() + self.timeout_seconds
         try:
-            with self._client.stream(
-                "POST", self.endpoint, content=payload, headers=self._headers(), timeout=self.timeout_seconds
+            with deadline(at), self._client.stream(
+                "POST",
+                self.endpoint,
+                content=payload,
+                headers=headers,
+                timeout=self.timeout_seconds,
+                follow_redirects=False,
             ) as response:
-                body = self._read(response, deadline)
-        except (httpx.TimeoutException, _PastDeadline) as err:
-            return Transient(f"timed out after {self.timeout_seconds:g} s ({type(err).__name__.lstrip('_')})")
+                body = read_body(
+                    response, limit=self.max_response_bytes, deadline=at, base_url=self.base_url, show=self.shown
+                )
+        except (httpx.TimeoutException, PastDeadline) as err:
+            return Transient(f"timed out after {self.timeout_seconds:g} s ({type(err).__name__})")
         except (httpx.NetworkError, httpx.RemoteProtocolError) as err:
-            return Transient(self.scrub(f"connection failed ({type(err).__name__}: {shorten(str(err))})"))
+            return Transient(f"connection failed ({type(err).__name__}: {self.shown(str(err))})")
         except httpx.HTTPError as err:
             raise SummarizerError(
-                self.scrub(f"{self.base_url}: request failed ({type(err).__name__}: {shorten(str(err))})")
+                f"{self.base_url}: request failed ({type(err).__name__}: {self.shown(str(err))})"
             ) from None
         status = response.status_code
         if status == 200:
-            return self._accept(body)
+            return self._accept(body, response.headers, bound)
         try:
-            data: Any = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+            data: Any = _parse_json(body, self.base_url)
+        except SummarizerError:
             data = None
         code, message = error_fields(data) if data is not None else (None, body.decode("utf-8", "replace"))
-        error = ServerError(status, code, message, data, response.headers)
-        detail = self.scrub(shorten(f"{code}: {message}" if code else message))
-        if status in TRANSIENT_STATUSES:
+        return self._classify(ServerError(status, code, message, data, response.headers))
+
+    def _classify(self, error: ServerError) -> Transient:
+        """Return a transient failure for ``error``, or raise the error it is (refused or not)."""
+        status, code = error.status, error.code
+        detail = self.shown(f"{code}: {error.message}" if code else error.message)
+        shown_code = self.shown(code, 60) if code else None
+        if status in TRANSIENT_STATUSES or (status == 200 and code in TRANSIENT_ERROR_CODES):
             hopeless = self._hopeless(error)
             if hopeless:
                 return Transient(f"HTTP {status} {detail} ({hopeless}; waiting will not help)", hopeless=True)
-            after = retry_after_seconds(response.headers, time.time())
+            after = retry_after_seconds(error.headers, time.time())
             if after is not None and after > self.backoff_max:
                 return Transient(
                     f"HTTP {status}; the server asks to retry after {after:g} s, more than "
@@ -509,16 +601,18 @@ class HTTPSummarizer:
                     hopeless=True,
                 )
             return Transient(f"HTTP {status} {detail}".rstrip(), retry_after=after)
-        if self._refused(error):
+        if self._refused(error) or (status == 200 and REFUSAL_RE.search(f"{code} {error.message}")):
             raise SummarizerRefused(
                 f"{self.base_url} refused the request (HTTP {status}): {detail}; the chunk will be split",
-                code=code,
+                code=shown_code,
                 status=status,
             )
+        if status == 200:
+            raise SummarizerError(f"{self.base_url}: the server answered with an error (HTTP 200): {detail}")
         if status in (401, 403):
             hint = f"check the key in ${self.api_key_env}" if self.api_key_env else self._missing_key_hint()
             what = "unauthorized" if status == 401 else "forbidden"
-            named = f", {self.scrub(shorten(code, 60))}" if code else ""
+            named = f", {shown_code}" if shown_code else ""
             raise SummarizerError(f"{self.base_url}: HTTP {status} ({what}{named}); {hint}")
         if status == 404:
             raise SummarizerError(
@@ -531,39 +625,73 @@ class HTTPSummarizer:
             )
         raise SummarizerError(f"{self.base_url}: HTTP {status}: {detail or 'no error message'}")
 
-    def _accept(self, body: bytes) -> SummaryResult:
-        """Return the summary of a 200 body, or raise if it is not a finished, non-empty text."""
-        try:
-            data: Any = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise SummarizerError(
-                f"{self.base_url}: the response is not JSON ({shorten(str(err), 120)})"
-            ) from None
+    def _accept(self, body: bytes, headers: httpx.Headers, bound: int | None) -> SummaryResult | Transient:
+        """Return the summary of a 200 body, or raise if it is not a finished text within ``bound`` tokens."""
+        data = _parse_json(body, self.base_url)
         if not isinstance(data, dict):
             raise SummarizerError(f"{self.base_url}: the response is not a JSON object")
-        if "error" in data and not data.get("choices") and not data.get("content"):
+        if data.get("type") == "error" or data.get("error") not in (None, False, "", {}, []):
             code, message = error_fields(data)
-            detail = self.scrub(shorten(f"{code}: {message}" if code else message))
-            if REFUSAL_RE.search(f"{code} {message}"):
-                raise SummarizerRefused(f"{self.base_url} refused the request: {detail}", code=code)
-            raise SummarizerError(f"{self.base_url}: the server answered with an error: {detail}")
+            return self._classify(ServerError(200, code, message, data, headers))
         text, fields = self._parse_answer(data)
         text = text.strip()
         if not text:
             raise SummarizerRefused(f"{self.base_url}: the model answered with no text", code="empty")
-        usage = data.get("usage")
+        if bound is not None and len(text) > _MAX_TOKEN_CHARS * bound:
+            self._refuse_length(f"{len(text):,} characters", bound)
+        text = self.scrub(text)
+        if bound is not None and (tokens := count_text(text, self.encoding)) > bound:
+            self._refuse_length(f"{tokens:,} tokens ({self.encoding})", bound)
         provenance: dict[str, Any] = {
             "summarizer": self.name,
             "model": self.model,
             "base_url": self.base_url,
-            "usage": usage if isinstance(usage, dict) else None,
+            "usage": self._usage(data.get("usage")),
             **fields,
         }
         served = data.get("model")
         if isinstance(served, str) and served and served != self.model:
-            provenance["served_model"] = served
-        # a server may echo anything into usage or the model name: the key never goes on
+            provenance["served_model"] = self.shown(served, _MODEL_NAME)
+        # a server may echo anything into the fields the provider kept: the key never goes on
         return SummaryResult(text, self._scrubbed(provenance))
+
+    def _refuse_length(self, size: str, bound: int) -> None:
+        """Refuse a summary of ``size`` over ``bound`` tokens, so the compactor splits the chunk."""
+        raise SummarizerRefused(
+            f"{self.base_url}: the summary is {size}, over the bound of {bound} tokens (1.5 x the output "
+            f"cap + {SUMMARY_SLACK_TOKENS}: summary_max_tokens or summarizer.max_output_tokens); the chunk "
+            f"will be split",
+            code="summary_too_long",
+        )
+
+    def _usage(self, usage: Any) -> dict[str, Any] | None:
+        """Return the server's token counts: numbers and short texts, one level of nesting, bounded."""
+
+        def kept(value: Any, depth: int) -> Any:
+            if value is None or isinstance(value, bool):
+                return value
+            if isinstance(value, int):
+                return value if abs(value) < 2**63 else None
+            if isinstance(value, float):
+                return value if math.isfinite(value) else None
+            if isinstance(value, str):
+                return self.shown(value, _USAGE_TEXT)
+            if isinstance(value, dict) and depth == 0:
+                return fields(value, 1)
+            return None
+
+        def fields(value: dict[Any, Any], depth: int) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, item in value.items():
+                if len(out) >= _USAGE_FIELDS:
+                    break
+                if isinstance(name, str) and len(name) <= _USAGE_TEXT:
+                    item = kept(item, depth)
+                    if item is not None or value[name] is None:
+                        out[self.shown(name, _USAGE_TEXT)] = item
+            return out
+
+        return fields(usage, 0) if isinstance(usage, dict) else None
 
     def _scrubbed(self, value: Any) -> Any:
         """Return ``value`` (JSON-like) with the API key removed from every string in it."""

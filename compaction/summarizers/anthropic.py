@@ -42,8 +42,9 @@ from typing import Any
 import httpx
 
 from ..errors import RecipeError, SummarizerError, SummarizerRefused
+from ..tokens.encodings import DEFAULT_ENCODING
 from ..types import RequestFormatName
-from ._http import DEFAULT_MAX_RESPONSE_BYTES, HTTPSummarizer, ServerError, shorten
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, HTTPSummarizer, ServerError
 
 __all__ = ["AnthropicMessagesSummarizer", "ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION"]
 
@@ -69,7 +70,7 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
         api_key_env: the NAME of the environment variable holding the API key (default
             ``ANTHROPIC_API_KEY``), sent as ``x-api-key``; ``None`` sends no key (a gateway
             that adds its own).
-        timeout_seconds: the bound of each attempt (seconds).
+        timeout_seconds: the bound of each attempt, whole: connect, headers and body (seconds).
         max_output_tokens: the summary's output cap (tokens) the requests are gated with
             (``max_tokens`` in the body); ``None``: the recipe's ``summary_max_tokens``.
         max_retries: retries of transient failures (requests made: ``max_retries + 1``).
@@ -79,11 +80,12 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
         max_response_bytes: the largest response body read (bytes).
         client: an httpx client to use; by default one is created and closed by :meth:`close`.
         sleep: how to wait (seconds); tests inject a recorder.
+        encoding: the encoding a summary is counted in against its bound (tokens).
 
     Raises:
         RecipeError: no model, a bad ``base_url`` (not http(s), or carrying credentials), a
             bad number or ``anthropic_version``, or ``api_key_env`` naming a variable that is
-            not set.
+            not set or holds a character no API key has.
 
     Example:
         >>> s = AnthropicMessagesSummarizer(model="claude-haiku-4-5")  # doctest: +SKIP
@@ -110,6 +112,7 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        encoding: str = DEFAULT_ENCODING,
     ) -> None:
         if isinstance(model, str) and not model.strip():
             raise RecipeError("model: required; name the Claude model, for example 'claude-haiku-4-5'")
@@ -130,6 +133,7 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
             max_response_bytes=max_response_bytes,
             client=client,
             sleep=sleep,
+            encoding=encoding,
         )
 
     def _endpoint(self, base: httpx.URL) -> httpx.URL:
@@ -170,7 +174,7 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
         if not isinstance(content, list):
             raise SummarizerError(f"{self.base_url}: the response has no content list")
         stop = data.get("stop_reason")
-        shown = self.scrub(shorten(repr(stop), 60))
+        shown = self.shown(repr(stop), 60)
         if stop == "refusal":
             raise SummarizerRefused(f"{self.base_url}: the model refused (stop_reason 'refusal')", code=stop)
         if stop in _TRUNCATED:
@@ -181,7 +185,7 @@ class AnthropicMessagesSummarizer(HTTPSummarizer):
         if stop not in _FINISHED:
             raise SummarizerRefused(
                 f"{self.base_url}: the answer did not finish (stop_reason {shown}, expected 'end_turn')",
-                code=self.scrub(shorten(str(stop), 60)),
+                code=self.shown(str(stop), 60),
             )
         text = "".join(
             block["text"]

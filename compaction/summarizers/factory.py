@@ -64,6 +64,7 @@ def _build_openai(recipe: Recipe) -> Summarizer:
             timeout_seconds=settings.timeout_seconds,
             max_output_tokens=settings.max_output_tokens,
             max_retries=settings.max_retries,
+            encoding=recipe.encoding,
         )
     except RecipeError as err:
         raise _translate(settings, err) from err
@@ -85,6 +86,7 @@ def _build_anthropic(recipe: Recipe) -> Summarizer:
             timeout_seconds=settings.timeout_seconds,
             max_output_tokens=settings.max_output_tokens,
             max_retries=settings.max_retries,
+            encoding=recipe.encoding,
         )
     except RecipeError as err:
         raise _translate(settings, err) from err
@@ -112,14 +114,15 @@ def summarizer_from_recipe(recipe: Recipe) -> Summarizer:
         :class:`~compaction.summarizers.anthropic.AnthropicMessagesSummarizer` for
         ``summarizer.model`` at ``summarizer.base_url`` (default
         ``https://api.anthropic.com``), the key in ``summarizer.api_key_env`` (default
-        ``ANTHROPIC_API_KEY``).  An HTTP summarizer takes the recipe's timeout, output cap
-        and retries, and reads its key from the environment at each request, never from the
-        recipe.
+        ``ANTHROPIC_API_KEY``).  An HTTP summarizer takes the recipe's timeout, output cap,
+        retries and encoding (summaries are counted in it against their bound), and reads its
+        key from the environment when built and at each request, never from the recipe.
 
     Raises:
         RecipeError: an unknown kind, a missing ``model`` (or ``base_url`` for ``"openai"``),
-            a bad ``base_url``, or ``api_key_env`` naming a variable that is not set (each
-            message names the recipe file and the key).
+            a bad ``base_url``, or ``api_key_env`` naming a variable that is not set or holds
+            a character no API key has (each message names the recipe file and the key, and
+            never the API key itself).
 
     Example:
         >>> summarizer_from_recipe(Recipe()).name  # doctest: +SKIP

@@ -29,7 +29,7 @@ import httpx
 
 from ..errors import SummarizerError, SummarizerRefused
 from ..types import RequestFormatName
-from ._http import TRANSIENT_STATUSES, HTTPSummarizer, ServerError, redact_url, shorten
+from ._http import TRANSIENT_STATUSES, HTTPSummarizer, ServerError, redact_url
 
 __all__ = ["OpenAIChatSummarizer", "TRANSIENT_STATUSES", "redact_url"]
 
@@ -41,8 +41,10 @@ def _answer_text(message: Mapping[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # a few servers answer with content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    if isinstance(content, list):  # a few servers answer with content parts; only text parts count
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -56,7 +58,7 @@ class OpenAIChatSummarizer(HTTPSummarizer):
         model: the model the server runs; requests must be gated with it.
         api_key_env: the NAME of the environment variable holding the API key; ``None``
             sends no ``Authorization`` header.
-        timeout_seconds: the bound of each attempt (seconds).
+        timeout_seconds: the bound of each attempt, whole: connect, headers and body (seconds).
         max_output_tokens: the summary's output cap (tokens) the requests are gated with
             (``max_tokens`` in the body); ``None``: the recipe's ``summary_max_tokens``.
         max_retries: retries of transient failures (requests made: ``max_retries + 1``).
@@ -65,10 +67,12 @@ class OpenAIChatSummarizer(HTTPSummarizer):
         max_response_bytes: the largest response body read (bytes).
         client: an httpx client to use; by default one is created and closed by :meth:`close`.
         sleep: how to wait (seconds); tests inject a recorder.
+        encoding: the encoding a summary is counted in against its bound (tokens).
 
     Raises:
         RecipeError: a bad ``base_url`` (not http(s), or carrying credentials), a bad
-            number, or ``api_key_env`` naming a variable that is not set.
+            number, or ``api_key_env`` naming a variable that is not set or holds a character
+            no API key has.
 
     Example:
         >>> s = OpenAIChatSummarizer("http://127.0.0.1:8080/v1", "llama3")  # doctest: +SKIP
@@ -111,7 +115,7 @@ class OpenAIChatSummarizer(HTTPSummarizer):
         refusal = answer.get("refusal")
         if refusal:
             raise SummarizerRefused(
-                f"{self.base_url}: the model refused: {self.scrub(shorten(str(refusal)))}", code="refusal"
+                f"{self.base_url}: the model refused: {self.shown(str(refusal))}", code="refusal"
             )
         if finish == "content_filter":
             raise SummarizerRefused(
@@ -125,7 +129,7 @@ class OpenAIChatSummarizer(HTTPSummarizer):
         if finish not in _FINISHED:
             raise SummarizerRefused(
                 f"{self.base_url}: the answer did not finish (finish_reason "
-                f"{self.scrub(shorten(repr(finish), 60))}, expected 'stop')",
-                code=self.scrub(shorten(str(finish), 60)),
+                f"{self.shown(repr(finish), 60)}, expected 'stop')",
+                code=self.shown(str(finish), 60),
             )
         return _answer_text(answer), {"finish_reason": finish}
