@@ -65,7 +65,7 @@ def test_eval(benchmark, transcript: Path) -> None:
 
     def engine(store: Store) -> int:
         try:
-            return compress_and_compile(store, recipe)[0].tokens
+            return compress_and_compile(store, recipe, mode="replan")[0].tokens
         finally:
             store.close()
 

@@ -6,9 +6,9 @@ later or not), the decisions and plans it stated, and the identifiers that recur
 a kind is the share of its probes whose content appears in a request's text (every string
 of the JSON body: raw messages, summaries, placeholders).
 
-The engine's request (:func:`compaction.pipeline.compress_and_compile` on a fresh in-memory
-store holding the whole transcript, the recipe's summarizer: the offline extractive one by
-default) is scored beside baselines built in the same run on the same budget
+The engine's request (:func:`compaction.pipeline.compress_and_compile` in ``replan`` mode,
+the largest window the budget allows, on a fresh in-memory store holding the whole
+transcript, the recipe's summarizer: the offline extractive one by default) is scored beside baselines built in the same run on the same budget
 (:mod:`compaction.eval_baselines`): drop-oldest truncation, observation masking alone, and
 the summary the transcript's own agent wrote, where there is one.
 
@@ -217,7 +217,7 @@ def evaluate(
     try:
         parsed, _added = import_transcript(store, path, format=format, lenient=lenient)
         engine_started = time.perf_counter()
-        compiled, _ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress)
+        compiled, _ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress, mode="replan")
         engine_seconds = time.perf_counter() - engine_started
     finally:
         store.close()
