@@ -180,3 +180,19 @@ def test_cut_data_uri_in_text_is_stored_and_never_shipped_as_an_image(store: Sto
         assert "[image not shown: image/png" in payload and replaced.reason in payload
         if vision:
             assert "readable image" in replaced.reason or "damaged" in replaced.reason
+
+
+def test_text_with_lone_surrogates_is_stored_and_read_back_exactly(store: Store) -> None:
+    """A lone surrogate (valid in JSON, no UTF-8 form) in a source id, a summary or a failure
+    reason is kept, code point for code point; SQLite could not bind it as TEXT."""
+    odd = "a\ud800b\udfff"
+    message = Message("user", ({"type": "text", "text": odd},), source_id=f"id-{odd}")
+    assert store.append([message, text("assistant", "ok")]) == 2
+    assert store.messages()[0].source_id == f"id-{odd}" and store.messages()[0].content == message.content
+    first = store.add_summary(1, 0, 2, f"Asked:\n- {odd}", {"quoted": odd})
+    assert store.add_summary(1, 0, 2, f"Asked:\n- {odd}", {}) == first
+    (summary,) = store.summaries()
+    assert summary.text == f"Asked:\n- {odd}" and summary.provenance == {"quoted": odd}
+    store.record_failure(1, 0, 2, f"refused: {odd}")
+    assert store.failures()[0]["reason"] == f"refused: {odd}"
+    assert store.append([message, text("assistant", "ok")]) == 0  # the same messages

@@ -47,7 +47,9 @@ __all__ = [
     "prefix_keys",
     "prepare",
     "seed_key",
+    "sql_text",
     "summary_from_row",
+    "text_from_sql",
     "token_key",
 ]
 
@@ -327,11 +329,39 @@ def prepare(message: Message, encoding: str) -> PreparedMessage:
     )
 
 
+def sql_text(value: str | None) -> str | bytes | None:
+    """Return text as SQLite can bind it, every code point kept.
+
+    Text holding a lone surrogate (``"a\\ud800b"`` from a JSON transcript, copied into a
+    summary) has no UTF-8 form, so SQLite cannot take it as TEXT; it is stored as its bytes
+    with the surrogate kept (UTF-8, ``surrogatepass``) and :func:`text_from_sql` reads it
+    back as the same string.  Any other text is stored as it is.
+
+    Example:
+        >>> text_from_sql(sql_text("a\\ud800b")) == "a\\ud800b"
+        True
+    """
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def text_from_sql(value: str | bytes | None) -> str | None:
+    """Return the text :func:`sql_text` stored (bytes hold text with a lone surrogate)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
 def message_from_row(
-    seq: int, role: str, content: str, source_id: str | None, meta: str, load: BlobLoader
+    seq: int, role: str, content: str, source_id: str | bytes | None, meta: str, load: BlobLoader
 ) -> Message:
     """Rebuild a stored message (images rehydrated through ``load``)."""
-    return Message(role, hydrate(json.loads(content), load), seq, source_id, json.loads(meta))
+    return Message(role, hydrate(json.loads(content), load), seq, text_from_sql(source_id), json.loads(meta))
 
 
 def facts_from_row(
@@ -356,10 +386,10 @@ def facts_from_row(
 
 
 def summary_from_row(
-    id: int, level: int, start_seq: int, end_seq: int, text: str, provenance: str
+    id: int, level: int, start_seq: int, end_seq: int, text: str | bytes, provenance: str
 ) -> StoredSummary:
-    """Rebuild a :class:`StoredSummary` from its stored columns (provenance as JSON)."""
-    return StoredSummary(id, level, start_seq, end_seq, text, json.loads(provenance))
+    """Rebuild a :class:`StoredSummary` from its stored columns (provenance as JSON; see :func:`sql_text`)."""
+    return StoredSummary(id, level, start_seq, end_seq, text_from_sql(text) or "", json.loads(provenance))
 
 
 def check_summary(level: int, start_seq: int, end_seq: int, text: str) -> None:

@@ -525,7 +525,7 @@ class SQLiteStore:
                 seq,
                 row.role,
                 row.content,
-                row.source_id,
+                ingest.sql_text(row.source_id),
                 row.meta,
                 import_key,
                 row.tool_uses,
@@ -547,7 +547,7 @@ class SQLiteStore:
             (
                 row.role,
                 row.content,
-                row.source_id,
+                ingest.sql_text(row.source_id),
                 row.meta,
                 import_key,
                 row.tool_uses,
@@ -566,7 +566,7 @@ class SQLiteStore:
         self._db.executemany(
             "INSERT OR IGNORE INTO blobs (sha256, media_type, byte_size, width, height, data)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            [(b.sha256, b.media_type, b.byte_size, b.width, b.height, b.data) for b in row.blobs],
+            [(b.sha256, ingest.sql_text(b.media_type), b.byte_size, b.width, b.height, b.data) for b in row.blobs],
         )
 
     def _blob_for_hydrate(self, sha256: str) -> bytes:
@@ -714,7 +714,7 @@ class SQLiteStore:
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (level, start_seq, end_seq, text, recorded, time.time()),
+                (level, start_seq, end_seq, ingest.sql_text(text), recorded, time.time()),
             )
             if cur.rowcount == 0:
                 row = self._db.execute(
@@ -795,7 +795,7 @@ class SQLiteStore:
         with self._reading(doing), self._write():
             self._db.execute(
                 "INSERT INTO failures (level, start_seq, end_seq, reason, created_at) VALUES (?, ?, ?, ?, ?)",
-                (level, start_seq, end_seq, reason, time.time()),
+                (level, start_seq, end_seq, ingest.sql_text(reason), time.time()),
             )
 
     def failures(self) -> list[dict[str, Any]]:
@@ -804,7 +804,9 @@ class SQLiteStore:
             rows = self._db.execute(
                 "SELECT level, start_seq, end_seq, reason FROM failures ORDER BY id"
             ).fetchall()
-        return [{"level": lv, "start_seq": s, "end_seq": e, "reason": r} for lv, s, e, r in rows]
+        return [
+            {"level": lv, "start_seq": s, "end_seq": e, "reason": ingest.text_from_sql(r)} for lv, s, e, r in rows
+        ]
 
     def record_event(
         self,
