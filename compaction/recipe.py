@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import RecipeError
+from .errors import InvalidArgument, RecipeError, found
 from .outputs import REQUEST_FORMATS
 from .types import IMAGE_POLICIES as _IMAGE_POLICIES
 from .types import ImagePolicy, RequestFormatName
@@ -382,7 +382,7 @@ class Recipe:
 
         Raises:
             RecipeError: an unknown key, a wrong type, or a conflict (the message names
-                the key, with ``<replace>`` as the source).
+                the key, and the recipe file with "(with overrides)", or ``<replace>``).
 
         Example:
             >>> Recipe().replace(max_live_images=2).max_live_images
@@ -402,7 +402,9 @@ class Recipe:
                 f"found {_describe(summarizer)}"
             )
         data.update(overrides)
-        return recipe_from_mapping(data, source="<replace>")
+        # Errors keep naming the recipe file the other keys came from.
+        source = "<replace>" if self.source.startswith("<") else f"{self.source} (with overrides)"
+        return recipe_from_mapping(data, source=source)
 
 
 _RECIPE_KEYS = tuple(f.name for f in fields(Recipe) if f.name != "source") + ("image_policy",)
@@ -511,12 +513,17 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     Raises:
         RecipeError: the file cannot be read, is not valid TOML (the message gives the
             parser's line and column), or fails a check of :func:`recipe_from_mapping`.
+        InvalidArgument: ``path`` is not a path.
 
     Example:
         >>> load_recipe("recipe.toml")  # doctest: +SKIP
         Recipe(encoding='o200k_base', model='gpt-4o', ...)
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument(f"path must be a recipe file's path (str or Path); found {found(path)}")
     source = os.fspath(path)
+    if not isinstance(source, str):
+        raise InvalidArgument(f"path must be a text path, not bytes; found {found(path)}")
     try:
         with open(source, "rb") as handle:
             data = tomllib.load(handle)

@@ -286,7 +286,6 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
 #: XPASS; then delete its line.
 OTHERS = {
     ("Message", "content"): "compaction/blocks.py: Message('user', 5) raises TypeError from tuple()",
-    ("load_recipe", "path"): "compaction/recipe.py: load_recipe(5) raises TypeError from open()",
     ("load_transcript", "path"): "compaction/formats: load_transcript(None) raises TypeError",
     ("load_transcript", "format"): "compaction/formats: load_transcript(path, format=5) raises a bare error",
     ("count_text", "text"): "compaction/tokens: count_text(5) raises TypeError",

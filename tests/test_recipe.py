@@ -460,3 +460,11 @@ def test_any_mapping_either_loads_or_raises_recipe_error(data: dict[str, object]
             type(recipe.budget_tokens) is int and recipe.budget_tokens > 0
         )
         assert recipe_from_mapping(recipe.to_dict()) == recipe
+
+
+def test_an_override_keeps_naming_the_recipe_file(tmp_path: Path) -> None:
+    """A CLI flag applied to a loaded recipe: errors still name the file (not ``<replace>``)."""
+    recipe = load_recipe(write(tmp_path, "budget_tokens = 4000\n"))
+    with pytest.raises(RecipeError, match=r"recipe\.toml \(with overrides\): key 'vision': expected a boolean"):
+        recipe.replace(vision="no")
+    assert recipe.replace(budget_tokens=100).source.endswith("recipe.toml (with overrides)")
