@@ -303,7 +303,8 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     with _errors(), Store(store_path, create=False) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}
-        for summary in store.summaries():
+        store_summaries = store.summaries()
+        for summary in store_summaries:
             levels[summary.level] = levels.get(summary.level, 0) + 1
         data = {
             "messages": len(store),
@@ -321,9 +322,15 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
         (f"tokens raw ({recipe.encoding})", f"{data['raw_tokens']:,}"),
     ]
     rows += [(f"L{level} summaries", str(count)) for level, count in sorted(levels.items())]
+    summaries = store_summaries
+    still_raw = {
+        (f["level"], f["start_seq"], f["end_seq"])
+        for f in failures
+        if not any(s.level == f["level"] and s.start_seq <= f["start_seq"] < s.end_seq for s in summaries)
+    }
     rows += [
         ("image blobs", str(data["image_blobs"])),
-        ("chunks left raw (summarizer failures)", str(len(failures))),
+        ("chunks left raw (summarizer failures)", f"{len(still_raw)} ({len(failures)} failed attempts)"),
     ]
     _print_table(f"store {store_path}", rows)
 

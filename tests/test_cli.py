@@ -124,3 +124,19 @@ def test_python_m_compaction_version(flag: str) -> None:
     done = subprocess.run([sys.executable, "-m", "compaction", flag], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert __version__ in done.stdout and "fast path c, estimator c" in done.stdout
+
+
+def test_stats_counts_each_chunk_left_raw_once(tmp_path: Path) -> None:
+    """Three failed attempts on one chunk, and one on a chunk summarized later: one chunk left raw."""
+    from compaction import Message, Store
+
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.append([Message("user", ({"type": "text", "text": f"message {i}"},)) for i in range(8)])
+        for _ in range(3):
+            store.record_failure(1, 0, 4, "connection refused")
+        store.record_failure(1, 4, 8, "timed out")
+        store.add_summary(1, 4, 8, "Done:\n- later summarized", {"summarizer": "test"})
+    result = runner().invoke(main, ["stats", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "1 (4 failed attempts)" in result.output
