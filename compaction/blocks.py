@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import InvalidMessage
+from .errors import InvalidArgument, InvalidMessage, found
 
 __all__ = [
     "Block",
@@ -150,6 +150,7 @@ class Message:
         meta: small source facts kept for inspection (timestamps, model); not rendered.
 
     Raises:
+        InvalidArgument: ``content`` is not a sequence of blocks.
         InvalidMessage: an unknown role, a malformed block (see :func:`validate_block`: tool
             results nest at most :data:`MAX_BLOCK_DEPTH` deep, a block's JSON at most
             :data:`MAX_JSON_DEPTH` levels), or ``meta`` nested deeper than :data:`MAX_JSON_DEPTH`.
@@ -165,7 +166,12 @@ class Message:
         if self.role not in ROLES:
             raise InvalidMessage(f"message role must be one of {', '.join(ROLES)}; found {self.role!r}")
         if not isinstance(self.content, tuple):
-            object.__setattr__(self, "content", tuple(self.content))
+            try:
+                object.__setattr__(self, "content", tuple(self.content))
+            except TypeError:
+                raise InvalidArgument(
+                    f"a message's content must be a tuple or list of content blocks; found {found(self.content)}"
+                ) from None
         for index, block in enumerate(self.content):
             validate_block(block, where=f"content[{index}]")
         if json_depth(self.meta, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:

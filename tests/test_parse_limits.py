@@ -28,8 +28,10 @@ from compaction import (
 )
 from compaction.blocks import MAX_BLOCK_DEPTH, MAX_JSON_DEPTH, validate_block
 from compaction.cli import main
+from compaction.errors import InvalidArgument
 from compaction.formats import FORMATS, detect_format, parse_messages
 from compaction.formats._common import MAX_RECORD_DEPTH
+from compaction.tokens.counting import count_text
 from compaction.tools import normalize_tools, parse_tools_json, tools_tokens
 
 BIG = 200 * 1024
@@ -388,3 +390,21 @@ def test_a_forced_right_format_on_a_file_with_no_messages_says_so(tmp_path: Path
     assert load_transcript(path).messages == []  # detected: an empty session is not an error
     with pytest.raises(InvalidTranscript, match="look like 'pi', so it holds no message yet"):
         load_transcript(path, format="pi")
+
+
+# -- wrong-typed arguments -----------------------------------------------------------------------------
+
+
+def test_wrong_typed_arguments_are_invalid_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([{"role": "user", "content": "hi"}]), "utf-8")
+    for call in (
+        lambda: Message("user", 5),  # type: ignore[arg-type]
+        lambda: load_transcript(None),  # type: ignore[arg-type]
+        lambda: load_transcript(path, format=5),  # type: ignore[arg-type]
+        lambda: count_text(5),  # type: ignore[arg-type]
+        lambda: count_text("x", encoding=[]),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidArgument):
+            call()
+    assert count_text("") == 0 and load_transcript(str(path)).messages

@@ -38,13 +38,14 @@ what the format reads and what the content looks like, never an import of nothin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..blocks import Message
-from ..errors import InvalidTranscript, UnknownFormat
+from ..errors import InvalidArgument, InvalidTranscript, UnknownFormat, found
 from . import anthropic, openai
 from ._common import Context, Draft, Item, finish
 from ._registry import FORMATS, REGISTRY, detect, format_named
@@ -167,6 +168,7 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         The messages, the format used and what was skipped.
 
     Raises:
+        InvalidArgument: ``path`` is not a path, or ``format`` not a string.
         UnknownFormat: ``format`` is not a known name, or detection found none.
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
             1-based line and what is wrong; or a whole-document JSON file that does not parse.
@@ -180,6 +182,10 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         >>> parsed.format, len(parsed.messages)  # doctest: +SKIP
         ('pi', 977)
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument(f"load_transcript reads a file path (str or Path); found {found(path)}")
+    if format is not None and not isinstance(format, str):
+        raise InvalidArgument(f"format must be a format name (str) or None; found {found(format)}")
     name = str(path)
     chosen = format_named(format, name) if format is not None else None
     data = Path(path).read_bytes()

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from ..blocks import DATA_URI_RE, Block, Message, canonical_json, unknown_block_text
-from ..errors import EncodingDataMissing
+from ..errors import EncodingDataMissing, InvalidArgument, found
 from .encodings import DEFAULT_ENCODING, get_encoding
 from .fast import count_tokens
 
@@ -92,10 +92,15 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         counted by the exact fast path (:mod:`compaction.tokens.fast`).
 
     Raises:
+        InvalidArgument: ``text`` or ``encoding`` is not a string.
         EncodingDataMissing: unknown encoding or missing package data.
     """
     if not text:
         return 0
+    if not isinstance(text, str) or not isinstance(encoding, str):
+        raise InvalidArgument(
+            f"count_text counts a str in a named encoding; found text {found(text)}, encoding {found(encoding)}"
+        )
     if len(text) <= 4096:
         return _count_cached(text, encoding)
     if len(text) <= SEGMENT_CHARS:
