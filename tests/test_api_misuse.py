@@ -284,13 +284,7 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
 #: (callable, argument) pairs whose fix belongs to another module's owner: a bare built-in error
 #: still escapes for some wrong-typed value.  Not strict: when the owner fixes one, it reports
 #: XPASS; then delete its line.
-OTHERS = {
-    ("Message", "content"): "compaction/blocks.py: Message('user', 5) raises TypeError from tuple()",
-    ("load_transcript", "path"): "compaction/formats: load_transcript(None) raises TypeError",
-    ("load_transcript", "format"): "compaction/formats: load_transcript(path, format=5) raises a bare error",
-    ("count_text", "text"): "compaction/tokens: count_text(5) raises TypeError",
-    ("count_text", "encoding"): "compaction/tokens: count_text('x', encoding=[]) raises a bare error",
-}
+OTHERS: dict[tuple[str, str], str] = {}
 
 #: Names of compaction.__all__ that are not callables to sweep: values, types of results, errors.
 NOT_SWEPT = {
