@@ -24,6 +24,7 @@ becomes its placeholder (the caps hold on every request).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -230,7 +231,7 @@ def compile_in_events(
         compiled = plan.compiled
         if frame is None and compiled.summaries:  # adopt the shape a fresh plan found, so it holds
             store.record_event(compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True})
-        return _at_budget(store, recipe, compiled, budget, tools), []
+        return _at_budget(compiled, budget), []
     assert plan.shortfall is not None
     before = plan.shortfall.needed
     failed_before = len(store.failures())
@@ -262,19 +263,15 @@ def compile_in_events(
     store.record_event(
         before, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "low_water": low, "summaries": made}
     )
-    return _at_budget(store, recipe, compiled, budget, tools), ticks
+    return _at_budget(compiled, budget), ticks
 
 
-def _at_budget(
-    store: HistoryStore, recipe: Recipe, compiled: CompiledRequest, budget: int, tools: Sequence[dict[str, Any]]
-) -> CompiledRequest:
-    """Return ``compiled`` as a request of the full budget (the same bytes; its ``budget`` says so)."""
-    if compiled.budget == budget:
-        return compiled
-    frame = Frame.of(compiled)
-    again = compile_frame(store, recipe, frame.cut, frame.cover, budget=budget, tools=tools)
-    assert again.compiled is not None  # it fit a smaller budget
-    return again.compiled
+def _at_budget(compiled: CompiledRequest, budget: int) -> CompiledRequest:
+    """Return ``compiled`` (planned for a smaller target) as the request of the full budget.
+
+    The bytes do not change: a request within the low-water mark is within the budget.
+    """
+    return compiled if compiled.budget == budget else dataclasses.replace(compiled, budget=budget)
 
 
 def _at_high(stalled: OverBudget, short: Shortfall) -> OverBudget:
