@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import CASES, EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -190,13 +189,6 @@ def test_any_code_points_survive_import_and_storage(texts: list[str], fmt: str) 
         assert message_text_tokens(message) > 0
 
 
-@pytest.mark.xfail(
-    raises=UnicodeEncodeError,
-    strict=False,
-    reason="Store.add_summary (store/sqlite.py, not part of this change) binds summary text, which the "
-    "extractive summarizer copies from the history, to SQLite as strict UTF-8; a lone surrogate in it "
-    "fails there",
-)
 @FUZZ
 @given(st.lists(ANY_TEXT, min_size=6, max_size=12), st.sampled_from(["openai", "anthropic"]))
 def test_any_code_points_survive_compression_and_the_request(texts: list[str], fmt: str) -> None:

@@ -676,20 +676,6 @@ def test_compress_on_a_read_only_store_with_a_failing_summarizer_is_one_line(
     assert "the store is read-only" in line and "connection failed" in line, line
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes to a chmod 444 file")
-def test_compress_on_a_chmod_444_store_with_a_failing_summarizer_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "s.db"
-    with Store(path) as store:
-        store.append(history(30))
-        store.facts()
-    path.chmod(0o444)
-    monkeypatch.setattr(compaction.pipeline, "summarizer_from_recipe", lambda recipe: Failing())
-    line = one_line_error(runner().invoke(main, ["compress", "--store", str(path), "--budget", "500"]))
-    assert "read-only" in line or "readonly" in line, line
-
-
 @pytest.mark.slow
 def test_the_pi_example_cut_between_parallel_results_ends_as_one_import(tmp_path: Path) -> None:
     """The shipped pi session, cut where one tool result line follows another, then grown."""
