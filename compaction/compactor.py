@@ -221,14 +221,8 @@ class Compactor:
     def _gate(self, request: OutboundRequest) -> GatedRequest:
         """Gate a summarizer request once: the summarizer's format, model and output cap set."""
         self._report.gated += 1
-        return gate(
-            request,
-            self.images,
-            format=self.format,
-            model=self.model,
-            encoding=self.encoding,
-            max_output_tokens=self.max_output_tokens,
-        )
+        return gate(request, self.images, format=self.format, model=self.model,
+                    encoding=self.encoding, max_output_tokens=self.max_output_tokens)
 
     def _fits(self, gated: GatedRequest) -> bool:
         return gated.tokens <= self.request_limit

@@ -46,6 +46,7 @@ __all__ = [
     "SUMMARY_INTRO",
     "default_model",
     "resolve_target",
+    "require_budget",
     "compile_frame",
     "extend_frame",
 ]
@@ -169,7 +170,8 @@ def _check_arguments(
         raise InvalidArgument(f"tools must be a list of tool definitions (dicts); found {found(tools)}")
 
 
-def _check_budget(budget: int | None) -> int:
+def require_budget(budget: int | None) -> int:
+    """Return ``budget``, or raise :class:`OverBudget` (stage ``"settings"``) when it is missing or <= 0."""
     if budget is None or budget <= 0:
         wanted = "a token budget is required" if budget is None else f"the token budget must be > 0; found {budget}"
         raise OverBudget(
@@ -221,14 +223,21 @@ def compile_request(
     return plan.compiled
 
 
+def _planner(
+    store: HistoryStore, recipe: Recipe, budget: int | None, format: str | None, model: str | None, tools: object
+) -> WindowPlanner:
+    """Check the arguments of a compile and return its planner (budget, format and model resolved)."""
+    _check_arguments(store, recipe, budget, format, model, tools)
+    fmt, resolved = resolve_target(recipe, format, model)
+    plan = WindowPlanner(store, recipe, require_budget(recipe.budget_tokens if budget is None else budget), fmt, resolved)
+    if plan.n == 0:
+        raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
+    return plan
+
+
 def plan_compile(
-    store: HistoryStore,
-    recipe: Recipe,
-    *,
-    budget: int | None = None,
-    format: RequestFormatName | None = None,
-    model: str | None = None,
-    tools: Sequence[dict[str, Any]] = (),
+    store: HistoryStore, recipe: Recipe, *, budget: int | None = None, format: RequestFormatName | None = None,
+    model: str | None = None, tools: Sequence[dict[str, Any]] = (),
 ) -> CompilePlan:
     """Compile like :func:`compile_request`, but return a shortfall instead of raising it.
 
@@ -243,12 +252,9 @@ def plan_compile(
         InvalidMessage: the store is empty.
         InvariantViolation: coverage, pairing or a cap would break (an engine bug).
     """
-    _check_arguments(store, recipe, budget, format, model, tools)
-    budget = _check_budget(recipe.budget_tokens if budget is None else budget)
-    fmt, model = resolve_target(recipe, format, model)
-    plan = WindowPlanner(store, recipe, budget, fmt, model)
-    if plan.n == 0:
-        raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
+    plan = _planner(store, recipe, budget, format, model, tools)
+    budget = plan.budget
+    fmt = plan.format
     system, pinned = _system_text(store)
     offered = normalize_tools(tools)
     tool_tokens = tools_tokens(offered, fmt.name, plan.encoding)
@@ -464,12 +470,9 @@ def compile_frame(
         InvariantViolation: a summary of the frame is missing from the store, or the frame
             does not cover ``[0, cut)`` (the store was not the one the frame was made on).
     """
-    _check_arguments(store, recipe, budget, format, model, tools)
-    budget = _check_budget(recipe.budget_tokens if budget is None else budget)
-    fmt, model = resolve_target(recipe, format, model)
-    plan = WindowPlanner(store, recipe, budget, fmt, model)
-    if plan.n == 0:
-        raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
+    plan = _planner(store, recipe, budget, format, model, tools)
+    budget = plan.budget
+    fmt = plan.format
     cover: list[StoredSummary] = []
     for level, start, end in cover_ranges:
         found = [s for s in store.summaries_within(level, start, end) if (s.start_seq, s.end_seq) == (start, end)]

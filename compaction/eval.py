@@ -29,7 +29,7 @@ from typing import Any
 
 import click
 
-from .errors import OverBudget
+from .compile import require_budget
 from .eval_baselines import BASELINES, Baseline, masking, own_summary, truncation
 from .eval_probes import PROBE_KINDS, Probe, ProbeKind, RequestText, extract_probes, word_counts
 from .formats import FORMATS
@@ -205,14 +205,7 @@ def evaluate(
         InvalidTranscript, UnknownFormat: the transcript could not be read.
     """
     started = time.perf_counter()
-    budget = recipe.budget_tokens
-    if budget is None:
-        raise OverBudget(
-            "a token budget is required (--budget N, or budget_tokens in the recipe)",
-            stage="settings",
-            budget=0,
-            needed=0,
-        )
+    budget = require_budget(recipe.budget_tokens)
     store = Store(":memory:", encoding=recipe.encoding)
     try:
         parsed, _added = import_transcript(store, path, format=format, lenient=lenient)
@@ -346,12 +339,7 @@ def print_tables(reports: Sequence[EvalReport], console: Any = None) -> None:
 @click.option(
     "--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings."
 )
-@click.option(
-    "--format",
-    "input_format",
-    type=click.Choice(FORMATS),
-    help="Transcript format (default: detected from the content).",
-)
+@click.option("--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected).")
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages of the transcripts.")
 @click.option(
     "--probes", "with_probes", is_flag=True, help="With --json: list every probe and where it was found."

@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, CompilePlan, Shortfall, compile_frame, extend_frame, plan_compile
+from .compile import (
+    CompiledRequest,
+    CompilePlan,
+    Shortfall,
+    compile_frame,
+    extend_frame,
+    plan_compile,
+    require_budget,
+)
 from .errors import OverBudget
 from .recipe import Recipe
 from .store import HistoryStore
@@ -216,11 +224,7 @@ def compile_in_events(
     Raises:
         OverBudget: even the smallest rendering exceeds the budget (stage and sizes named).
     """
-    budget = recipe.budget_tokens
-    if budget is None:
-        raise OverBudget(
-            "a token budget is required (--budget N, or budget_tokens in the recipe)", stage="settings", budget=0, needed=0
-        )
+    budget = require_budget(recipe.budget_tokens)
     high = min(budget, recipe.high_water_tokens or budget)
     frame = latest_frame(store)
     if frame is not None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, raw_history_tokens
-from .errors import ImageError, InvalidArgument, OverBudget, found
+from .compile import CompiledRequest, raw_history_tokens, require_budget
+from .errors import ImageError, InvalidArgument, found
 from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
@@ -94,17 +94,6 @@ def _check_call(store: object, recipe: object, summarizer: object, tools: object
         raise InvalidArgument(f"tools must be a list of tool definitions (dicts); found {found(tools)}")
 
 
-def _require_budget(recipe: Recipe) -> int:
-    if recipe.budget_tokens is None:
-        raise OverBudget(
-            "a token budget is required (--budget N, or budget_tokens in the recipe)",
-            stage="settings",
-            budget=0,
-            needed=0,
-        )
-    return recipe.budget_tokens
-
-
 def compress_and_compile(
     store: HistoryStore,
     recipe: Recipe,
@@ -148,7 +137,7 @@ def compress_and_compile(
         raise InvalidArgument("store must be a history store (e.g. compaction.Store(path)); found None")
     if mode not in ("events", "replan"):
         raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
-    budget = _require_budget(recipe)
+    budget = require_budget(recipe.budget_tokens)
     chosen: list[Summarizer] = []
 
     def make_summarizer() -> Summarizer:
@@ -204,7 +193,7 @@ def run_pipeline(
     _check_call(_NO_STORE, recipe, summarizer, tools)
     if not isinstance(transcript, (str, Path)):
         raise InvalidArgument(f"the transcript path must be a str or a Path; found {found(transcript)}")
-    _require_budget(recipe)
+    require_budget(recipe.budget_tokens)
     store = Store(store_path, encoding=recipe.encoding)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)

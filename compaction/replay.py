@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .blocks import Message
+from .compile import require_budget
 from .errors import InvalidArgument, InvalidTranscript, OverBudget, RecipeError
 from .formats import load_transcript
 from .outputs import request_format
@@ -298,14 +299,7 @@ def replay(
         InvalidTranscript, UnknownFormat: the transcript could not be read, or it has no turn.
         RecipeError: an unknown strategy, or ``max_turns`` < 1.
     """
-    budget = recipe.budget_tokens
-    if budget is None:
-        raise OverBudget(
-            "a token budget is required (--budget N, or budget_tokens in the recipe)",
-            stage="settings",
-            budget=0,
-            needed=0,
-        )
+    budget = require_budget(recipe.budget_tokens)
     if max_turns is not None and max_turns < 1:
         raise RecipeError(f"max_turns must be >= 1; found {max_turns}")
     names = _strategy_names(strategies)

@@ -106,6 +106,20 @@ def describe_sqlite_error(err: sqlite3.Error, path: str) -> str:
     return text
 
 
+
+def _columns(import_key: str, row: ingest.PreparedMessage) -> tuple[object, ...]:
+    """Return a message row's columns after ``seq``, in the table's order."""
+    return (
+        row.role,
+        row.content,
+        ingest.sql_text(row.source_id),
+        row.meta,
+        import_key,
+        row.tool_uses,
+        row.tool_results,
+        row.images,
+    )
+
 class SQLiteStore:
     """An append-only SQLite store of messages, image blobs, token counts and summaries.
 
@@ -521,17 +535,7 @@ class SQLiteStore:
         self._db.execute(
             "INSERT INTO messages (seq, role, content, source_id, meta, import_key, tool_uses, tool_results, images)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                seq,
-                row.role,
-                row.content,
-                ingest.sql_text(row.source_id),
-                row.meta,
-                import_key,
-                row.tool_uses,
-                row.tool_results,
-                row.images,
-            ),
+            (seq, *_columns(import_key, row)),
         )
         self._db.execute(
             "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
@@ -544,17 +548,7 @@ class SQLiteStore:
         self._db.execute(
             "UPDATE messages SET role = ?, content = ?, source_id = ?, meta = ?, import_key = ?,"
             " tool_uses = ?, tool_results = ?, images = ? WHERE seq = ?",
-            (
-                row.role,
-                row.content,
-                ingest.sql_text(row.source_id),
-                row.meta,
-                import_key,
-                row.tool_uses,
-                row.tool_results,
-                row.images,
-                seq,
-            ),
+            (*_columns(import_key, row), seq),
         )
         self._db.execute("DELETE FROM token_counts WHERE seq = ?", (seq,))
         self._db.execute(

@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RecipeError
 from .base import Summarizer
@@ -43,6 +43,24 @@ def _translate(settings: SummarizerSettings, err: RecipeError) -> RecipeError:
     return _fail(settings, key, problem)
 
 
+def _build_http(recipe: Recipe, cls: Any, base_url: str, api_key_env: str | None) -> Summarizer:
+    """Build an HTTP summarizer from the recipe's table; a constructor's error names the key."""
+    settings = recipe.summarizer
+    try:
+        summarizer: Summarizer = cls(
+            base_url,
+            settings.model,
+            api_key_env=api_key_env,
+            timeout_seconds=settings.timeout_seconds,
+            max_output_tokens=settings.max_output_tokens,
+            max_retries=settings.max_retries,
+            encoding=recipe.encoding,
+        )
+    except RecipeError as err:
+        raise _translate(settings, err) from err
+    return summarizer
+
+
 def _build_openai(recipe: Recipe) -> Summarizer:
     from .openai_chat import OpenAIChatSummarizer
 
@@ -56,18 +74,7 @@ def _build_openai(recipe: Recipe) -> Summarizer:
         )
     if not settings.model:
         raise _fail(settings, "model", "required when summarizer.kind = 'openai'")
-    try:
-        return OpenAIChatSummarizer(
-            settings.base_url,
-            settings.model,
-            api_key_env=settings.api_key_env,
-            timeout_seconds=settings.timeout_seconds,
-            max_output_tokens=settings.max_output_tokens,
-            max_retries=settings.max_retries,
-            encoding=recipe.encoding,
-        )
-    except RecipeError as err:
-        raise _translate(settings, err) from err
+    return _build_http(recipe, OpenAIChatSummarizer, settings.base_url, settings.api_key_env)
 
 
 def _build_anthropic(recipe: Recipe) -> Summarizer:
@@ -78,18 +85,8 @@ def _build_anthropic(recipe: Recipe) -> Summarizer:
         raise _fail(
             settings, "model", "required when summarizer.kind = 'anthropic' (for example 'claude-haiku-4-5')"
         )
-    try:
-        return AnthropicMessagesSummarizer(
-            settings.base_url or ANTHROPIC_BASE_URL,
-            settings.model,
-            api_key_env=settings.api_key_env or "ANTHROPIC_API_KEY",
-            timeout_seconds=settings.timeout_seconds,
-            max_output_tokens=settings.max_output_tokens,
-            max_retries=settings.max_retries,
-            encoding=recipe.encoding,
-        )
-    except RecipeError as err:
-        raise _translate(settings, err) from err
+    base_url = settings.base_url or ANTHROPIC_BASE_URL
+    return _build_http(recipe, AnthropicMessagesSummarizer, base_url, settings.api_key_env or "ANTHROPIC_API_KEY")
 
 
 #: Every ``[summarizer] kind`` and its builder.
