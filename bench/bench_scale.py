@@ -155,3 +155,51 @@ def test_compress_throughput(benchmark, tmp_path: Path) -> None:
     row = {"messages/s": summarized / seconds, "MB/s": mb / seconds}
     benchmark.extra_info.update(row)
     THROUGHPUT["compress (offline extractive summarizer, Recipe() defaults, fastest round)"] = row
+
+
+TURNS: dict[str, dict[str, float]] = {}
+
+
+@pytest.mark.parametrize("mode", ["events", "replan"])
+def test_turn_latency_between_events(benchmark, tmp_path: Path, mode: str) -> None:
+    """One agent turn on a 100k-message store: append a short exchange, compress_and_compile.
+
+    ``events`` compiles the recorded frame with the new messages appended (the call between
+    two compaction events); ``replan`` plans the largest window on every call (the previous
+    behaviour), measured in the same run.  Target (issue #12): events p50 under 10 ms.
+    """
+    from compaction import Message, compress_and_compile
+
+    built = build_store(100_000)
+    path = tmp_path / "turns.db"
+    shutil.copyfile(built.path, path)
+    recipe = Recipe(budget_tokens=16000)
+    store = Store(path)
+    try:
+        compress_and_compile(store, recipe, mode=mode)  # the first call may hold an event
+        turn = [0]
+
+        def one_turn() -> int:
+            turn[0] += 1
+            store.append(
+                [
+                    Message("assistant", ({"type": "text", "text": f"step {turn[0]}: ran the suite, 3 failures"},)),
+                    Message("user", ({"type": "text", "text": f"fix failure {turn[0]} in src/module_{turn[0]}.py"},)),
+                ],
+                chain_seed=f"turn-{turn[0]}",
+            )
+            return compress_and_compile(store, recipe, mode=mode)[0].tokens
+
+        tokens = benchmark.pedantic(one_turn, rounds=40, warmup_rounds=2)
+        assert tokens <= 16000
+        stats = benchmark.stats.stats
+        TURNS[mode] = {"median_ms": stats.median * 1000, "max_ms": stats.max * 1000, "events": len(store.events())}
+        if len(TURNS) == 2:
+            e, r = TURNS["events"], TURNS["replan"]
+            print(
+                f"\n100k-message store, one turn: events p50 {e['median_ms']:.1f} ms (max {e['max_ms']:.1f}, "
+                f"{e['events']:.0f} events), replan p50 {r['median_ms']:.1f} ms (max {r['max_ms']:.1f}); "
+                f"events / replan = {e['median_ms'] / r['median_ms']:.2f}"
+            )
+    finally:
+        store.close()
