@@ -27,6 +27,7 @@ from .pipeline import compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store, describe_sqlite_error
 from .summarizers.factory import summarizer_from_recipe
+from .tools import parse_tools_json
 
 BOOL = click.Choice(["true", "false"], case_sensitive=False)
 
@@ -121,12 +122,10 @@ def _load_tools(path: str | None) -> list[Any]:
     if not path:
         return []
     try:
-        tools = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CompactionError(f"{path}: tool definitions must be a JSON array: {err}") from None
-    if not isinstance(tools, list):
-        raise CompactionError(f"{path}: tool definitions must be a JSON array; found {type(tools).__name__}")
-    return tools
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CompactionError(f"{path}: tool definitions must be a JSON array in UTF-8: {err}") from None
+    return parse_tools_json(text, path)
 
 
 tools_option = click.option(

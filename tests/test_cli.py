@@ -140,3 +140,14 @@ def test_stats_counts_each_chunk_left_raw_once(tmp_path: Path) -> None:
     result = runner().invoke(main, ["stats", "--store", str(path)])
     assert result.exit_code == 0, result.output
     assert "1 (4 failed attempts)" in result.output
+
+
+def test_a_tools_file_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    """Before: a RecursionError traceback from json.loads in the CLI."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 1000 + "]" * 1000, encoding="utf-8")
+    transcript = EXAMPLES / "swe-agent__marshmallow-1867__function-calling.traj"
+    result = runner().invoke(main, ["run", str(transcript), "--budget", "8000", "--tools", str(deep)])
+    assert result.exit_code == 1
+    assert "deep.json: tool definitions nest too deeply" in result.output
+    assert "Traceback" not in result.output
