@@ -177,8 +177,8 @@ def test_any_code_points_survive_import_and_storage(texts: list[str], fmt: str) 
         parsed = load_transcript(path)
         store = Store(Path(directory) / "store.sqlite")
         try:
-            assert store.append(parsed.messages) == len(parsed.messages)
-            assert store.append(parsed.messages) == 0
+            assert store.append(parsed.messages, chain_seed="t") == len(parsed.messages)
+            assert store.append(parsed.messages, chain_seed="t") == 0
             stored = store.messages(0, len(parsed.messages))
         finally:
             store.close()

@@ -150,12 +150,12 @@ def test_base64_that_validation_accepts_is_stored_byte_for_byte(spelling: str) -
     info = info_from_base64(data)  # validation accepts it...
     assert (info.media_type, info.width, info.height, info.byte_size) == ("image/png", 3, 3, len(PNG))
     with Store(":memory:") as store:  # ...and so does the store (it said "Incorrect padding")
-        assert store.append([image_message(data)]) == 1
+        assert store.append([image_message(data)], chain_seed="t") == 1
         (sha,) = store.blob_hashes()
         assert store.blob(sha) == PNG  # every byte kept
         shown = store.messages()[0].content[1]["source"]["data"]
         assert base64.b64decode(shown, validate=True) == PNG
-        assert store.append([image_message(data)]) == 0  # and it is the same message next time
+        assert store.append([image_message(data)], chain_seed="t") == 0  # and it is the same message next time
 
 
 def test_an_unpadded_image_in_a_transcript_imports_through_the_cli(tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def test_text_with_lone_surrogates_is_stored_and_read_back_exactly(store: Store)
     reason is kept, code point for code point; SQLite could not bind it as TEXT."""
     odd = "a\ud800b\udfff"
     message = Message("user", ({"type": "text", "text": odd},), source_id=f"id-{odd}")
-    assert store.append([message, text("assistant", "ok")]) == 2
+    assert store.append([message, text("assistant", "ok")], chain_seed="") == 2
     assert store.messages()[0].source_id == f"id-{odd}" and store.messages()[0].content == message.content
     first = store.add_summary(1, 0, 2, f"Asked:\n- {odd}", {"quoted": odd})
     assert store.add_summary(1, 0, 2, f"Asked:\n- {odd}", {}) == first
@@ -195,4 +195,17 @@ def test_text_with_lone_surrogates_is_stored_and_read_back_exactly(store: Store)
     assert summary.text == f"Asked:\n- {odd}" and summary.provenance == {"quoted": odd}
     store.record_failure(1, 0, 2, f"refused: {odd}")
     assert store.failures()[0]["reason"] == f"refused: {odd}"
-    assert store.append([message, text("assistant", "ok")]) == 0  # the same messages
+    assert store.append([message, text("assistant", "ok")], chain_seed="") == 0  # the same transcript again
+
+
+def test_an_agent_loop_appending_turn_by_turn_loses_nothing(store: Store) -> None:
+    """Repro: appending "ok", "sure", "ok", "sure", "now do X" one call each kept 3 of 5."""
+    turns = [("user", "ok"), ("assistant", "sure"), ("user", "ok"), ("assistant", "sure"), ("user", "now do X")]
+    added = [store.append([text(role, words)]) for role, words in turns]
+    assert added == [1, 1, 1, 1, 1]
+    assert [(m.role, m.text()) for m in store.messages()] == turns
+    # the same conversation synced from its start is recognized: only a grown tail is added
+    assert store.append([text(role, words) for role, words in turns], chain_seed="") == 0
+    grown = [*turns, ("assistant", "done"), ("user", "ok")]
+    assert store.append([text(role, words) for role, words in grown], chain_seed="") == 2
+    assert [m.text() for m in store.messages()][-3:] == ["now do X", "done", "ok"]

@@ -82,8 +82,8 @@ def test_store_append_keeps_lone_surrogates_exactly(path_kind: str, tmp_path: Pa
     path = ":memory:" if path_kind == "memory" else tmp_path / "store.sqlite"
     store = Store(path)
     try:
-        assert store.append(messages) == len(messages)
-        assert store.append(messages) == 0  # the same fingerprints: nothing twice
+        assert store.append(messages, chain_seed="t") == len(messages)
+        assert store.append(messages, chain_seed="t") == 0  # the same fingerprints: nothing twice
         stored = store.messages(0, len(messages))
         assert [m.content for m in stored] == [m.content for m in messages]
     finally:

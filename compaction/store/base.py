@@ -64,8 +64,12 @@ class HistoryStore(Protocol):
         """Return the number of stored messages."""
         ...
 
-    def append(self, messages: Iterable[Message], *, chain_seed: str = "") -> int:
-        """Append the messages not already stored, in one transaction; return how many were added."""
+    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
+        """Append messages in one transaction; return how many were added.
+
+        Without ``chain_seed`` every message is added after the stored ones; with it, a
+        transcript synced from its start adds only what is not stored yet.
+        """
         ...
 
     def next_seq(self) -> int:

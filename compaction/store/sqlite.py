@@ -395,13 +395,16 @@ class SQLiteStore:
         with self._reading("counting messages"):
             return int(self._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
 
-    def append(self, messages: Iterable[Message], *, chain_seed: str = "") -> int:
-        """Append messages not already stored; return how many were added.
+    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
+        """Append messages; return how many were added.  All messages of one call commit together.
 
-        Each message's identity is a hash chain over ``chain_seed`` and the fingerprints of
-        the messages before it in this call (:func:`.ingest.import_keys`), so re-importing a
-        transcript adds nothing and a transcript that grew adds its tail.  All messages of
-        one call commit together.
+        Without ``chain_seed`` (an agent loop adding its new turns) every message is added
+        after the stored ones, even one equal to an earlier message ("ok" twice is two
+        messages).  With ``chain_seed`` (a transcript synced from its start, as
+        ``compaction import`` does with the format's name) each message's identity is a hash
+        chain over ``chain_seed`` and the fingerprints of the messages before it in this call
+        (:func:`.ingest.import_keys`), so re-importing a transcript adds nothing and a
+        transcript that grew adds its tail.
 
         A transcript read while it was being written may have ended inside a message its
         parser builds from several lines (the answers to parallel tool calls, one line each;
@@ -424,16 +427,20 @@ class SQLiteStore:
                 a read-only file...), or the store file was deleted or replaced meanwhile.
         """
         batch = ingest.checked_messages(messages)
-        if not isinstance(chain_seed, str):
+        if chain_seed is not None and not isinstance(chain_seed, str):
             raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
         if not batch:
             return 0
         with self._reading("append"), self._write():
             return self._append(batch, chain_seed)
 
-    def _append(self, batch: list[Message], chain_seed: str) -> int:
+    def _append(self, batch: list[Message], chain_seed: str | None) -> int:
         next_seq = self.next_seq()
-        key = ingest.seed_key(chain_seed)
+        if chain_seed is None:  # append after the newest stored message: its chain goes on
+            row = self._db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
+            key = str(row[0]) if row is not None else ingest.seed_key("")
+        else:
+            key = ingest.seed_key(chain_seed)
         stored_chain: str | None = None  # the stored chain's key where a completion made it differ
         known = True  # every message so far was stored already
         added = 0
