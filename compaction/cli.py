@@ -19,8 +19,9 @@ import click
 
 from . import __version__
 from .compactor import Compactor
-from .compile import CompiledRequest, compile_request, raw_history_tokens
+from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
+from .events import compile_current
 from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript, run_pipeline
@@ -287,7 +288,7 @@ def compile_command(
     target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), Store(store_path, create=False) as store:
         recipe = _recipe(recipe_path, **target)
-        compiled = compile_request(store, recipe, tools=_load_tools(tools_path))
+        compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
         click.echo(f"wrote {out}: {compiled.tokens} tokens of {compiled.budget}", err=True)

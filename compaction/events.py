@@ -44,7 +44,7 @@ from .recipe import Recipe
 from .store import HistoryStore
 from .summarizers.base import Summarizer
 
-__all__ = ["Frame", "latest_frame", "compact_to", "compile_in_events", "still_over"]
+__all__ = ["Frame", "latest_frame", "compact_to", "compile_in_events", "compile_current", "still_over"]
 
 Progress = Callable[[int, int], None]
 
@@ -197,6 +197,31 @@ def compact_to(
             return plan, ticks, stalled
         last = short
     return plan, ticks, None
+
+
+def compile_current(
+    store: HistoryStore, recipe: Recipe, *, tools: Sequence[dict[str, Any]] = ()
+) -> CompiledRequest:
+    """Compile the next request without summarizing: on the store's current frame when it fits.
+
+    What ``compaction compile`` does after ``compaction compress --budget``: the frame the
+    last compaction event recorded, with every message since appended, so the request has
+    the prefix the agent's previous requests had; a store without a frame, or whose frame no
+    longer fits, is planned afresh (:func:`compaction.compile.compile_request`).
+
+    Raises:
+        OverBudget: nothing fits the budget without summarizing more.
+    """
+    frame = latest_frame(store)
+    if frame is not None:
+        plan = compile_frame(store, recipe, frame.cut, frame.cover, tools=tools)
+        if plan.compiled is not None:
+            return plan.compiled
+    plan = plan_compile(store, recipe, tools=tools)
+    if plan.compiled is None:
+        assert plan.shortfall is not None
+        raise plan.shortfall.error()
+    return plan.compiled
 
 
 def compile_in_events(

@@ -151,3 +151,20 @@ def test_a_tools_file_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "deep.json: tool definitions nest too deeply" in result.output
     assert "Traceback" not in result.output
+
+
+def test_compile_after_compress_keeps_the_events_frame(tmp_path: Path) -> None:
+    """`compress --budget` then `compile --budget` ship the request compress reported."""
+    lines = (EXAMPLES / "pi__pi-mono__before-compaction.jsonl").read_text("utf-8").splitlines(keepends=True)
+    part = tmp_path / "part.jsonl"
+    part.write_text("".join(lines[:400]), "utf-8")
+    store = tmp_path / "s.db"
+    assert runner().invoke(main, ["import", str(part), "--store", str(store)]).exit_code == 0
+    compressed = runner().invoke(main, ["compress", "--store", str(store), "--budget", "16000", "--json"])
+    assert compressed.exit_code == 0, compressed.output
+    out = tmp_path / "request.json"
+    compiled = runner().invoke(main, ["compile", "--store", str(store), "--budget", "16000", "--out", str(out)])
+    assert compiled.exit_code == 0, compiled.output
+    tokens = int(compiled.output.split("wrote ")[1].split(": ")[1].split(" tokens")[0])
+    assert f'"tokens": {tokens}' in compressed.output or str(tokens) in compressed.output
+    assert tokens <= int(16000 * 0.6)  # the event's low-water request, not a re-planned one
