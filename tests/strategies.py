@@ -425,6 +425,8 @@ def check_provider_grammar(body: dict[str, Any], format: str) -> None:
             assert messages[index - 1]["role"] != message["role"], f"message {index}: same role twice"
         content = message["content"] if isinstance(message["content"], list) else []
         kinds = [b.get("type") for b in content]
+        unsigned = [b for b in content if b.get("type") == "thinking" and not b.get("signature")]
+        assert not unsigned, f"message {index}: a thinking block without a signature"
         if message["role"] == "assistant":
             assert "image" not in kinds and "tool_result" not in kinds, f"message {index}: {kinds}"
             uses = [b["id"] for b in content if b.get("type") == "tool_use"]

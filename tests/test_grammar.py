@@ -140,6 +140,27 @@ def test_images_in_a_system_message_become_placeholders(fmt: str) -> None:
         store.close()
 
 
+def test_an_unsigned_thinking_block_ships_to_anthropic_as_text() -> None:
+    """Anthropic refuses a thinking block without a valid signature (pi writes signature "")."""
+    store = Store(":memory:")
+    try:
+        store.append([
+            _text("user", "plan it"),
+            Message("assistant", ({"type": "thinking", "thinking": "first the parser", "signature": ""},
+                                  {"type": "text", "text": "I will fix the parser."})),
+            _text("user", "go"),
+        ])
+        compiled = compile_request(store, Recipe(budget_tokens=4000, output_format="anthropic"))
+        body = compiled.request.body()
+        check_provider_grammar(body, "anthropic")
+        (assistant,) = [m for m in body["messages"] if m["role"] == "assistant"]
+        assert assistant["content"][0]["type"] == "text"
+        assert assistant["content"][0]["text"].endswith("first the parser")
+        assert compiled.planned_tokens == compiled.tokens
+    finally:
+        store.close()
+
+
 def test_the_gate_refuses_a_body_that_breaks_the_grammar() -> None:
     """A renderer bug can never ship: the gate checks the rendered body itself."""
     fmt = REQUEST_FORMATS["openai"]

@@ -1,6 +1,7 @@
 """Anthropic Messages request bodies (https://docs.anthropic.com/en/api/messages).
 
-Blocks pass through verbatim (the internal form is this shape); consecutive messages of
+Blocks pass through verbatim (the internal form is this shape), except a thinking block
+without a signature, which Anthropic would refuse: it ships as loud text; consecutive messages of
 one role merge into one turn; ``tool_result`` blocks come first in their user turn; the
 conversation opens with a user turn (one is inserted, and priced, when the history starts
 with the assistant); ``max_tokens`` is required by the API, so it is always written.
@@ -27,6 +28,18 @@ DEFAULT_MAX_TOKENS = 4096
 CACHE_CONTROL = {"type": "ephemeral"}
 
 
+#: What an unsigned thinking block is sent as (Anthropic refuses a thinking block whose
+#: signature is missing or not its own: "Invalid `signature` in `thinking` block").
+UNSIGNED_THINKING = "[earlier reasoning, not signed, sent as text] "
+
+
+def _sendable(block: dict[str, Any]) -> dict[str, Any]:
+    """Return ``block`` as Anthropic accepts it: an unsigned thinking block becomes loud text."""
+    if block.get("type") == "thinking" and not block.get("signature"):
+        return {"type": "text", "text": UNSIGNED_THINKING + str(block.get("thinking", ""))}
+    return block
+
+
 class AnthropicMessages(RequestFormat):
     """The Anthropic Messages shape (``{"model", "max_tokens", ["system"], "messages", ["tools"]}``)."""
 
@@ -44,7 +57,7 @@ class AnthropicMessages(RequestFormat):
             if role == "system":
                 system_texts.extend(b.get("text", "") for b in blocks)
                 continue
-            content = [json.loads(canonical_json(b)) for b in blocks]
+            content = [_sendable(json.loads(canonical_json(b))) for b in blocks]
             if out and out[-1]["role"] == role:
                 out[-1]["content"].extend(content)
             else:

@@ -37,13 +37,14 @@ __all__ = [
     "blocks_text_tokens",
     "message_text_tokens",
     "BLOCK_SEPARATOR",
+    "THINKING_FRAME",
     "DATA_URI_FRAMING",
     "TOOL_ERROR_PREFIX",
 ]
 
 #: Bumped whenever a message's count changes for the same text; stores key their cached
 #: counts by it (see :func:`cache_key`), so counts made by older code are never reused.
-COUNTING_VERSION = 3
+COUNTING_VERSION = 4
 
 
 def cache_key(encoding: str) -> str:
@@ -59,6 +60,9 @@ REQUEST_OVERHEAD = 3
 TOOL_CALL_OVERHEAD = 8
 #: Tokens a renderer may add where it joins two parts of one message into one string.
 BLOCK_SEPARATOR = 1
+#: Tokens of the frame around an unsigned thinking block sent as text (Anthropic refuses a
+#: thinking block without a valid signature): "[earlier reasoning, not signed] " and a join.
+THINKING_FRAME = 8
 #: The prefix OpenAI Chat puts before an error tool result's text.
 TOOL_ERROR_PREFIX = "[tool error] "
 
@@ -220,9 +224,12 @@ def _own_tokens(block: Block, encoding: str) -> int:
             tokens += _images_note_tokens(tool_use_id, encoding)
         return tokens  # the blocks it holds are counted by the caller's walk
     if kind == "thinking":
-        # the Anthropic body carries the signature too (opaque, like redacted_thinking's data)
-        return count_text(block.get("thinking", ""), encoding) + count_text(
-            block.get("signature", ""), encoding
+        # the Anthropic body carries the signature too (opaque, like redacted_thinking's data);
+        # an unsigned one ships as a text stand-in, whose frame THINKING_FRAME covers
+        return (
+            count_text(block.get("thinking", ""), encoding)
+            + count_text(block.get("signature", ""), encoding)
+            + THINKING_FRAME
         )
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
