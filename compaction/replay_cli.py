@@ -170,6 +170,9 @@ def replay_command(
     with _errors():
         if plot_path:
             _require_matplotlib()
+            folder = Path(plot_path).resolve().parent
+            if not folder.is_dir():
+                raise CompactionError(f"{plot_path}: cannot write the plot there: the folder {folder} does not exist")
         recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model)
         with _progress("replaying") as progress:
             report = replay(
@@ -191,5 +194,7 @@ def replay_command(
         click.echo(json.dumps(data))
         return
     print_replay_table(report)
+    if all(not t.fits for result in report.strategies for t in result.turns):
+        click.echo(f"warning: no request of any strategy fit the budget of {report.budget:,} tokens; raise --budget", err=True)
     if plot_path:
         click.echo(f"wrote {plot_path}")

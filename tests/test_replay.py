@@ -317,3 +317,15 @@ def test_real_sessions_replay_within_budget(path: Path, budget: int) -> None:
     check_consistent(report, assistant_turns(path))
     compact = report.strategy("compact-at-limit")
     assert compact.cached_share > report.strategy("masking").cached_share or compact.prefix_changes == 0
+
+
+def test_replay_says_when_nothing_fits_and_checks_the_plot_folder_first(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from compaction.cli import main
+
+    transcript = str(Path(__file__).parent.parent / "examples" / "swe-agent__marshmallow-1867__function-calling.traj")
+    tiny = CliRunner().invoke(main, ["replay", transcript, "--budget", "50"])
+    assert tiny.exit_code == 0 and "no request of any strategy fit the budget of 50 tokens" in tiny.output
+    missing = CliRunner().invoke(main, ["replay", transcript, "--budget", "8000", "--plot", str(tmp_path / "no" / "x.png")])
+    assert missing.exit_code == 1 and "does not exist" in missing.output
