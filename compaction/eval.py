@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from .compile import require_budget
+from .errors import InvalidTranscript
 from .eval_baselines import BASELINES, Baseline, masking, own_summary, truncation
 from .eval_probes import PROBE_KINDS, Probe, ProbeKind, RequestText, extract_probes, word_counts
 from .formats import FORMATS
@@ -209,6 +210,8 @@ def evaluate(
     store = Store(":memory:", encoding=recipe.encoding)
     try:
         parsed, _added = import_transcript(store, path, format=format, lenient=lenient)
+        if not parsed.messages:
+            raise InvalidTranscript(f"{path}: the transcript holds no messages to evaluate")
         engine_started = time.perf_counter()
         compiled, _ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress, mode="replan")
         engine_seconds = time.perf_counter() - engine_started
