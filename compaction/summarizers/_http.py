@@ -74,6 +74,7 @@ import math
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -281,7 +282,7 @@ def _positive_int(label: str, value: Any, minimum: int) -> None:
         raise RecipeError(f"{label}: expected an integer >= {minimum}, found {value!r}")
 
 
-class HTTPSummarizer:
+class HTTPSummarizer(ABC):
     """The shared transport of HTTP summarizers; a provider subclasses it (see the module docstring).
 
     A subclass sets :attr:`name`, :attr:`request_format` and :attr:`api_name`, and
@@ -390,18 +391,19 @@ class HTTPSummarizer:
         self._closed = False
 
     # -- provider hooks ------------------------------------------------------------------
+    @abstractmethod
     def _endpoint(self, base: httpx.URL) -> httpx.URL:
         """Return the URL requests are posted to, from the parsed ``base_url``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _key_headers(self, key: str) -> dict[str, str]:
         """Return the headers that carry ``key``."""
-        raise NotImplementedError
 
     def _extra_headers(self) -> dict[str, str]:
         """Return headers sent with every request besides the key and the content type."""
         return {}
 
+    @abstractmethod
     def _parse_answer(self, data: Any) -> tuple[str, dict[str, Any]]:
         """Return (text, provider provenance) of a 200 answer, or raise.
 
@@ -409,7 +411,6 @@ class HTTPSummarizer:
             SummarizerRefused: a refusal, a truncated or unfinished answer.
             SummarizerError: a malformed answer.
         """
-        raise NotImplementedError
 
     def _hopeless(self, error: ServerError) -> str | None:
         """Return why waiting cannot help a transient ``error`` (an exhausted quota), or ``None``."""
