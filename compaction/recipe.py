@@ -281,6 +281,22 @@ class Recipe:
             message).
         prompt_cache_key: OpenAI's ``prompt_cache_key`` sent with compiled requests (never
             with summarizer requests); ``None`` sends none.
+        ask_ledger: carry every human ask verbatim (up to ``ask_cap_tokens`` each) in a
+            stable section ahead of the summaries, whether or not its turn is summarized.
+        ledger_share: the most of the budget the ask ledger may take (0.01 to 0.9); past
+            it the oldest asks are shortened, loudly.
+        ask_cap_tokens: the most tokens one ask shows in the ledger; a longer ask shows
+            its head and tail around a loud cut marker.
+        observation_masking: before summarizing, show old tool outputs as short loud
+            placeholders (the calls and the assistant's text stay raw).
+        mask_keep_rounds: the newest tool rounds whose outputs are never masked.
+        never_mask: tool names whose outputs are never masked (``["Read"]``).
+        summary_focus: an instruction for what summaries should keep (``compaction
+            compress --focus``); ``None`` for none.
+        quarantine_after: ticks on which a chunk's summarizer requests may fail before the
+            chunk is quarantined (shown raw or masked, not retried, reported).
+        caption_images: caption each image once while it is live (a vision-capable
+            summarizer is required) and show the caption in its later placeholder.
         summarizer: the ``[summarizer]`` table.
         source: where the recipe came from (a path, ``"<mapping>"``), used in errors.
     """
@@ -305,6 +321,15 @@ class Recipe:
     high_water_tokens: int | None = None
     cache_breakpoints: bool = True
     prompt_cache_key: str | None = None
+    ask_ledger: bool = True
+    ledger_share: float = 0.25
+    ask_cap_tokens: int = 600
+    observation_masking: bool = True
+    mask_keep_rounds: int = 10
+    never_mask: tuple[str, ...] = ()
+    summary_focus: str | None = None
+    quarantine_after: int = 3
+    caption_images: bool = False
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     source: str = field(default="<defaults>", repr=False, compare=False)
 
@@ -346,6 +371,25 @@ class Recipe:
         check.integer("high_water_tokens", self.high_water_tokens, minimum=1, optional=True)
         check.boolean("cache_breakpoints", self.cache_breakpoints)
         check.string("prompt_cache_key", self.prompt_cache_key, optional=True)
+        check.boolean("ask_ledger", self.ask_ledger)
+        if (
+            isinstance(self.ledger_share, bool)
+            or not isinstance(self.ledger_share, (int, float))
+            or not 0.01 <= self.ledger_share <= 0.9
+        ):
+            raise check.fail(
+                "ledger_share", f"expected a number from 0.01 to 0.9 (a share of the budget), found {_describe(self.ledger_share)}"
+            )
+        check.integer("ask_cap_tokens", self.ask_cap_tokens, minimum=16)
+        check.boolean("observation_masking", self.observation_masking)
+        check.integer("mask_keep_rounds", self.mask_keep_rounds, minimum=0)
+        if isinstance(self.never_mask, list):
+            object.__setattr__(self, "never_mask", tuple(self.never_mask))
+        if not isinstance(self.never_mask, tuple) or not all(isinstance(n, str) and n.strip() for n in self.never_mask):
+            raise check.fail("never_mask", f"expected an array of tool names, found {_describe(self.never_mask)}")
+        check.string("summary_focus", self.summary_focus, optional=True)
+        check.integer("quarantine_after", self.quarantine_after, minimum=1)
+        check.boolean("caption_images", self.caption_images)
         if not isinstance(self.summarizer, SummarizerSettings):
             raise check.fail("summarizer", f"expected a table, found {_describe(self.summarizer)}")
 
@@ -370,6 +414,8 @@ class Recipe:
             value = getattr(self, f.name)
             if f.name == "source" or value is None:
                 continue
+            if isinstance(value, tuple):
+                value = list(value)
             out[f.name] = value.to_dict() if isinstance(value, SummarizerSettings) else value
         return out
 
