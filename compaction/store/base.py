@@ -94,6 +94,10 @@ class HistoryStore(Protocol):
         """Return the seqs of the pinned (system) messages, in order."""
         ...
 
+    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
+        ...
+
     # -- image blobs ---------------------------------------------------------------------
     def blob(self, sha256: str) -> bytes:
         """Return the bytes of image blob ``sha256`` (StoreError if there is none)."""

@@ -665,6 +665,26 @@ class SQLiteStore:
                 for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")
             ]
 
+    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order.
+
+        These are the turns a person may have written (the ask ledger reads only these);
+        a user turn of tool results alone is not one.
+        """
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        with self._reading("reading the user turns"):
+            end = self.next_seq() if end is None else end
+            return [
+                int(r[0])
+                for r in self._db.execute(
+                    "SELECT seq FROM messages WHERE role = 'user' AND seq >= ? AND seq < ?"
+                    " AND (tool_results = '[]' OR instr(content, '\"type\": \"text\"') > 0"
+                    " OR instr(content, '\"type\":\"text\"') > 0) ORDER BY seq",
+                    (start, end),
+                )
+            ]
+
     # -- image blobs -------------------------------------------------------------------------
     def blob(self, sha256: str) -> bytes:
         """Return the stored bytes of the image blob ``sha256``.
