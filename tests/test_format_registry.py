@@ -23,6 +23,7 @@ from compaction.formats._sniff import Sample
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CASES = ROOT / "tests" / "data" / "cases"
+FORMAT_DATA = ROOT / "tests" / "data" / "formats"
 
 #: Real transcripts of each format, from the corpus the parser tests use.
 SAMPLES: dict[str, list[Path]] = {
@@ -35,6 +36,7 @@ SAMPLES: dict[str, list[Path]] = {
     "aider": [EXAMPLES / "aider__chat-history__slice.md"],
     "anthropic": sorted(CASES.glob("*.json")),
     "openai": [CASES / "malformed-line.jsonl"],
+    "trajectory": [FORMAT_DATA / "trajectory__subagent-tool-calls.json"],
 }
 GENERIC = ("anthropic", "openai")
 

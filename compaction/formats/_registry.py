@@ -34,6 +34,7 @@ _MODULES = (
     "swe_agent",
     "openhands",
     "aider",
+    "trajectory",
 )
 
 
