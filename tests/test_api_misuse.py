@@ -223,7 +223,7 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
     ),
     "Store.record_failure": (
         _with_store("record_failure"),
-        {"level": 1, "start_seq": 0, "end_seq": 1, "reason": "refused"},
+        {"level": 1, "start_seq": 0, "end_seq": 1, "reason": "refused", "kind": "outage"},
         set(),
     ),
     "Store.record_event": (

@@ -144,7 +144,7 @@ def test_file_store_reopens_with_everything(tmp_path: Path) -> None:
         assert store_snapshot(store) == before
         assert store.facts() == facts
         assert [(s.level, s.start_seq, s.end_seq, s.text) for s in store.summaries()] == [(1, 0, 2, "Asked:\n- hello")]
-        assert store.failures() == [{"level": 1, "start_seq": 2, "end_seq": 3, "reason": "refused"}]
+        assert store.failures() == [{"level": 1, "start_seq": 2, "end_seq": 3, "reason": "refused", "kind": "failed"}]
         assert store.messages()[-1].content[1]["source"]["data"] == data
         assert store.append(TRANSCRIPT + [with_image(data)], chain_seed="s") == 0
 

@@ -58,7 +58,9 @@ def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the first release's tables, read with plain sqlite3.
 
     Image facts are compared without their ``location`` (added by migration 3, checked in
-    :func:`test_the_upgrade_records_where_each_image_sits`); everything else must be equal.
+    :func:`test_the_upgrade_records_where_each_image_sits`) and failures without their
+    ``kind`` (added by migration 4, checked in
+    :func:`test_the_upgrade_counts_old_failures_toward_quarantine`); everything else must be equal.
     """
     db = sqlite3.connect(path)
     try:
@@ -69,7 +71,15 @@ def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     finally:
         db.close()
     rows["messages"] = [(*row[:8], _without_locations(row[8]), *row[9:]) for row in rows["messages"]]
+    rows["failures"] = [row[:6] for row in rows["failures"]]
     return rows
+
+
+def test_the_upgrade_counts_old_failures_toward_quarantine(v1_store: Path) -> None:
+    """Migration 4: a failure the first release recorded is of kind 'failed' (a tick the chunk failed)."""
+    with Store(v1_store) as store:
+        assert [f["kind"] for f in store.failures()] == ["failed"]
+    assert _query(v1_store, "SELECT level, start_seq, end_seq, kind FROM failures") == [(1, 28, 31, "failed")]
 
 
 def test_the_upgrade_records_where_each_image_sits(v1_store: Path) -> None:
@@ -191,7 +201,7 @@ def test_an_upgraded_store_reads_back_everything_it_held(v1_store: Path) -> None
         assert sorted(summaries) == sorted(row[:5] for row in raw["summaries"])
         assert {s.level for s in store.summaries()} == {1, 2, 3} and store.summary_frontier(1) == 27
         assert store.failures() == [
-            {"level": 1, "start_seq": 28, "end_seq": 31, "reason": raw["failures"][0][4]}
+            {"level": 1, "start_seq": 28, "end_seq": 31, "reason": raw["failures"][0][4], "kind": "failed"}
         ]
         for encoding in ("o200k_base", "cl100k_base"):  # cached counts equal a direct count
             assert [f.text_tokens for f in store.facts(encoding=encoding)] == [

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from .base import HistoryStore
 from .migrations import MIGRATIONS, SCHEMA_VERSION
-from .model import CompactionEvent, ImageFact, MessageFacts, StoredSummary
+from .model import FAILURE_KINDS, CompactionEvent, ImageFact, MessageFacts, StoredSummary
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
 
 __all__ = [
+    "FAILURE_KINDS",
     "SCHEMA_VERSION",
     "CompactionEvent",
     "HistoryStore",

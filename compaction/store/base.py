@@ -139,12 +139,19 @@ class HistoryStore(Protocol):
         ...
 
     # -- failures and events -------------------------------------------------------------
-    def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
-        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level``."""
+    def record_failure(
+        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
+    ) -> None:
+        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level``.
+
+        ``kind`` is one of :data:`~compaction.store.model.FAILURE_KINDS`: ``"failed"``
+        counts toward quarantining the chunk, ``"outage"`` does not.
+        """
         ...
 
     def failures(self) -> list[dict[str, Any]]:
-        """Return the recorded summarizer failures, oldest first."""
+        """Return the recorded summarizer failures (``level``, ``start_seq``, ``end_seq``,
+        ``reason``, ``kind``), oldest first."""
         ...
 
     def record_event(

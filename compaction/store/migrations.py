@@ -21,6 +21,11 @@ Versions:
    :func:`compaction.images.image_locations`), so the compile planner decides an image in
    tool-call arguments as the wire gate does.  A data step: it reads each message's stored
    content (blob references are enough) and rewrites its ``images`` column.
+4. Failure kinds: ``failures.kind`` says whether a failure counts toward quarantining its
+   chunk (``"failed"``: the summarizer was reached and failed on this range) or not
+   (``"outage"``: the summarizer could not be reached or used on that tick, which says
+   nothing about the chunk).  Rows written before it are ``"failed"`` (each was a tick on
+   which the chunk failed).
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -142,11 +147,14 @@ _EVENTS = (
 )""",
 )
 
+_FAILURE_KINDS = ("ALTER TABLE failures ADD COLUMN kind TEXT NOT NULL DEFAULT 'failed'",)
+
 #: Every migration, in order; the last one's version is :data:`SCHEMA_VERSION`.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
     Migration(2, "compaction events", _EVENTS),
     Migration(3, "image sites record their location", (), _record_image_locations),
+    Migration(4, "failures record their kind (counted toward quarantine or an outage)", _FAILURE_KINDS),
 )
 
 #: The schema version this code writes and reads.

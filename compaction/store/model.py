@@ -17,7 +17,12 @@ from ..images import ImageSite
 #: The old name of :class:`~compaction.images.ImageSite`, what the store records of an image.
 ImageFact = ImageSite
 
-__all__ = ["CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
+__all__ = ["FAILURE_KINDS", "CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
+
+#: The kinds of a recorded summarizer failure: ``"failed"`` (the summarizer was reached and
+#: failed on the range; counts toward quarantining a chunk) and ``"outage"`` (it could not be
+#: reached or used on that tick; says nothing about the chunk, never counts).
+FAILURE_KINDS = ("failed", "outage")
 
 #: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
 _OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})

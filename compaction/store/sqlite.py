@@ -38,7 +38,7 @@ from ..blocks import Message, canonical_json
 from ..errors import EncodingDataMissing, ImageError, InvalidArgument, InvalidMessage, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
 from . import ingest, migrations
-from .model import CompactionEvent, MessageFacts, StoredSummary
+from .model import FAILURE_KINDS, CompactionEvent, MessageFacts, StoredSummary
 
 if TYPE_CHECKING:
     from .base import HistoryStore
@@ -801,32 +801,50 @@ class SQLiteStore:
         return [int(r[0]) for r in rows]
 
     # -- failures and events -------------------------------------------------------------------
-    def record_failure(self, level: int, start_seq: int, end_seq: int, reason: str) -> None:
+    def record_failure(
+        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
+    ) -> None:
         """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
 
+        Args:
+            kind: ``"failed"`` (the summarizer was reached and failed on this range: the
+                failure counts toward quarantining the chunk) or ``"outage"`` (the summarizer
+                could not be reached or used; it does not count).
+
         Raises:
-            StoreError: the database refused the write; the message carries ``reason`` too,
-                so the summarizer's failure is not lost behind the store's.
+            StoreError: the database refused the write (the message carries ``reason`` too,
+                so the summarizer's failure is not lost behind the store's), or an unknown kind.
             InvalidArgument: an argument of the wrong type.
         """
         _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
         if not isinstance(reason, str):
             raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
+        if kind not in FAILURE_KINDS:
+            raise StoreError(
+                f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}"
+            )
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():
             self._db.execute(
-                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at) VALUES (?, ?, ?, ?, ?)",
-                (level, start_seq, end_seq, ingest.sql_text(reason), time.time()),
+                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at, kind) VALUES (?, ?, ?, ?, ?, ?)",
+                (level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
             )
 
     def failures(self) -> list[dict[str, Any]]:
-        """Return the recorded summarizer failures, oldest first."""
+        """Return the recorded summarizer failures, oldest first.
+
+        Each is a dict of ``level``, ``start_seq``, ``end_seq``, ``reason`` and ``kind``
+        (the keyword arguments of :meth:`record_failure`).
+        """
         with self._reading("reading summarizer failures"):
             rows = self._db.execute(
-                "SELECT level, start_seq, end_seq, reason FROM failures ORDER BY id"
+                "SELECT level, start_seq, end_seq, reason, kind FROM failures ORDER BY id"
             ).fetchall()
         return [
-            {"level": lv, "start_seq": s, "end_seq": e, "reason": ingest.text_from_sql(r)} for lv, s, e, r in rows
+            {"level": lv, "start_seq": s, "end_seq": e, "reason": ingest.text_from_sql(r), "kind": k}
+            for lv, s, e, r, k in rows
         ]
 
     def record_event(
