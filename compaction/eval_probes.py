@@ -70,7 +70,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from .asks import ask_text
 from .blocks import Message
@@ -86,6 +85,7 @@ from .eval_text import (
     word_counts,
 )
 from .eval_tool_probes import error_probes, file_probes
+from .evidence import PLAN_TOOL, checklist_items, decision_sentences, plan_items
 
 __all__ = [
     "ProbeKind",
@@ -98,14 +98,6 @@ __all__ = [
 ]
 
 ASK_WORDS = 8
-_DECISION = re.compile(
-    r"^(?:[-*]\s+|\d+\.\s+)?(?:(?:Now|So|First|Then|Next),?\s+)?"
-    r"(?:I'll|I will|I'm going to|I am going to|We'll|We will|We should|I need to|I decided|I've decided)\b"
-    r"|^(?:Plan:|Next,|Next step|The plan\b|My plan\b|Decision:)"
-)
-_CHECKBOX = re.compile(r"^\s*[-*] \[[ xX]\] (.+)$", re.MULTILINE)
-_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+")
-_PLAN_TOOL = re.compile(r"todo|plan", re.IGNORECASE)
 
 _IDENTIFIER = re.compile(
     r"https?://[^\s<>\"'`)\]}]+"
@@ -145,28 +137,12 @@ def human_asks(messages: Sequence[Message]) -> list[tuple[int, str]]:
 
 
 def _decision_texts(message: Message) -> Iterator[str]:
-    for line in texts(message.content).replace("\u2019", "'").splitlines():
-        for sentence in _SENTENCE_END.split(line.strip()):
-            if _DECISION.match(sentence):
-                yield sentence
-    for match in _CHECKBOX.finditer(texts(message.content)):
-        yield match.group(1)
+    yield from decision_sentences(texts(message.content))
+    for _checked, item in checklist_items(texts(message.content)):
+        yield item
     for block in message.content:
-        if block.get("type") == "tool_use" and _PLAN_TOOL.search(str(block.get("name", ""))):
-            yield from _plan_items(block.get("input"))
-
-
-def _plan_items(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key in ("content", "step", "title", "task"):
-            if isinstance(value.get(key), str):
-                yield value[key]
-                return
-        for item in value.values():
-            yield from _plan_items(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _plan_items(item)
+        if block.get("type") == "tool_use" and PLAN_TOOL.search(str(block.get("name", ""))):
+            yield from plan_items(block.get("input"))
 
 
 # -- identifiers --------------------------------------------------------------------------
