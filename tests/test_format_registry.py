@@ -37,6 +37,7 @@ SAMPLES: dict[str, list[Path]] = {
     "anthropic": sorted(CASES.glob("*.json")),
     "openai": [CASES / "malformed-line.jsonl"],
     "trajectory": [FORMAT_DATA / "trajectory__subagent-tool-calls.json"],
+    "gemini-cli": [FORMAT_DATA / "gemini-cli__stream-json-tool-session.jsonl"],
 }
 GENERIC = ("anthropic", "openai")
 

@@ -35,6 +35,7 @@ _MODULES = (
     "openhands",
     "aider",
     "trajectory",
+    "gemini_cli",
 )
 
 

@@ -172,8 +172,13 @@ def parse(text: str, ctx: Context) -> list[Draft]:
     return drafts
 
 
+#: Keys of other streams' events of the same type names (Gemini CLI's ``tool_result`` carries
+#: ``tool_id``, Agent TARS's ``toolCallId``), which no Agent TARS event has.
+_FOREIGN_KEYS = frozenset({"role", "tool_id", "tool_name", "session_id"})
+
+
 def _is_event(value: dict[str, Any]) -> bool:
-    return value.get("type") in _EVENTS and "role" not in value
+    return value.get("type") in _EVENTS and not (_FOREIGN_KEYS & value.keys())
 
 
 def _head_is_events(text: str) -> bool:
