@@ -8,8 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.formats import detect_format, load_transcript
-from compaction.formats import agent_tars
+from compaction.formats import agent_tars, detect_format, load_transcript
 from compaction.formats._sniff import Sample
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "formats" / "gemini-cli__stream-json-tool-session.jsonl"
