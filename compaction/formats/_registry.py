@@ -36,6 +36,7 @@ _MODULES = (
     "aider",
     "trajectory",
     "gemini_cli",
+    "inspect_ai",
 )
 
 
