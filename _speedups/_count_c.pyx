@@ -38,7 +38,7 @@ __all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE"
            "MAX_MEMO_CHARS"]
 
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
-DEFAULT_MEMO_SIZE = 65536
+DEFAULT_MEMO_SIZE = 1 << 18
 MAX_MEMO_PIECE = 4096
 MAX_MEMO_CHARS = 1 << 22
 
@@ -398,10 +398,9 @@ ctypedef struct _Memo:
     size_t mask         # slots - 1: a power of two, grown to keep them at most 3/4 full
     size_t max_slots    # the last size: at least twice the memo size
     size_t used
-    size_t limit        # memo_size
     uint32_t* keys
     size_t keys_used
-    size_t chars        # code points of the remembered pieces (<= MAX_MEMO_CHARS)
+    size_t chars        # code points of the remembered pieces (<= MAX_MEMO_CHARS // 2)
     size_t keys_capacity
 
 
@@ -536,19 +535,34 @@ cdef int _grow(_Memo* memo) except -1:
     return 0
 
 
+cdef inline void _forget(_Memo* memo) noexcept nogil:
+    memset(memo.slots, 0, (memo.mask + 1) * sizeof(_Slot))
+    memo.used = 0
+    memo.keys_used = 0
+    memo.chars = 0
+
+
+cdef inline void _make_room(PieceCounter counter, Py_ssize_t length) noexcept:
+    # Before a piece of ``length`` code points is added: when the newer generation is full, the
+    # older one is forgotten and the newer one becomes the older (its buffers are reused, so a
+    # turn-over allocates nothing); the rule of _count_py.PieceCounter._remember.
+    cdef _Memo spare
+    if counter._memo.used >= counter._generation or counter._memo.chars + length > C_MAX_MEMO_CHARS // 2:
+        spare = counter._older
+        counter._older = counter._memo
+        counter._memo = spare
+        _forget(&counter._memo)
+    if counter._memo.used + counter._older.used >= <size_t>counter.memo_size:
+        _forget(&counter._older)
+
+
 cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, const _unit* s,
                    Py_ssize_t i, Py_ssize_t e, Py_ssize_t tokens) except -1:
+    # Add the piece s[i:e] to ``memo`` (the newer generation, with room: see _make_room).
     cdef _Slot* slot
     cdef uint32_t* keys
     cdef size_t capacity
     cdef Py_ssize_t k
-    if memo.limit == 0:
-        return 0
-    if memo.used >= memo.limit or memo.chars + (e - i) > C_MAX_MEMO_CHARS:
-        memset(memo.slots, 0, (memo.mask + 1) * sizeof(_Slot))
-        memo.used = 0
-        memo.keys_used = 0
-        memo.chars = 0
     if 4 * (memo.used + 1) > 3 * (memo.mask + 1) and memo.mask + 1 < memo.max_slots:
         _grow(memo)
     if not is_packed and memo.keys_used + (e - i) > memo.keys_capacity:
@@ -862,7 +876,9 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
     cdef bint is_packed
     cdef _Slot* slot
     cdef bint cl100k = counter._cl100k
-    cdef _Memo* memo = &counter._memo
+    cdef _Memo* memo = &counter._memo      # the newer generation (its struct, swapped in place)
+    cdef _Memo* older = &counter._older
+    cdef bint remember = counter.memo_size > 0
     while i < n:
         e = _piece_end(cl100k, s, i, n)
         if e - i <= C_MAX_MEMO_PIECE:
@@ -871,8 +887,14 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
             if slot.shape:
                 total += slot.tokens
             else:
-                tokens = _count_piece(counter, s, i, e, text)
-                _remember(memo, h, packed, is_packed, s, i, e, tokens)
+                slot = _find(older, h, packed, is_packed, s, i, e) if older.used else NULL
+                if slot != NULL and slot.shape:
+                    tokens = slot.tokens
+                else:
+                    tokens = _count_piece(counter, s, i, e, text)
+                if remember:
+                    _make_room(counter, e - i)
+                    _remember(memo, h, packed, is_packed, s, i, e, tokens)
                 total += tokens
         else:
             total += _count_piece(counter, s, i, e, text)
@@ -909,12 +931,27 @@ def _check_encoding(encoding):
         )
 
 
+cdef int _init_memo(_Memo* memo, size_t max_slots) except -1:
+    # An empty generation of at most ``max_slots`` slots (a power of two), 1024 to start with.
+    cdef size_t slots = min(max_slots, 1024)
+    free(memo.slots)
+    memo.slots = <_Slot*>calloc(slots, sizeof(_Slot))
+    if memo.slots == NULL:
+        raise MemoryError()
+    memo.max_slots = max_slots
+    memo.mask = slots - 1
+    memo.used = 0
+    memo.keys_used = 0
+    memo.chars = 0
+    return 0
+
+
 cdef class PieceCounter:
     """Count the tokens of texts in one encoding, remembering the count of every short piece.
 
     Args:
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
-        memo_size: pieces remembered before the memo is cleared (``0``: remember none).
+        memo_size: pieces remembered at most, in two generations (``0``: remember none).
 
     Raises:
         EncodingDataMissing: no pre-tokenizer for ``encoding``, or its rank file is missing.
@@ -929,7 +966,9 @@ cdef class PieceCounter:
     cdef readonly Py_ssize_t memo_size
     cdef object _bpe
     cdef bint _cl100k
+    cdef size_t _generation
     cdef _Memo _memo
+    cdef _Memo _older
     cdef _Ranks* _ranks
 
     def __init__(self, encoding: str = "o200k_base", memo_size: int = DEFAULT_MEMO_SIZE) -> None:
@@ -942,35 +981,30 @@ cdef class PieceCounter:
         self._bpe = single_piece_bpe(encoding)
         self._cl100k = encoding == "cl100k_base"
         self._ranks = _ranks_of(encoding, self._cl100k)
-        while slots < 2 * <size_t>memo_size:
+        self._generation = (<size_t>memo_size + 1) // 2
+        while slots < 2 * self._generation:
             slots *= 2
-        self._memo.max_slots = slots
-        slots = min(slots, 1024)
-        free(self._memo.slots)
-        self._memo.slots = <_Slot*>calloc(slots, sizeof(_Slot))
-        if self._memo.slots == NULL:
-            raise MemoryError()
-        self._memo.mask = slots - 1
-        self._memo.used = 0
-        self._memo.limit = memo_size
-        self._memo.keys_used = 0
-        self._memo.chars = 0
+        _init_memo(&self._memo, slots)
+        _init_memo(&self._older, slots)
 
     def __dealloc__(self):
         free(self._memo.slots)
         free(self._memo.keys)
+        free(self._older.slots)
+        free(self._older.keys)
 
     @property
     def memo_len(self) -> int:
-        """The number of pieces remembered now (``<= memo_size``)."""
-        return self._memo.used
+        """The number of pieces remembered now, in both generations (``<= memo_size``).
+
+        A piece copied from the older generation into the newer one counts twice.
+        """
+        return self._memo.used + self._older.used
 
     def clear(self) -> None:
         """Forget every remembered piece."""
-        memset(self._memo.slots, 0, (self._memo.mask + 1) * sizeof(_Slot))
-        self._memo.used = 0
-        self._memo.keys_used = 0
-        self._memo.chars = 0
+        _forget(&self._memo)
+        _forget(&self._older)
 
     def pieces(self, text: str) -> list[str]:
         """Return the pre-tokenizer's pieces of ``text``, in order (they join back to ``text``)."""

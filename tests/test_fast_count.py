@@ -485,3 +485,60 @@ def test_memo_is_shared_by_the_string_kinds(impl: ModuleType) -> None:
         assert counter.count(text) == tiktoken_count(text, "o200k_base")
         assert counter.memo_len <= remembered + 2, wide
         remembered = counter.memo_len
+
+
+# --------------------------------------------------------------------------- the memo's generations
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batch=st.lists(st.lists(st.integers(0, 400), min_size=1, max_size=60), min_size=1, max_size=12),
+    memo_size=st.integers(0, 41),
+)
+def test_twins_remember_the_same_pieces(
+    c_impl: ModuleType, py_impl: ModuleType, batch: list[list[int]], memo_size: int
+) -> None:
+    # the generations turn over at the same pieces in both twins: the same memo_len after each text
+    c_counter = c_impl.PieceCounter("o200k_base", memo_size=memo_size)
+    py_counter = py_impl.PieceCounter("o200k_base", memo_size=memo_size)
+    for numbers in batch:
+        text = " ".join(f"w{n}" for n in numbers)
+        assert c_counter.count(text) == py_counter.count(text) == tiktoken_count(text, "o200k_base")
+        assert c_counter.memo_len == py_counter.memo_len <= memo_size
+
+
+def _words(count: int) -> str:
+    """``count`` distinct pieces: a space and three letters each."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(f" {letters[k // 676 % 26]}{letters[k // 26 % 26]}{letters[k % 26]}" for k in range(count))
+
+
+def test_memo_keeps_pieces_in_use_when_full(py_impl: ModuleType, c_impl: ModuleType) -> None:
+    # Before: the memo was cleared when full, so a text of more distinct pieces than it holds
+    # was counted twice with no hit on the second pass.  Two generations keep the pieces in use.
+    for size, expected_misses in ((200, 49), (300, 0)):
+        text = _words(150)
+        expected = tiktoken_count(text, "o200k_base")
+        twin = py_impl.PieceCounter("o200k_base", memo_size=size)
+        compiled = c_impl.PieceCounter("o200k_base", memo_size=size)
+        assert len(twin.pieces(text)) == 150
+        assert twin.count(text) == compiled.count(text) == expected
+        assert twin.memo_len == compiled.memo_len == 150
+        calls: list[bytes] = []
+        bpe = twin._bpe
+        twin._bpe = lambda piece, calls=calls, bpe=bpe: calls.append(piece) or bpe(piece)
+        assert twin.count(text) == compiled.count(text) == expected
+        # memo_size 200 (generations of 100): the older generation holds the first 100 pieces,
+        # the newer the last 50; the second pass copies the first 50 into the newer one, which
+        # turns over when the 51st is copied, so misses the next 49; the last 50 are found in the
+        # older one.  Before, a memo cleared when full missed all 150 once they passed its size.
+        # A memo of 300 holds all 150 in one generation.
+        assert len(calls) == expected_misses
+        assert twin.memo_len == compiled.memo_len
+
+
+def test_memo_of_one_piece(impl: ModuleType) -> None:
+    counter = impl.PieceCounter("o200k_base", memo_size=1)
+    for text in ("a b c", "x", "x y"):
+        assert counter.count(text) == tiktoken_count(text, "o200k_base")
+        assert counter.memo_len == 1

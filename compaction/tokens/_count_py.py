@@ -27,8 +27,16 @@ costs the same number of tokens wherever it occurs.  Agent histories repeat the 
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
    count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
    :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), at most
-   :data:`MAX_MEMO_CHARS` characters in all, and it is cleared when either bound would be
-   passed, so memory stays bounded whatever the input.
+   :data:`MAX_MEMO_CHARS` characters in all, so memory stays bounded whatever the input.  It
+   never wipes itself: it keeps two **generations**, the newer one (where pieces are added)
+   and the older one.  A piece found only in the older one is copied into the newer one, so
+   a piece in use survives.  When the newer one is full (half of ``memo_size`` pieces, or
+   half of :data:`MAX_MEMO_CHARS` characters), the older one is forgotten and the newer one
+   becomes the older; the pieces seen since the last turn-over are kept.  (With an odd
+   ``memo_size`` the older one is also forgotten when the two together hold ``memo_size``.)
+   So a text of up to half ``memo_size`` distinct pieces counted twice hits on every piece the
+   second time, and one of up to ``memo_size`` on at least half of them, where a memo cleared
+   when full (this memo before) started the second pass empty.
 3. **Sum** the counts.
 
 Exact by construction: ``count(text) == len(encoding.encode_ordinary(text))`` for every ``str``
@@ -69,12 +77,13 @@ __all__ = [
 
 #: The encodings whose pre-tokenizer is implemented.
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
-#: Pieces a counter remembers before it clears its memo.
-DEFAULT_MEMO_SIZE = 65536
+#: Pieces a counter remembers at most (two generations of half as many each).  A 6 MB text of
+#: 124k distinct pieces counted twice hits on them all the second time (bench/bench_count_memo.py).
+DEFAULT_MEMO_SIZE = 1 << 18
 #: Longest piece (characters) kept in the memo; longer pieces are counted on every call.
 MAX_MEMO_PIECE = 4096
-#: Characters of all remembered pieces together before the memo is cleared (bounds its memory;
-#: long pieces such as base64 image data repeat in a transcript too).
+#: Characters of all remembered pieces together at most (half of it a generation; bounds the
+#: memo's memory: long pieces such as base64 image data repeat in a transcript too).
 MAX_MEMO_CHARS = 1 << 22
 
 #: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
@@ -143,7 +152,7 @@ class PieceCounter:
 
     Args:
         encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
-        memo_size: pieces remembered before the memo is cleared (``0``: remember none).
+        memo_size: pieces remembered at most, in two generations (``0``: remember none).
 
     Raises:
         EncodingDataMissing: no pre-tokenizer for ``encoding``, or its rank file is missing.
@@ -163,18 +172,35 @@ class PieceCounter:
         self._bpe: Callable[[bytes], list[int]] = single_piece_bpe(encoding)
         self._pattern = regex.compile(ENCODINGS[encoding].pat_str)
         self._disagreements = _find_disagreements()
-        self._memo: dict[str, int] = {}
+        self._generation = (memo_size + 1) // 2
+        self._memo: dict[str, int] = {}  # the newer generation
         self._memo_chars = 0
+        self._older: dict[str, int] = {}  # the older generation
 
     @property
     def memo_len(self) -> int:
-        """The number of pieces remembered now (``<= memo_size``)."""
-        return len(self._memo)
+        """The number of pieces remembered now, in both generations (``<= memo_size``).
+
+        A piece copied from the older generation into the newer one counts twice.
+        """
+        return len(self._memo) + len(self._older)
 
     def clear(self) -> None:
         """Forget every remembered piece."""
-        self._memo.clear()
+        self._memo = {}
         self._memo_chars = 0
+        self._older = {}
+
+    def _remember(self, piece: str, tokens: int) -> None:
+        """Add ``piece`` to the newer generation, turning the generations over when it is full."""
+        if len(self._memo) >= self._generation or self._memo_chars + len(piece) > MAX_MEMO_CHARS // 2:
+            self._older = self._memo
+            self._memo = {}
+            self._memo_chars = 0
+        if len(self._memo) + len(self._older) >= self.memo_size:
+            self._older = {}
+        self._memo[piece] = tokens
+        self._memo_chars += len(piece)
 
     def pieces(self, text: str) -> list[str]:
         """Return the pre-tokenizer's pieces of ``text``, in order (they join back to ``text``)."""
@@ -215,13 +241,12 @@ class PieceCounter:
         for piece in self._split(text):
             tokens = memo.get(piece)
             if tokens is None:
-                tokens = len(self._bpe(piece.encode("utf-8")))
+                tokens = self._older.get(piece)
+                if tokens is None:
+                    tokens = len(self._bpe(piece.encode("utf-8")))
                 if len(piece) <= MAX_MEMO_PIECE and self.memo_size:
-                    if len(memo) >= self.memo_size or self._memo_chars + len(piece) > MAX_MEMO_CHARS:
-                        memo.clear()
-                        self._memo_chars = 0
-                    memo[piece] = tokens
-                    self._memo_chars += len(piece)
+                    self._remember(piece, tokens)
+                    memo = self._memo
             total += tokens
         return total
 
