@@ -38,6 +38,7 @@ SAMPLES: dict[str, list[Path]] = {
     "openai": [CASES / "malformed-line.jsonl"],
     "trajectory": [FORMAT_DATA / "trajectory__subagent-tool-calls.json"],
     "gemini-cli": [FORMAT_DATA / "gemini-cli__stream-json-tool-session.jsonl"],
+    "craft-agents": [FORMAT_DATA / "craft-agents__session.jsonl"],
     "inspect-ai": [FORMAT_DATA / "inspect-ai__log_images.json", FORMAT_DATA / "inspect-ai__browser.json"],
 }
 GENERIC = ("anthropic", "openai")

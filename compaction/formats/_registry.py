@@ -37,6 +37,7 @@ _MODULES = (
     "trajectory",
     "gemini_cli",
     "inspect_ai",
+    "craft_agents",
 )
 
 

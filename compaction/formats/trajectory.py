@@ -68,7 +68,6 @@ _SUBAGENT_ROLE = re.compile(
 )
 _CALL_TYPES = frozenset({"tool_call", "tool_use"})
 _RESULT_TYPES = frozenset({"tool_output", "tool_result"})
-_TRAJECTORY_BLOCKS = frozenset({"tool_call", "tool_output"})
 _CHAT_PARTS = frozenset({"image_url", "input_image", "input_text", "output_text", "refusal"})
 
 
@@ -281,7 +280,8 @@ def _is_trajectory_message(message: Any) -> bool:
         return True
     content = message.get("content")
     return isinstance(content, list) and any(
-        isinstance(block, dict) and (block.get("type") in _TRAJECTORY_BLOCKS or "_metadata" in block)
+        isinstance(block, dict)
+        and (block.get("type") in ("tool_call", "tool_output") or "_metadata" in block)
         for block in content
     )
 
