@@ -98,6 +98,14 @@ class Context:
             )
         return InvalidTranscript(what, path=self.path, line=line)
 
+    def note(self, what: str, *, line: int | None = None) -> None:
+        """Record how the parse worked around a skipped item (a re-linked chain): one more
+        ``"path:line: what"`` line in ``problems``, not counted as a skipped item."""
+        prefix = self.path if self.path is not None else "<memory>"
+        if line is not None:
+            prefix += f":{line}"
+        self.problems.append(f"{prefix}: {what}")
+
     def problem(self, what: str, *, line: int | None = None, where: str | None = None) -> None:
         """Report one malformed item: raise under strict parsing, record it under lenient."""
         text = f"{where}: {what}" if where else what

@@ -46,6 +46,15 @@ def _image(block: dict[str, Any]) -> Block:
     data, media_type = block.get("data"), block.get("mimeType")
     if not isinstance(data, str) or not isinstance(media_type, str):
         raise Malformed("an image block needs string 'data' and 'mimeType'")
+    if data.startswith("blob:") or ":" in data[:80]:
+        # A reference to bytes stored elsewhere (pi-derived stores write "blob:sha256:<hex>"):
+        # kept as a loud placeholder naming it, never refused as bad base64.
+        reference = data if len(data) <= 200 else data[:197] + "..."
+        return {
+            "type": "text",
+            "text": f"[image not included: {media_type} given by reference {reference!r}, whose bytes "
+            "are not in the transcript; it cannot be shown]",
+        }
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
@@ -128,24 +137,46 @@ def _message(message: Any) -> Draft:
     return draft
 
 
-def _active_branch(entries: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
-    """Keep the entries on the path from the root to the last entry (tree sessions only)."""
+def _active_branch(
+    entries: list[tuple[int, dict[str, Any]]], ctx: Context | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """Keep the entries on the path from the root to the last entry (tree sessions only).
+
+    When the path breaks (an entry's ``parentId`` names an entry that is not in the file, such
+    as a line skipped as malformed), the part before the break is re-linked in file order: the
+    walk goes on from the last entry written before the oldest entry reached so far, so no
+    message before a bad line is lost.  Each re-link is reported through ``ctx`` (it names
+    the line, the missing parent and the number of entries re-linked).
+    """
     with_ids = [entry for entry in entries if isinstance(entry[1].get("id"), str)]
     if not any("parentId" in entry for _, entry in with_ids):
         return entries
     parents = {entry["id"]: entry.get("parentId") for _, entry in with_ids if entry.get("type") != "session"}
+    position = {entry["id"]: index for index, (_, entry) in enumerate(with_ids)}
     leaf = next((e["id"] for _, e in reversed(with_ids) if e.get("type") != "session"), None)
     path: set[str] = set()
     node = leaf
     while isinstance(node, str) and node not in path:
         path.add(node)
-        node = parents.get(node)
+        parent = parents.get(node)
+        if isinstance(parent, str) and parent not in parents:
+            oldest = position[node]
+            before = [e["id"] for _, e in with_ids[:oldest] if e.get("type") != "session"]
+            if before and ctx is not None:
+                line = next(number for number, e in entries if e.get("id") == node)
+                ctx.note(
+                    f"parentId {parent!r} is in no entry of the file (a skipped or missing line); "
+                    f"the {len(before)} entries written before line {line} were re-linked in file order",
+                    line=line,
+                )
+            parent = before[-1] if before else None
+        node = parent
     return [(line, e) for line, e in entries if e.get("type") == "session" or e.get("id") in path]
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse a pi session into drafts (the active branch, compaction summaries as meta)."""
-    entries = _active_branch(list(iter_jsonl(text, ctx)))
+    entries = _active_branch(list(iter_jsonl(text, ctx)), ctx)
     drafts: list[Draft] = []
     pending: dict[str, Any] = {}
     for line, entry in entries:
