@@ -19,6 +19,16 @@ whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_
   ``message`` is missing, has no ``content`` or holds something other than blocks, is
   malformed.
 
+Claude Code's own compaction: a ``system`` event with ``subtype: "compact_boundary"``
+(``compactMetadata``: ``trigger``, ``preTokens``) marks where Claude Code compacted, and the
+``user`` event after it with ``isCompactSummary: true`` (its text opens "This session is being
+continued from a previous conversation") holds the summary Claude Code wrote.  That summary is
+a prior compaction, not a human ask and not a message the model saw beside the raw messages
+it replaced (which stay in the file and in the store), so it makes no message: it is kept, with
+the boundary's trigger, token count and uuid, as ``meta["claude_code_compaction"]`` of the next
+message (of the last one when nothing follows), the way pi ``compaction`` entries and Codex
+``compacted`` records are kept.
+
 The order is the file's order (``parentUuid`` chains are not followed: compaction and
 resumes restart them, and the fixtures leave them ``null``).
 """
@@ -76,15 +86,53 @@ def _join(target: Draft, extra: Draft) -> None:
     ids.append(extra.source_id)
 
 
+#: How Claude Code opens the summary it writes when it compacts a conversation.
+COMPACT_SUMMARY_PREFIX = "This session is being continued from a previous conversation"
+
+
+def _summary_text(event: dict[str, Any]) -> str:
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def _is_compact_summary(event: dict[str, Any], boundary: dict[str, Any] | None) -> bool:
+    """Whether a user event is the summary Claude Code wrote when it compacted."""
+    if event.get("isCompactSummary") is True:
+        return True
+    return (
+        boundary is not None
+        and "summary" not in boundary
+        and (_summary_text(event).lstrip().startswith(COMPACT_SUMMARY_PREFIX))
+    )
+
+
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse a Claude Code session into drafts."""
     drafts: list[Draft] = []
     by_message_id: dict[str, Draft] = {}
     seen_uuids: set[str] = set()
+    compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
     for line, event in iter_jsonl(text, ctx):
         kind = event.get("type")
         if not isinstance(kind, str):
             ctx.problem("not a Claude Code event: no string 'type'", line=line)
+            continue
+        if kind == "system" and event.get("subtype") == "compact_boundary":
+            metadata = event.get("compactMetadata")
+            facts: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
+            compaction = {"boundary_uuid": event.get("uuid"), "timestamp": event.get("timestamp"), **facts}
+            continue
+        if kind == "user" and event.get("isSidechain") is not True and _is_compact_summary(event, compaction):
+            compaction = {
+                **(compaction or {}),
+                "summary": _summary_text(event),
+                "summary_uuid": event.get("uuid"),
+            }
             continue
         if kind not in ("user", "assistant") or event.get("isSidechain") is True:
             continue
@@ -106,7 +154,12 @@ def parse(text: str, ctx: Context) -> list[Draft]:
                 _join(first, draft)
                 continue
             by_message_id[message_id] = draft
+        if compaction is not None and "summary" in compaction:
+            draft.meta["claude_code_compaction"] = compaction
+            compaction = None
         drafts.append(draft)
+    if compaction is not None and "summary" in compaction and drafts:
+        drafts[-1].meta["claude_code_compaction"] = compaction
     return drafts
 
 
