@@ -18,16 +18,55 @@ request over ``summarizer_context_tokens - `` the output cap is never sent: an L
 its largest tool outputs, then splits; a merge or stitch of too many records combines them
 in halves, then cuts the longest records in the middle.  The store's messages are never
 edited; summaries are added beside them.
+
+When the summarizer fails (DESIGN.md, "When the summarizer fails"):
+
+* **Which failures count.**  Each failure is recorded once per tick with a kind
+  (:meth:`Compactor.failure_kind`).  ``"failed"``, counted toward quarantine: the summarizer
+  was reached and failed on this range -- it refused the request even after the chunk was
+  split (:class:`~compaction.errors.SummarizerRefused`: too long, unsupported content, an
+  empty, truncated or over-long answer), or gave an invalid answer or a non-transient error
+  (a plain :class:`~compaction.errors.SummarizerError`: not JSON, oversized, HTTP 400 for a
+  bad parameter), or its retries ran out (:class:`~compaction.errors.SummarizerUnavailable`)
+  after it answered another request of the same tick.  ``"outage"``, never counted: the
+  retries ran out and nothing was answered on this tick (connection refused, every attempt
+  timed out, 429 or 5xx throughout), or the summarizer is misconfigured (HTTP 401, 403, 404,
+  a redirect, a missing or unusable key, a closed summarizer, a request gated for another
+  summarizer).  Those say nothing about the chunk; quarantining chunk after chunk for them
+  would replace the history with offline summaries while the real fault is elsewhere.
+* **A chunk that fails** stops the tick (the frontier stops; later chunks wait), as a
+  chunk's summary must exist before the next chunk's can be used.  On the tick on which a
+  chunk has failed (kind ``"failed"``) for the ``quarantine_after``-th time it is
+  **quarantined**: a stand-in level-1 summary written by the offline
+  :class:`~compaction.summarizers.ExtractiveSummarizer` takes its place, opening with a loud
+  ``[Quarantined: ...]`` line, and the tick goes on to the later chunks.  The chunk is never
+  sent again, so no further failure rows pile up for it.
+* **A merge that fails** (refused or invalid even after :meth:`Compactor._combine` tried
+  halves) is retried as merges of fewer children (the split fallback): its first half, then
+  its second, each a summary of the next level, by the same rule down to two children, left
+  to right.  Merging stops at the first child no merge took: the children from there on stay
+  shown at their level (coverage holds), the unmerged stretch is recorded once, and they
+  head the next tick's group, so every level stays contiguous.  A group that fails whole on
+  ``quarantine_after`` ticks gets an offline stand-in merge, so the levels above can grow.
+  An outage is not split; it stops the merges of the tick.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .blocks import Block, Message
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
-from .errors import CompactionError, InvalidArgument, SummarizerError, SummarizerRefused, found
+from .errors import (
+    CompactionError,
+    InvalidArgument,
+    SummarizerError,
+    SummarizerRefused,
+    SummarizerUnavailable,
+    found,
+)
 from .imageinfo import info_from_block
 from .images import DAMAGED_DATA_URI, placeholder_for
 from .outputs import request_format
@@ -48,7 +87,15 @@ from .tokens.counting import count_text
 from .types import SummaryKind
 from .wire import GatedRequest, OutboundRequest, gate
 
-__all__ = ["Compactor", "TickReport", "compression_image_settings", "l1_frontier"]
+__all__ = [
+    "QUARANTINE_MARK",
+    "Compactor",
+    "QuarantinedChunk",
+    "TickReport",
+    "compression_image_settings",
+    "l1_frontier",
+    "quarantined_chunks",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -58,9 +105,13 @@ class TickReport:
     """What one :meth:`Compactor.tick` did.
 
     Attributes:
-        l1_added: level-1 summaries created.
-        merged: level -> summaries created at that level (2 and up).
-        failures: chunks that could not be summarized and stay raw.
+        l1_added: level-1 summaries created (quarantine stand-ins included).
+        merged: level -> summaries created at that level (2 and up; stand-in merges included).
+        failures: chunks that could not be summarized and stay raw, and stretches of
+            summaries a failed merge left unmerged (a chunk quarantined on this tick is not
+            one: it has its stand-in).
+        quarantined: chunks and merge groups quarantined on this tick (given an offline
+            stand-in summary after failing on ``quarantine_after`` ticks).
         requests: summarizer requests sent (after the gate).
         gated: requests that passed the gate (each sent request once, plus candidates
             that were measured and shrunk or split instead of sent).
@@ -70,6 +121,7 @@ class TickReport:
     l1_added: int = 0
     merged: dict[int, int] = field(default_factory=dict)
     failures: int = 0
+    quarantined: int = 0
     requests: int = 0
     gated: int = 0
     max_request_tokens: int = 0
@@ -77,6 +129,75 @@ class TickReport:
 
 #: As long as any reason the gate gives for replacing an image in a summarizer request.
 _LONGEST_CAP_REASON = f"{DAMAGED_DATA_URI}; over the image byte cap (999999999999 bytes)"
+
+
+#: How a quarantine stand-in summary's text begins.
+QUARANTINE_MARK = "[Quarantined: "
+
+#: Failure texts of a misconfigured summarizer (see ``compaction.summarizers._http``): a
+#: rejected key, a wrong URL or path, a redirect, a key variable gone or unusable, a closed
+#: summarizer, a request gated for another summarizer.  They say nothing about the chunk.
+_CONFIGURATION_RE = re.compile(
+    r": HTTP (?:401|403|404|30\d)\b|\(api_key_env\) is no longer set|^environment variable \S+ holds "
+    r"|is closed; build a new one|; gate it with "
+)
+#: The longest failure reason a stand-in summary's first line quotes (characters).
+_REASON_CHARS = 200
+
+
+@dataclass(frozen=True)
+class QuarantinedChunk:
+    """A range whose summarizer requests failed on ``quarantine_after`` ticks.
+
+    Attributes:
+        level: 1 for a chunk of raw messages, 2 and up for a merge group.
+        start_seq: first message covered.
+        end_seq: one past the last message covered.
+        failures: ticks on which the summarizer failed on it (counted failures).
+        last_reason: the last failure's reason, on one line.
+        failed_summarizer: the summarizer that failed (its name, and model when it has one).
+        summary_id: the id of its stand-in summary.
+    """
+
+    level: int
+    start_seq: int
+    end_seq: int
+    failures: int
+    last_reason: str
+    failed_summarizer: str
+    summary_id: int
+
+
+def quarantined_chunks(store: HistoryStore) -> list[QuarantinedChunk]:
+    """Return the quarantined ranges of ``store`` (those with a stand-in summary), by level then start."""
+    return [
+        QuarantinedChunk(
+            s.level,
+            s.start_seq,
+            s.end_seq,
+            int(s.provenance.get("failures", 0)),
+            str(s.provenance.get("last_reason", "")),
+            str(s.provenance.get("failed_summarizer", "")),
+            s.id,
+        )
+        for s in store.summaries()
+        if s.provenance.get("quarantined") is True
+    ]
+
+
+def _one_line(text: str, limit: int = _REASON_CHARS) -> str:
+    """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class _MergeFailed(Exception):
+    """Internal: a merge group was merged in part only (``merged`` children from the front)."""
+
+    def __init__(self, merged: int, error: SummarizerError) -> None:
+        super().__init__(str(error))
+        self.merged = merged
+        self.error = error
 
 
 def compression_image_settings(recipe: Recipe) -> ImageSettings:
@@ -129,6 +250,7 @@ class Compactor:
                 f"beside the summary's output cap ({self.max_output_tokens} tokens); raise it"
             )
         self._report = TickReport()
+        self._answered = 0  # summarizer requests answered with a summary on this tick
 
     # -- public ---------------------------------------------------------------------------
     def tick(
@@ -144,9 +266,16 @@ class Compactor:
                 below the chunk target (used when the budget needs everything summarized).
             progress: called as ``progress(done, total)`` in messages while chunks are summarized.
 
+        A chunk the summarizer fails on stops the tick, unless this is the
+        ``recipe.quarantine_after``-th tick it failed on: then it is quarantined (see the
+        module docstring) and the later chunks are summarized.  Summarizer failures are
+        recorded in the store (once per range per tick) and counted in the report; they are
+        not raised.
+
         Raises:
             InvalidArgument: ``keep_tail_tokens`` is not a whole number >= 0, ``close_tail``
                 not a bool, or ``progress`` not callable.
+            StoreError: the store could not be read or written.
         """
         if isinstance(keep_tail_tokens, bool) or not isinstance(keep_tail_tokens, int) or keep_tail_tokens < 0:
             raise InvalidArgument(f"keep_tail_tokens must be a whole number of tokens >= 0; found {found(keep_tail_tokens)}")
@@ -155,6 +284,7 @@ class Compactor:
         if progress is not None and not callable(progress):
             raise InvalidArgument(f"progress must be callable or None; found {found(progress)}")
         self._report = TickReport()
+        self._answered = 0
         self._summarize_chunks(keep_tail_tokens, close_tail, progress)
         self._merge_levels()
         return self._report
@@ -209,9 +339,14 @@ class Compactor:
             try:
                 result = self._summarize_range(chunk.start_seq, chunk.end_seq, chunk_facts, chunk_sizes)
             except SummarizerError as err:
-                store.record_failure(1, chunk.start_seq, chunk.end_seq, str(err))
-                self._report.failures += 1
-                break  # the frontier stops here; later chunks wait for this one
+                failed = self._failed(1, chunk.start_seq, chunk.end_seq, err)
+                if failed < self.recipe.quarantine_after:
+                    self._report.failures += 1
+                    break  # the frontier stops here; later chunks wait for this one
+                messages = store.messages(chunk.start_seq, chunk.end_seq)
+                request = self._l1_request(messages, chunk.start_seq, chunk.end_seq)
+                result = self._stand_in(request, "l1", failed, str(err))
+                self._report.quarantined += 1
             store.add_summary(1, chunk.start_seq, chunk.end_seq, result.text, result.provenance)
             self._report.l1_added += 1
             done += chunk.end_seq - chunk.start_seq
@@ -239,7 +374,79 @@ class Compactor:
         result = self.summarizer.summarize(gated, kind=kind)
         if not result.text.strip():
             raise SummarizerError(f"the summarizer returned an empty {kind} summary")
+        self._answered += 1
         return result
+
+    # -- failures and quarantine ----------------------------------------------------------
+    def failure_kind(self, err: SummarizerError) -> str:
+        """Return whether ``err`` counts toward quarantining the range it happened on.
+
+        Returns:
+            ``"failed"`` (counts) for a refusal, an invalid answer or a non-transient error,
+            and for retries that ran out after the summarizer answered another request of
+            this tick; ``"outage"`` (does not count) for retries that ran out with nothing
+            answered on this tick and for a misconfigured summarizer (see the module
+            docstring).
+        """
+        if isinstance(err, SummarizerRefused):
+            return "failed"
+        if isinstance(err, SummarizerUnavailable):
+            return "failed" if self._answered else "outage"
+        return "outage" if _CONFIGURATION_RE.search(str(err)) else "failed"
+
+    def _failed(self, level: int, start: int, end: int, err: SummarizerError) -> int:
+        """Record the failure of ``[start, end)`` at ``level`` once; return the ticks it failed on.
+
+        Returns:
+            The number of recorded failures of kind ``"failed"`` of exactly this range,
+            this one included (0 when this one is an outage and none came before).
+        """
+        kind = self.failure_kind(err)
+        self.store.record_failure(level, start, end, str(err), kind=kind)
+        if kind != "failed":
+            return 0
+        return sum(
+            1
+            for f in self.store.failures()
+            if f["kind"] == "failed" and (f["level"], f["start_seq"], f["end_seq"]) == (level, start, end)
+        )
+
+    def _stand_in(self, request: OutboundRequest, kind: SummaryKind, failures: int, reason: str) -> SummaryResult:
+        """Return the offline stand-in summary of a quarantined range, loudly marked.
+
+        Why a summary and not the raw stretch: the compiled request is raw messages only in
+        its live window, after every summary; a raw stretch between two summaries would
+        break that shape (and move the stable prefix the prompt cache serves), and a chunk
+        is as large as ``chunk_target_tokens`` or larger, where a stand-in is bounded by
+        ``summary_max_tokens`` like any summary.  The offline summarizer is deterministic,
+        needs no network and cannot fail the way the summarizer did, so coverage holds and
+        later chunks and merges proceed.  Its first line says what happened.
+
+        Args:
+            request: the L1 request of the chunk, or the merge request of the group.
+            kind: ``"l1"`` or ``"merge"``.
+            failures: ticks on which the summarizer failed on it.
+            reason: the last failure's text (already scrubbed of any key by the summarizer).
+        """
+        failed_by = getattr(self.summarizer, "name", None) or type(self.summarizer).__name__
+        model = getattr(self.summarizer, "model", None)
+        if model:
+            failed_by = f"{failed_by} ({model})"
+        last = _one_line(reason)
+        what = "chunk" if kind == "l1" else "merge"
+        line = (
+            f"{QUARANTINE_MARK}the summarizer failed on this {what} on {failures} ticks (last: {last}); "
+            "this is an offline summary]"
+        )
+        gated = self._gate(request)
+        provenance: dict[str, object] = {"summarizer": ExtractiveSummarizer.name, "kind": kind}
+        try:
+            offline = ExtractiveSummarizer(self.encoding).summarize(gated, kind=kind)
+            body, provenance = offline.text, {**offline.provenance, **provenance}
+        except SummarizerError as err:
+            body = f"(the offline summarizer could not summarize it either: {_one_line(str(err))})"
+        provenance.update(quarantined=True, failures=failures, last_reason=last, failed_summarizer=failed_by)
+        return SummaryResult(f"{line}\n{body}", provenance)
 
     def _shrink_tool_outputs(
         self, messages: Sequence[Message], start: int, end: int, gated: GatedRequest
@@ -431,6 +638,12 @@ class Compactor:
         return gated
 
     def _merge_levels(self) -> None:
+        """Merge ``merge_fanout`` contiguous summaries of each level into one of the next level.
+
+        A group that cannot be merged whole is merged as a prefix of smaller merges
+        (:meth:`_merge_group`); merging stops for this tick at the first child no merge
+        took, so every level stays contiguous and the children left are retried next tick.
+        """
         fanout = self.recipe.merge_fanout
         level = 1
         while True:
@@ -446,17 +659,71 @@ class Compactor:
                     chain.append(summary)
                     position = summary.end_seq
             for index in range(0, len(chain) - fanout + 1, fanout):
-                group = chain[index : index + fanout]
-                labels = [f"messages {s.start_seq}–{s.end_seq - 1}" for s in group]
-                try:
-                    result = self._combine([s.text for s in group], labels, "merge")
-                except SummarizerError as err:
-                    self.store.record_failure(level + 1, group[0].start_seq, group[-1].end_seq, str(err))
-                    self._report.failures += 1
-                    return
-                provenance = {**result.provenance, "children": [s.id for s in group]}
-                self.store.add_summary(
-                    level + 1, group[0].start_seq, group[-1].end_seq, result.text, provenance
-                )
-                self._report.merged[level + 1] = self._report.merged.get(level + 1, 0) + 1
+                if not self._merge_group(level, chain[index : index + fanout]):
+                    return  # the rest waits for the next tick
             level += 1
+
+    def _merge_group(self, level: int, group: Sequence[StoredSummary]) -> bool:
+        """Merge ``group`` into summaries of ``level + 1``; return whether all of it was merged.
+
+        The split fallback: when the whole group cannot be merged (refused or invalid even
+        after :meth:`_combine`'s own halving), its first half and then its second are merged
+        as separate summaries, each by the same rule, left to right, stopping at the first
+        part that fails (a part of one child cannot be merged).  Children left unmerged stay
+        shown at their level (coverage holds), are recorded once as one failure, and head
+        the next tick's group.  A group that failed whole on ``quarantine_after`` ticks gets
+        an offline stand-in merge (:meth:`_stand_in`).  After an outage nothing is split.
+        """
+        start, end = group[0].start_seq, group[-1].end_seq
+        try:
+            merged = self._merge_prefix(level, group)
+        except _MergeFailed as failed:
+            merged, err = failed.merged, failed.error
+        else:
+            return True
+        if merged == 0:
+            count = self._failed(level + 1, start, end, err)
+            if count >= self.recipe.quarantine_after:
+                request = self._merge_request(
+                    [s.text for s in group], [f"messages {s.start_seq}–{s.end_seq - 1}" for s in group], "merge"
+                )
+                self._add_merge(level, group, self._stand_in(request, "merge", count, str(err)))
+                self._report.quarantined += 1
+                return True
+        else:
+            rest = group[merged].start_seq
+            self.store.record_failure(level + 1, rest, end, str(err), kind=self.failure_kind(err))
+        self._report.failures += 1
+        return False
+
+    def _merge_prefix(self, level: int, group: Sequence[StoredSummary]) -> int:
+        """Merge ``group`` whole, else its halves left to right; return ``len(group)``.
+
+        Raises:
+            _MergeFailed: not every child was merged; it says how many were, from the
+                front, and the last error.
+        """
+        try:
+            self._add_merge(level, group, self._combine_group(group))
+            return len(group)
+        except SummarizerError as err:
+            if len(group) < 3 or self.failure_kind(err) == "outage":
+                raise _MergeFailed(0, err) from err
+            error = err
+        half = (len(group) + 1) // 2
+        merged = self._merge_prefix(level, group[:half])  # a first half that fails raises as it is
+        if len(group) - half < 2:
+            raise _MergeFailed(merged, error)  # one child left: it heads the next group
+        try:
+            return merged + self._merge_prefix(level, group[half:])
+        except _MergeFailed as failed:
+            raise _MergeFailed(merged + failed.merged, failed.error) from failed.error
+
+    def _combine_group(self, group: Sequence[StoredSummary]) -> SummaryResult:
+        labels = [f"messages {s.start_seq}–{s.end_seq - 1}" for s in group]
+        return self._combine([s.text for s in group], labels, "merge")
+
+    def _add_merge(self, level: int, group: Sequence[StoredSummary], result: SummaryResult) -> None:
+        provenance = {**result.provenance, "children": [s.id for s in group]}
+        self.store.add_summary(level + 1, group[0].start_seq, group[-1].end_seq, result.text, provenance)
+        self._report.merged[level + 1] = self._report.merged.get(level + 1, 0) + 1
