@@ -8,9 +8,10 @@ split patterns (leftmost-first alternation, greedy and possessive quantifiers, t
 look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 buffer, with the
 character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
 each piece up in a C hash table keyed by its code points.  A piece the memo does not hold is
-counted by a native byte-pair merge loop on the encoding's ranks (``load_ranks``, tiktoken's
-algorithm: see ``_bpe_count``) if it is short, else by tiktoken's BPE.  Directives are in
-``setup.py``.
+counted by a native byte-pair merge loop (tiktoken's algorithm: see ``_bpe_count``) on the
+encoding's ranks, read from the checked rank file (``rank_file``) straight into a C table:
+the compiled counter builds no Python dict of the ranks and no tiktoken encoder (the twin asks
+tiktoken for each missed piece).  Directives are in ``setup.py``.
 """
 
 import threading
@@ -21,7 +22,7 @@ from libc.string cimport memcmp, memcpy, memset
 
 from ..errors import EncodingDataMissing
 from ._unicode_tables import LOWER, MARK, NUMBER, OTHER_LETTER, SPACE, UPPER, class_table
-from .encodings import get_encoding, load_ranks
+from .encodings import get_encoding, rank_file
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object text)
@@ -597,7 +598,7 @@ cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, con
 # A miss is counted here rather than by tiktoken's ``encode_single_piece``: the same algorithm
 # (the whole piece if it is one token; else repeatedly merge the adjacent pair of parts whose
 # concatenation has the lowest rank, the leftmost of equal ranks, until no pair is a token; the
-# count is the number of parts), on the encoding's ranks (``load_ranks``), in a C hash table.
+# count is the number of parts), on the encoding's ranks (``rank_file``), in a C hash table.
 # A min-heap of (rank, start) with lazy deletion finds the pair tiktoken's linear scan finds.
 
 DEF NO_RANK = 0xFFFFFFFF
@@ -667,54 +668,120 @@ cdef void _free_ranks(_Ranks* r) noexcept:
         free(r)
 
 
-cdef _Ranks* _build_ranks(dict ranks) except NULL:
-    cdef size_t size = 8
+cdef uint8_t _base64[256]   # the value of each base64 digit; 255: not one
+
+
+def _build_base64_table():
+    """Fill the base64 digit table (once, at import)."""
+    cdef const unsigned char* digits = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    cdef int k
+    memset(_base64, 255, 256)
+    for k in range(64):
+        _base64[digits[k]] = <uint8_t>k
+
+
+_build_base64_table()
+
+
+cdef Py_ssize_t _unbase64(const uint8_t* text, Py_ssize_t n, uint8_t* out) noexcept nogil:
+    # Decode the base64 text[:n] ('=' padding allowed at its end) into ``out``; -1 if invalid.
+    cdef uint32_t group = 0
+    cdef int bits = 0
+    cdef Py_ssize_t k
+    cdef Py_ssize_t written = 0
+    cdef uint8_t value
+    while n > 0 and text[n - 1] == 61:  # '='
+        n -= 1
+    for k in range(n):
+        value = _base64[text[k]]
+        if value == 255:
+            return -1
+        group = (group << 6) | value
+        bits += 6
+        if bits >= 8:
+            bits -= 8
+            out[written] = <uint8_t>(group >> bits)
+            written += 1
+    return written
+
+
+cdef _Ranks* _build_ranks(bytes rank_text) except NULL:
+    # The native table of a rank file: lines of "<token bytes in base64> <rank>".
+    cdef const uint8_t* text = <const uint8_t*>rank_text
+    cdef Py_ssize_t size = len(rank_text)
+    cdef Py_ssize_t start, space, end, n
+    cdef size_t table = 8
+    cdef size_t tokens = 0
     cdef size_t total = 0
     cdef size_t offset = 0
     cdef size_t index
-    cdef Py_ssize_t n
     cdef uint32_t h
-    cdef bytes key
+    cdef uint64_t rank
     cdef _Ranks* r
-    for key in ranks:
-        total += len(key)
-    while size < 2 * <size_t>len(ranks):
-        size *= 2
+    # first pass: the number of tokens and an upper bound of their bytes
+    start = 0
+    while start < size:
+        end = start
+        while end < size and text[end] != 10:
+            end += 1
+        if end > start:
+            tokens += 1
+            total += <size_t>(end - start) * 3 // 4
+        start = end + 1
+    while table < 2 * tokens:
+        table *= 2
     r = <_Ranks*>calloc(1, sizeof(_Ranks))
     if r == NULL:
         raise MemoryError()
-    r.slots = <_RankSlot*>calloc(size, sizeof(_RankSlot))
+    r.slots = <_RankSlot*>calloc(table, sizeof(_RankSlot))
     r.arena = <uint8_t*>malloc(total + 1)
     if r.slots == NULL or r.arena == NULL:
         _free_ranks(r)
         raise MemoryError()
-    r.mask = size - 1
+    r.mask = table - 1
     for index in range(65536):
         r.pairs[index] = NO_RANK
-    for key, value in ranks.items():
-        n = len(key)
-        memcpy(r.arena + offset, <const char*>key, n)
-        h = _hash_bytes(r.arena + offset, n)
-        index = h & r.mask
-        while r.slots[index].length:
-            index = (index + 1) & r.mask
-        r.slots[index].hash = h
-        r.slots[index].rank = <uint32_t>value
-        r.slots[index].offset = <uint32_t>offset
-        r.slots[index].length = <uint32_t>n
-        offset += n
-        if n > r.max_length:
-            r.max_length = n
-        if n == 2:
-            r.pairs[(<uint32_t>r.arena[offset - 2] << 8) | r.arena[offset - 1]] = <uint32_t>value
+    start = 0
+    while start < size:
+        end = start
+        while end < size and text[end] != 10:
+            end += 1
+        if end > start:
+            space = start
+            while space < end and text[space] != 32:
+                space += 1
+            n = _unbase64(text + start, space - start, r.arena + offset)
+            rank = 0
+            for index in range(<size_t>(space + 1), <size_t>end):
+                if not 48 <= text[index] <= 57 or rank > NO_RANK:
+                    n = -1
+                    break
+                rank = rank * 10 + (text[index] - 48)
+            if n <= 0 or space + 1 >= end or rank >= NO_RANK:
+                _free_ranks(r)
+                raise ValueError(f"malformed rank file line: {rank_text[start:end][:80]!r}")
+            h = _hash_bytes(r.arena + offset, n)
+            index = h & r.mask
+            while r.slots[index].length:
+                index = (index + 1) & r.mask
+            r.slots[index].hash = h
+            r.slots[index].rank = <uint32_t>rank
+            r.slots[index].offset = <uint32_t>offset
+            r.slots[index].length = <uint32_t>n
+            offset += n
+            if n > r.max_length:
+                r.max_length = n
+            if n == 2:
+                r.pairs[(<uint32_t>r.arena[offset - 2] << 8) | r.arena[offset - 1]] = <uint32_t>rank
+        start = end + 1
     return r
 
 
 cdef _Ranks* _ranks_of(str encoding, bint cl100k) except NULL:
     cdef _Ranks* r = _rank_tables[cl100k]
     if r == NULL:
-        ranks = load_ranks(encoding)  # Python code: another thread may build the table meanwhile
-        r = _build_ranks(ranks)
+        rank_text = rank_file(encoding)  # Python code: another thread may build the table meanwhile
+        r = _build_ranks(rank_text)
         if _rank_tables[cl100k] == NULL:
             _rank_tables[cl100k] = r
         else:
@@ -853,16 +920,29 @@ cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t
 
 cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
                              object text) except -1:
-    # The tokens of the piece s[i:e] (a memo miss): native BPE for a short piece; tiktoken's for
-    # a long one (its merge loop is the faster there: both are bound by rank look-ups) or one
-    # with a lone surrogate (it raises the UnicodeEncodeError count() handles).
+    # The tokens of the piece s[i:e] (a memo miss), by the native BPE; its UTF-8 bytes on the
+    # stack if it is short.  A piece with a lone surrogate raises the UnicodeEncodeError count()
+    # handles, as the twin's ``piece.encode("utf-8")`` does.
     cdef uint8_t buf[4 * C_SMALL_PIECE]
-    cdef Py_ssize_t n = -1
-    if e - i <= C_SMALL_PIECE:
-        n = _utf8(s, i, e, buf)
-    if n < 0:
-        return len(counter._bpe(PyUnicode_AsUTF8String(PyUnicode_Substring(text, i, e))))
-    return _bpe_count(counter._ranks, buf, n)
+    cdef uint8_t* bytes_ = buf
+    cdef Py_ssize_t n
+    cdef Py_ssize_t tokens = 0
+    if e - i > C_SMALL_PIECE:
+        bytes_ = <uint8_t*>malloc(4 * (e - i))
+        if bytes_ == NULL:
+            raise MemoryError()
+    n = _utf8(s, i, e, bytes_)
+    if n >= 0:
+        try:
+            tokens = _bpe_count(counter._ranks, bytes_, n)
+        finally:
+            if bytes_ != buf:
+                free(bytes_)
+        return tokens
+    if bytes_ != buf:
+        free(bytes_)
+    PyUnicode_AsUTF8String(PyUnicode_Substring(text, i, e))  # raises UnicodeEncodeError
+    raise AssertionError("a piece that is no valid UTF-8 encoded")
 
 
 cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n, object text) except -1:
@@ -964,7 +1044,6 @@ cdef class PieceCounter:
 
     cdef readonly str encoding
     cdef readonly Py_ssize_t memo_size
-    cdef object _bpe
     cdef bint _cl100k
     cdef size_t _generation
     cdef _Memo _memo
@@ -978,7 +1057,6 @@ cdef class PieceCounter:
             raise ValueError(f"memo_size must be >= 0 pieces, got {memo_size}")
         self.encoding = encoding
         self.memo_size = memo_size
-        self._bpe = single_piece_bpe(encoding)
         self._cl100k = encoding == "cl100k_base"
         self._ranks = _ranks_of(encoding, self._cl100k)
         self._generation = (<size_t>memo_size + 1) // 2

