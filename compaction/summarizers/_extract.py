@@ -73,8 +73,8 @@ _APPLIED = re.compile(r"^Applied edit to (\S+)$", re.MULTILINE)
 _ADDED = re.compile(r"^Added (\S+) to the chat", re.MULTILINE)
 _TYPED_RUN = re.compile(r"^/(?:run|test)\s+(.+)")
 _SUMMARY_LINE = re.compile(
-    r"\b(?:\d+ (?:passed|failed|tests?|errors?|warnings?)|passed|succeeded|success|# (?:pass|fail) \d+|"
-    r"Tests?:|OK\b|Finished|Compiled|Built)\b",
+    r"\b(?:\d+ (?:passed|failed|tests?|errors?|warnings?)|passed|succeeded|success|Tests?:|OK|Finished|Compiled"
+    r"|Built)\b|^# (?:pass|fail) \d+",
     re.IGNORECASE,
 )
 _TEST_RUN = re.compile(

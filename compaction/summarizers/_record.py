@@ -79,10 +79,12 @@ _FILE_ITEM = re.compile(r"^(.+?) — ((?:\w+(?: ×\d+)?)(?:, \w+(?: ×\d+)?)*)$"
 _ASK_ITEM = re.compile(r"^message (\d+): ")
 _LEFT_OUT = re.compile(r"^… (\d+) more left out$")
 _LEFT_OUT_LINE = re.compile(r"^Left out: (.*)\.$")
-_WORD = re.compile(r"[^\W\d_]{4,}")
+#: A word of a focus or of a line: letters, digits, ``_`` and ``-``, starting with a letter (``module_3``).
+_WORD = re.compile(r"[^\W\d][\w-]{3,}")
 _FOCUS_STOP = frozenset(
-    "about also especially focus from have into keep more most only over should that their them "
-    "then there these they this those what when where which while with would".split()
+    "about also anything detail details especially everything focus from have important into keep kept "
+    "more most only over please should summaries summary that their them then there these they this "
+    "those what when where which while with would".split()
 )
 
 

@@ -30,7 +30,7 @@ SummarizerBuilder = Callable[["Recipe"], Summarizer]
 
 
 def _build_extractive(recipe: Recipe) -> Summarizer:
-    return ExtractiveSummarizer(recipe.encoding)
+    return ExtractiveSummarizer(recipe.encoding, focus=recipe.summary_focus)
 
 
 def _fail(settings: SummarizerSettings, key: str, problem: str) -> RecipeError:
@@ -105,7 +105,7 @@ def summarizer_from_recipe(recipe: Recipe) -> Summarizer:
 
     Returns:
         ``"extractive"``: an :class:`~compaction.summarizers.ExtractiveSummarizer` counting in
-        ``recipe.encoding``.  ``"openai"``: an
+        ``recipe.encoding``, keeping lines about ``recipe.summary_focus`` first.  ``"openai"``: an
         :class:`~compaction.summarizers.openai_chat.OpenAIChatSummarizer` for
         ``summarizer.base_url`` and ``summarizer.model``.  ``"anthropic"``: an
         :class:`~compaction.summarizers.anthropic.AnthropicMessagesSummarizer` for
