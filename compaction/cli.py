@@ -27,6 +27,7 @@ from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store, describe_sqlite_error
+from .summarizers._focus import focus_text
 from .summarizers.factory import summarizer_from_recipe
 from .tools import parse_tools_json
 
@@ -85,6 +86,8 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "vision" in changes:
         changes["vision"] = changes["vision"].lower() == "true"
+    if "summary_focus" in changes:
+        focus_text(changes["summary_focus"])  # refuse an over-long focus in one line
     return recipe.replace(**changes) if changes else recipe
 
 
@@ -142,6 +145,10 @@ recipe_option = click.option(
 store_option = click.option(
     "--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file."
 )
+focus_option = click.option(
+    "--focus",
+    help="What summaries should keep first (recipe summary_focus); sent in every summary and merge prompt.",
+)
 
 
 @main.command("import")
@@ -198,6 +205,7 @@ def import_command(
     help="Without --budget: leave this many of the newest tokens unsummarized.",
 )
 @click.option("--vision", type=BOOL, help="false: no image reaches the summarizer (placeholders).")
+@focus_option
 @click.option(
     "--json",
     "as_json",
@@ -211,6 +219,7 @@ def compress(
     budget: int | None,
     keep_tail_tokens: int,
     vision: str | None,
+    focus: str | None,
     as_json: bool,
 ) -> None:
     """Summarize closed chunks into level-1 summaries and merge them upward.
@@ -218,7 +227,7 @@ def compress(
     With --budget, compress only as much as a request of that many tokens needs.
     """
     with _errors(), Store(store_path, create=False) as store, _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget)
+        recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget, summary_focus=focus)
         fitted = None
         if budget is not None:
             fitted, reports = compress_and_compile(store, recipe, progress=progress)
@@ -367,6 +376,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @tools_option
+@focus_option
 def run(
     transcript: str,
     budget: int | None,
@@ -381,11 +391,12 @@ def run(
     lenient: bool,
     as_json: bool,
     tools_path: str | None,
+    focus: str | None,
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, **target)
+        recipe = _recipe(recipe_path, **target, summary_focus=focus)
         result = run_pipeline(
             transcript,
             recipe,
