@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .compactor import Compactor
+from .compactor import Compactor, quarantined_chunks
 from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
 from .events import compile_current
@@ -250,6 +250,7 @@ def compress(
         "l1_added": sum(r.l1_added for r in reports),
         "merged": merged,
         "failures": sum(r.failures for r in reports),
+        "quarantined": sum(r.quarantined for r in reports),
         "requests": sum(r.requests for r in reports),
         "max_request_tokens": max((r.max_request_tokens for r in reports), default=0),
     }
@@ -260,6 +261,8 @@ def compress(
         return
     levels = ", ".join(f"L{k}: {v}" for k, v in sorted(merged.items())) or "none"
     line = f"L1 summaries added: {data['l1_added']}; merges: {levels}; failures: {data['failures']}"
+    if data["quarantined"]:
+        line += f"; quarantined: {data['quarantined']} (offline stand-in summaries; see compaction stats)"
     if fitted is not None:
         line += f"; a request now fits in {fitted.tokens:,} of {budget:,} tokens"
     click.echo(line)
@@ -315,6 +318,7 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
         store_summaries = store.summaries()
         for summary in store_summaries:
             levels[summary.level] = levels.get(summary.level, 0) + 1
+        quarantined = quarantined_chunks(store)
         data = {
             "messages": len(store),
             "raw_tokens": raw_history_tokens(store, recipe),
@@ -322,6 +326,17 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
             "summaries": {str(k): v for k, v in sorted(levels.items())},
             "image_blobs": store.image_count(),
             "failures": (failures := store.failures()),
+            "quarantined": [
+                {
+                    "level": q.level,
+                    "start_seq": q.start_seq,
+                    "end_seq": q.end_seq,
+                    "failures": q.failures,
+                    "last_reason": q.last_reason,
+                    "failed_summarizer": q.failed_summarizer,
+                }
+                for q in quarantined
+            ],
         }
     if as_json:
         click.echo(json.dumps(data))
@@ -340,6 +355,12 @@ def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     rows += [
         ("image blobs", str(data["image_blobs"])),
         ("chunks left raw (summarizer failures)", f"{len(still_raw)} ({len(failures)} failed attempts)"),
+        ("  of those attempts, outages (not counted)", str(sum(f["kind"] == "outage" for f in failures))),
+        ("quarantined (offline stand-in summaries)", str(len(quarantined))),
+    ]
+    rows += [
+        (f"  L{q.level} messages {q.start_seq}–{q.end_seq - 1}", f"{q.failures} failures; last: {q.last_reason[:80]}")
+        for q in quarantined
     ]
     _print_table(f"store {store_path}", rows)
 

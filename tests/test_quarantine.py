@@ -437,3 +437,53 @@ def test_coverage_holds_and_no_chunk_is_sent_after_its_quarantine(
         ]
         for chunk in quarantined_chunks(store):
             assert counted.count((chunk.level, chunk.start_seq, chunk.end_seq)) == chunk.failures == after
+
+
+# -- the command line -------------------------------------------------------------------------
+def test_compress_says_how_many_were_quarantined_and_stats_lists_them(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from compaction.cli import main
+
+    path, recipe_file = tmp_path / "store.db", tmp_path / "recipe.toml"
+    recipe_file.write_text(
+        "chunk_target_tokens = 150\nchunk_min_messages = 2\nmerge_fanout = 50\nsummary_max_tokens = 120\n"
+        "summarizer_context_tokens = 6000\n\n[summarizer]\n"
+        f'kind = "openai"\nbase_url = "{fake_openai.base_url}"\nmodel = "{MODEL}"\n'
+        f'api_key_env = "{KEY_ENV}"\ntimeout_seconds = 2.0\nmax_retries = 0\n'
+    )
+    with Store(path) as store:
+        store.append(history())
+    script(fake_openai, poisoned_l1)
+    cli = CliRunner()
+    outputs = []
+    for _run in range(3):
+        done = cli.invoke(main, ["compress", "--store", str(path), "--recipe", str(recipe_file)])
+        assert done.exit_code == 0, done.output
+        outputs.append(done.output.strip())
+    assert outputs[0] == "L1 summaries added: 3; merges: none; failures: 1"
+    assert outputs[1] == "L1 summaries added: 0; merges: none; failures: 1"
+    assert outputs[2] == (
+        "L1 summaries added: 9; merges: none; failures: 0; "
+        "quarantined: 1 (offline stand-in summaries; see compaction stats)"
+    )
+    again = cli.invoke(main, ["compress", "--store", str(path), "--recipe", str(recipe_file), "--json"])
+    assert json.loads(again.output)["quarantined"] == 0 and json.loads(again.output)["failures"] == 0
+    stats = cli.invoke(main, ["stats", "--store", str(path), "--json"])
+    assert stats.exit_code == 0, stats.output
+    data = json.loads(stats.output)
+    (entry,) = data["quarantined"]
+    assert {k: entry[k] for k in ("level", "start_seq", "end_seq", "failures")} == {
+        "level": 1,
+        "start_seq": POISONED[0],
+        "end_seq": POISONED[1],
+        "failures": 3,
+    }
+    assert "HTTP 400" in entry["last_reason"] and entry["failed_summarizer"] == f"openai-http ({MODEL})"
+    assert [f["kind"] for f in data["failures"]] == ["failed"] * 3
+    text = cli.invoke(main, ["stats", "--store", str(path)], env={"COLUMNS": "250"}).output
+    assert "quarantined (offline stand-in summaries)" in text and "L1 messages 11–14" in text
+    assert "3 failures; last:" in text
+    assert re.search(r"chunks left raw \(summarizer failures\)\s*│\s*0 \(3 failed attempts\)", text), text
