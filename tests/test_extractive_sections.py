@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
