@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import DATA_URI_RE, Block
-from ..tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, count_text
+from ..tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, cache_key, count_text
 from ..tokens.image_pricing import price_image
 from ..types import RequestFormatName
 
@@ -142,6 +142,30 @@ class RequestFormat(ABC):
         if system:
             tokens += MESSAGE_OVERHEAD + count_text(system, encoding)
         return tokens
+
+    #: Block types the shape does not carry at all (rendering leaves them out, and
+    #: :meth:`text_tokens` does not count them).  Any other block ships, as itself or as a
+    #: loud text stand-in.
+    dropped_block_types: ClassVar[frozenset[str]] = frozenset()
+
+    def text_tokens(self, blocks: Sequence[Block], encoding: str) -> int:
+        """Return the tokens of one message's blocks as this shape ships them, images aside (tokens).
+
+        :func:`~compaction.tokens.counting.blocks_text_tokens` without the blocks of
+        :attr:`dropped_block_types`; a store caches it under :meth:`count_key`.
+        """
+        return blocks_text_tokens(blocks, encoding, self.dropped_block_types)
+
+    def count_key(self, encoding: str) -> str:
+        """Return the key under which a store caches :meth:`text_tokens` of a message.
+
+        Formats that drop the same block types share it.
+        """
+        return cache_key(encoding, self.dropped_block_types)
+
+    def dropped_blocks(self, blocks: Sequence[Block]) -> list[Block]:
+        """Return the blocks of one message this shape does not ship, in order."""
+        return [b for b in blocks if b.get("type") in self.dropped_block_types]
 
     def image_tokens(self, width: int | None, height: int | None, model: str) -> int:
         """Return what one shown image costs on ``model`` (tokens), by the provider's formula.

@@ -9,8 +9,10 @@ becomes a loud text stand-in, never nothing:
 * ``tool_result`` blocks become ``role: "tool"`` messages right after the assistant turn;
   a tool message carries text only, so the images of a result follow in a user message
   after a note naming the call;
-* thinking blocks are not carried (their tokens are still counted, so budgets err high);
-  other unknown block types become a text stand-in naming their type.
+* thinking and redacted thinking blocks are not carried (``dropped_block_types``: the
+  Chat shape has no field for them, and a model of another provider cannot read them), so
+  :meth:`~compaction.outputs.base.RequestFormat.text_tokens` does not count them; other
+  unknown block types become a text stand-in naming their type.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _assistant_message(blocks: Sequence[Block]) -> dict[str, Any]:
                     "function": {"name": block["name"], "arguments": canonical_json(block.get("input", {}))},
                 }
             )
-        elif kind in ("thinking", "redacted_thinking"):
+        elif kind in OpenAIChat.dropped_block_types:
             continue
         else:
             texts.append(unknown_block_text(block))
@@ -83,6 +85,7 @@ class OpenAIChat(RequestFormat):
     title: ClassVar[str] = "OpenAI Chat Completions"
     default_model: ClassVar[str] = "gpt-4o"
     image_types: ClassVar[frozenset[str]] = frozenset({"image_url", "input_image", "image"})
+    dropped_block_types: ClassVar[frozenset[str]] = frozenset({"thinking", "redacted_thinking"})
 
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []
@@ -117,7 +120,9 @@ class OpenAIChat(RequestFormat):
                     text = f"[tool error] {text}"
                 out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
                 if images:
-                    parts.append({"type": "text", "text": f"[images returned by tool call {block['tool_use_id']}]"})
+                    parts.append(
+                        {"type": "text", "text": f"[images returned by tool call {block['tool_use_id']}]"}
+                    )
                     parts.extend(_image_part(i) for i in images)
             elif kind == "text":
                 parts.append({"type": "text", "text": block["text"]})
@@ -142,7 +147,11 @@ class OpenAIChat(RequestFormat):
         return [
             {
                 "type": "function",
-                "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["parameters"],
+                },
             }
             for t in tools
         ]
@@ -159,15 +168,21 @@ class OpenAIChat(RequestFormat):
                 if call in pending:
                     pending.remove(call)
                 else:
-                    problems.append(f"message {index}: tool message {call!r} answers no call of the assistant message before it")
+                    problems.append(
+                        f"message {index}: tool message {call!r} answers no call of the assistant message before it"
+                    )
                 if not isinstance(content, str):
                     problems.append(f"message {index}: a tool message's content must be text")
                 continue
             if pending:
-                problems.append(f"message {index}: a {role} message comes before the results of calls {pending}")
+                problems.append(
+                    f"message {index}: a {role} message comes before the results of calls {pending}"
+                )
                 pending = []
-            if role != "user" and isinstance(content, list) and any(
-                isinstance(p, dict) and p.get("type") in self.image_types for p in content
+            if (
+                role != "user"
+                and isinstance(content, list)
+                and any(isinstance(p, dict) and p.get("type") in self.image_types for p in content)
             ):
                 problems.append(f"message {index}: an image in a {role} message")
             if role == "assistant":

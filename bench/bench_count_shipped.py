@@ -1,0 +1,94 @@
+"""Benchmark: the counted tokens of a whole transcript against tiktoken's count of what ships.
+
+For each transcript in ``examples/`` with thinking blocks or tool calls, rendered as one OpenAI
+Chat request (every message raw, no images: their prices are the same either way): the text
+tokens counted before (thinking counted, tool-call arguments escaped twice), counted now for
+Anthropic Messages (thinking ships) and for OpenAI Chat (thinking dropped), and tiktoken's
+count of every string of the OpenAI body (ids, names, arguments, texts; 3 per message).
+
+Run ``pytest bench/bench_count_shipped.py --benchmark-only -q -s`` or ``python
+bench/bench_count_shipped.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.blocks import DATA_URI_RE, canonical_json
+from compaction.formats import load_transcript
+from compaction.outputs import request_format
+from compaction.tokens.counting import TOOL_CALL_OVERHEAD, count_text
+from compaction.tokens.encodings import get_encoding
+
+ROOT = Path(__file__).resolve().parent.parent
+ENCODING = "o200k_base"
+
+
+def _old_tool_call_tokens(block: dict[str, Any]) -> int:
+    """The count of COUNTING_VERSION 4: the call's JSON, its arguments a string inside it."""
+    wire = json.dumps(
+        {
+            "id": block.get("id", ""),
+            "type": "function",
+            "function": {"name": block.get("name", ""), "arguments": canonical_json(block.get("input", {}))},
+        },
+        ensure_ascii=False,
+    )
+    return TOOL_CALL_OVERHEAD + count_text(DATA_URI_RE.sub("", wire), ENCODING)
+
+
+def _new_tool_call_tokens(block: dict[str, Any]) -> int:
+    return request_format("anthropic").text_tokens([block], ENCODING) - request_format(
+        "anthropic"
+    ).text_tokens([], ENCODING)
+
+
+def _shipped(value: Any, encode: Any) -> int:
+    if isinstance(value, str):
+        return len(encode(DATA_URI_RE.sub("", value)))
+    if isinstance(value, dict):
+        if value.get("type") == "image_url":
+            return 0
+        return sum(_shipped(v, encode) for k, v in value.items() if k not in ("type", "role"))
+    if isinstance(value, list):
+        return sum(_shipped(v, encode) for v in value)
+    return 0
+
+
+def table() -> str:
+    encode = get_encoding(ENCODING).encode_ordinary
+    openai, anthropic = request_format("openai"), request_format("anthropic")
+    lines = [
+        f"{'transcript':58} {'before':>9} {'anthropic':>10} {'openai':>9} {'ships':>9} {'openai/ships':>13}"
+    ]
+    for path in sorted(ROOT.glob("examples/**/*")):
+        if not path.is_file() or path.name == "README.md":
+            continue
+        messages = load_transcript(path, lenient=True).messages
+        kinds = {b.get("type") for m in messages for b in m.content}
+        if not kinds & {"thinking", "redacted_thinking", "tool_use"}:
+            continue
+        now = sum(anthropic.text_tokens(m.content, ENCODING) for m in messages)
+        calls = [b for m in messages for b in m.content if b.get("type") == "tool_use"]
+        before = now + sum(_old_tool_call_tokens(b) - _new_tool_call_tokens(b) for b in calls)
+        for_openai = sum(openai.text_tokens(m.content, ENCODING) for m in messages)
+        body = openai.render_conversation(None, [(m.role, m.content) for m in messages])
+        ships = sum(3 + _shipped(m, encode) for m in body["messages"])
+        lines.append(
+            f"{path.relative_to(ROOT / 'examples')!s:58} {before:9,} {now:10,} {for_openai:9,} {ships:9,}"
+            f" {for_openai / ships:13.3f}"
+        )
+    return "\n".join(lines)
+
+
+@pytest.mark.benchmark(min_rounds=1)
+def test_shipped_counts(benchmark) -> None:  # type: ignore[no-untyped-def]
+    print("\n" + benchmark.pedantic(table, rounds=1, iterations=1))
+
+
+if __name__ == "__main__":
+    print(table())

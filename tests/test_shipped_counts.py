@@ -1,0 +1,126 @@
+"""Counts of what ships: a request format's dropped blocks and tool-call arguments as serialized."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.blocks import canonical_json
+from compaction.outputs import request_format
+from compaction.tokens.counting import (
+    MESSAGE_OVERHEAD,
+    THINKING_FRAME,
+    TOOL_CALL_OVERHEAD,
+    blocks_text_tokens,
+    cache_key,
+    count_text,
+)
+from compaction.tokens.encodings import get_encoding
+
+ENCODING = "o200k_base"
+
+
+def tiktoken_count(text: str) -> int:
+    return len(get_encoding(ENCODING).encode_ordinary(text))
+
+
+def shipped_strings(value: Any) -> int:
+    """tiktoken's tokens of every string of a rendered body, the ``type`` and ``role`` tags aside."""
+    if isinstance(value, str):
+        return tiktoken_count(value)
+    if isinstance(value, dict):
+        return sum(shipped_strings(v) for k, v in value.items() if k not in ("type", "role"))
+    if isinstance(value, list):
+        return sum(shipped_strings(v) for v in value)
+    return 0
+
+
+KOREAN_CALL = {
+    "type": "tool_use",
+    "id": "call_7",
+    "name": "write_file",
+    "input": {"path": "문서/요약.md", "content": '# 회의 요약\n\n"중요": 내일까지 검토\n\t- 항목 하나\n'},
+}
+THINKING = {
+    "type": "thinking",
+    "thinking": "The user wants the file written. " * 40,
+    "signature": "EqQBCkYIBxgCKkA" * 30,
+}
+
+
+def test_tool_call_arguments_count_as_the_json_text_that_ships() -> None:
+    blocks = [KOREAN_CALL]
+    expected = (
+        MESSAGE_OVERHEAD
+        + TOOL_CALL_OVERHEAD
+        + tiktoken_count("call_7")
+        + tiktoken_count("write_file")
+        + tiktoken_count(canonical_json(KOREAN_CALL["input"]))
+    )
+    assert blocks_text_tokens(blocks, ENCODING) == expected
+    body = request_format("openai").render_conversation(None, [("assistant", blocks)])
+    arguments = body["messages"][0]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == canonical_json(KOREAN_CALL["input"])
+    # never below what ships, and within the fixed frame of it (before: the arguments were
+    # counted escaped a second time inside the JSON of the whole call)
+    shipped = shipped_strings(body["messages"])
+    assert shipped <= blocks_text_tokens(blocks, ENCODING) <= shipped + MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD
+
+
+def test_openai_chat_does_not_count_the_thinking_it_drops() -> None:
+    openai, anthropic = request_format("openai"), request_format("anthropic")
+    text = {"type": "text", "text": "Written."}
+    blocks = [THINKING, {"type": "redacted_thinking", "data": "c2VjcmV0" * 50}, text, KOREAN_CALL]
+    kept = [text, KOREAN_CALL]
+    assert openai.text_tokens(blocks, ENCODING) == blocks_text_tokens(kept, ENCODING)
+    assert openai.dropped_blocks(blocks) == blocks[:2]
+    thinking = count_text(THINKING["thinking"]) + count_text(THINKING["signature"]) + THINKING_FRAME
+    redacted = count_text("c2VjcmV0" * 50)
+    assert (
+        anthropic.text_tokens(blocks, ENCODING)
+        == blocks_text_tokens(kept, ENCODING) + thinking + redacted + 2
+    )
+    assert anthropic.dropped_blocks(blocks) == []
+    # the rendered OpenAI body has no trace of them
+    body = openai.render_conversation(None, [("assistant", blocks)])
+    assert "user wants" not in str(body) and "c2VjcmV0" not in str(body)
+
+
+def test_counts_that_drop_different_blocks_are_cached_apart() -> None:
+    openai, anthropic = request_format("openai"), request_format("anthropic")
+    assert anthropic.count_key(ENCODING) == cache_key(ENCODING) == "o200k_base@5"
+    assert openai.count_key(ENCODING) == "o200k_base@5-redacted_thinking+thinking"
+    assert openai.count_key("cl100k_base") != openai.count_key(ENCODING)
+
+
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), words),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(words, inner, max_size=4)),
+    max_leaves=12,
+)
+assistant_blocks = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, words),
+        st.builds(lambda t, s: {"type": "thinking", "thinking": t, "signature": s}, words, words),
+        st.builds(
+            lambda i, n, a: {"type": "tool_use", "id": i or "c", "name": n or "f", "input": {"a": a}},
+            words,
+            words,
+            json_values,
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=assistant_blocks)
+def test_openai_count_is_never_below_what_ships(blocks: list[dict[str, Any]]) -> None:
+    openai = request_format("openai")
+    body = openai.render_conversation(None, [("assistant", blocks)])
+    message = body["messages"][0]
+    assert shipped_strings(message) <= openai.text_tokens(blocks, ENCODING)
