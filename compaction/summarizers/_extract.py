@@ -64,9 +64,12 @@ _SCAN_CHARS = 20_000
 
 _RANGE = re.compile(r"messages? (\d+)(?:–(\d+))?")
 _DATA_URI = re.compile(r"data:image/[\w.+-]*;base64,[A-Za-z0-9+/=]*")
+#: The first line of terminal output a harness shows as the user's turn (pi, aider), not a person's ask.
 _OUTPUT_LIKE = re.compile(
-    r"^(?:Tokens: [\d,.]+k? sent|Applied edit to |Added \S+ to the chat|Aider v\d|Commit [0-9a-f]{7}"
-    r"|\^C|=+ test session starts|Ran `)"
+    r"^(?:Tokens: [\d,.]+k? sent|Applied edit to |Added \S+ to the chat|Removed \S+ from the chat|Dropping all files"
+    r"|Add the output to the chat\?|Aider v\d|Commit [0-9a-f]{7}|\^C|=+ test session starts|Ran `|litellm\."
+    r"|WARNING: |Warning: |Traceback \(|\S+\.{4,}(?:Passed|Failed|Skipped)|> |E {3}|Here are summaries of some files"
+    r"|Git repo: |Repo-map: |Models?: |Only \d+ reflections|No changes made|/\S+/bin/\S+)"
 )
 _RAN = re.compile(r"^Ran `([^`\n]*)`\n?")
 _APPLIED = re.compile(r"^Applied edit to (\S+)$", re.MULTILINE)
@@ -339,11 +342,17 @@ class _Reader:
         joined = "\n".join(t for t in texts if t)
         if not joined.strip():
             return
-        if _OUTPUT_LIKE.match(joined):
+        if _OUTPUT_LIKE.match(joined) or ERROR_LINE.match(joined):
             self.terminal_output(seq, joined)
             return
         typed = _TYPED_RUN.match(joined.strip())
         self.running = typed.group(1) if typed else ""
+        added = re.match(r"^/(?:add|read-only|read)\s+(.+)", joined.strip())
+        if added:
+            for path in added.group(1).split():
+                if is_file(path, from_command=False):
+                    self.record.add_file(path, "read")
+            return
         ask = ask_text(Message("user", tuple({"type": "text", "text": t} for t in texts)))
         if ask is None or (joined.startswith("[") and "summar" in joined[:80].lower()):
             return

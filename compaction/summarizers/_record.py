@@ -79,6 +79,8 @@ _FILE_ITEM = re.compile(r"^(.+?) — ((?:\w+(?: ×\d+)?)(?:, \w+(?: ×\d+)?)*)$"
 _ASK_ITEM = re.compile(r"^message (\d+): ")
 _LEFT_OUT = re.compile(r"^… (\d+) more left out$")
 _LEFT_OUT_LINE = re.compile(r"^Left out: (.*)\.$")
+#: Starts the line naming files whose lines were left out.
+ALSO_TOUCHED = "Also touched: "
 #: A word of a focus or of a line: letters, digits, ``_`` and ``-``, starting with a letter (``module_3``).
 _WORD = re.compile(r"[^\W\d][\w-]{3,}")
 _FOCUS_STOP = frozenset(
@@ -225,6 +227,11 @@ def parse_record(text: str) -> Record:
         if name is not None and name == "Identifiers":
             heading, headed = None, True
             continue
+        if stripped.startswith(ALSO_TOUCHED):
+            for name in stripped[len(ALSO_TOUCHED) :].rstrip(".").split(", "):
+                if name:
+                    record.add_file(name, "touched")
+            continue
         left = _LEFT_OUT_LINE.match(stripped)
         if left:
             for part in left.group(1).split(", "):
@@ -321,23 +328,40 @@ def _still_failing(line: str, still_open: set[str]) -> bool:
 # -- the bound --------------------------------------------------------------------------------
 
 #: How much each section matters when lines must go (higher stays longer).
-_WEIGHT = {GOAL: 1000, OPEN: 90, ASKS: 70, FILES: 60, DECISIONS: 50, DONE: 35, ERRORS: 40}
+_WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 55, DECISIONS: 50, DONE: 35, ERRORS: 40}
 
 
 def _priority(heading: str, item: str, position: int, count: int, focus: frozenset[str]) -> float:
     """Return how much a line matters: its section, open errors over resolved, newer over older, focus."""
     weight = float(_WEIGHT[heading])
     if heading == ERRORS and item.startswith("[open]"):
-        weight = 80
+        weight = 80 if " `?`, " not in item else 58  # output with no command: never known to be resolved
     elif heading == FILES and {a.split(" ×")[0] for a in item.rsplit(" — ", 1)[-1].split(", ")} <= {
         "read",
         "named",
+        "touched",
     }:
         weight = 45  # only read
     weight += 10 * (position + 1) / count
     if focus and focus.intersection(w.lower() for w in _WORD.findall(item)):
         weight += 40
     return weight
+
+
+def _basename(item: str) -> str:
+    return item.rsplit(" — ", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def _with_names(out: str, names: list[str], room: int, encoding: str) -> str:
+    """Add an ``Also touched:`` line naming files whose lines were left out, as many as ``room`` tokens allow."""
+    names = list(dict.fromkeys(n for n in names if n))
+    while names and room > 4:
+        line = f"{ALSO_TOUCHED}{', '.join(names)}."
+        if count_text("\n" + line, encoding) <= room:
+            head, sep, tail = out.rpartition("\nLeft out: ")
+            return f"{head}\n{line}{sep}{tail}" if sep else f"{out}\n{line}"
+        names = names[: len(names) * 2 // 3]
+    return out
 
 
 def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str] = frozenset()) -> str:
@@ -396,7 +420,8 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
         out = text()
         exact = count_text(out, encoding)
         if exact <= max_tokens:
-            return out
+            names = [_basename(kept[FILES][n]) for h, n in sorted(dropped) if h == FILES]
+            return _with_names(out, names, max_tokens - exact, encoding)
         if cursor >= len(order):
             break
         target -= max(1, exact - max_tokens)
