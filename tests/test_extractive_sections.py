@@ -143,7 +143,7 @@ def test_an_l1_record_has_every_section_with_real_values() -> None:
         "/repo/src/retry.py": "wrote",
     }
     done = section(record, "Done")
-    assert "ran `node --test tests/` → ok: # fail 0" in done
+    assert "ran `node --test tests/` → ok (3 lines): # fail 0" in done
     assert "ran `python -m pytest tests/test_fetch.py -q` → failed (exit 1)" in done
     assert "completed: Add retry helper" in done
     # the newest plan sentence is the next step, in Open threads; the others are decisions

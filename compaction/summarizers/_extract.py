@@ -253,7 +253,7 @@ def _command_files(command: str) -> Iterator[tuple[str, str]]:
         action = "edit"
     elif head in _CREATES:
         action = "create"
-    elif head in _RUNS or head.startswith("python"):
+    elif head in _RUNS or head.startswith("python") or (words and is_file(words[0], from_command=True)):
         action = "run"
     elif _read_only(part):
         action = "read"
@@ -327,7 +327,8 @@ class _Reader:
         else:
             lines = [line for line in text.splitlines() if line.strip()]
             tail = next((line for line in reversed(lines[-5:]) if _SUMMARY_LINE.search(line)), None)
-            result = f"ok: {clip(tail, 70)}" if tail else "ok"
+            size = f" ({len(lines):,} lines)" if len(lines) > 1 else ""
+            result = f"ok{size}: {clip(tail, 70)}" if tail else f"ok{size}"
         verb = "ran" if call.verb == "run" else "called"
         self.record.add_done(f"{verb} `{call.shown or call.subject}` → {result}".replace("\n", " "))
 
