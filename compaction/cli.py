@@ -210,7 +210,7 @@ def import_command(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print a JSON report: l1_added, merged (level -> count), failures, requests sent, "
+    help="Print a JSON report: l1_added, merged (level -> count), failures, quarantined, requests sent, "
     "max_request_tokens, and with --budget the fitted request's tokens.",
 )
 def compress(
@@ -311,7 +311,7 @@ def compile_command(
 @recipe_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
-    """Show what a store holds: messages, tokens, summaries per level, images, failures."""
+    """Show what a store holds: messages, tokens, summaries per level, images, failures, quarantined chunks."""
     with _errors(), Store(store_path, create=False) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}
