@@ -487,3 +487,18 @@ def test_compress_says_how_many_were_quarantined_and_stats_lists_them(
     assert "quarantined (offline stand-in summaries)" in text and "L1 messages 11–14" in text
     assert "3 failures; last:" in text
     assert re.search(r"chunks left raw \(summarizer failures\)\s*│\s*0 \(3 failed attempts\)", text), text
+
+
+# -- the store --------------------------------------------------------------------------------
+def test_a_failure_keeps_its_kind_and_an_unknown_kind_is_refused(store: Store) -> None:
+    from compaction import StoreError
+    from compaction.errors import InvalidArgument
+
+    store.record_failure(1, 0, 4, "connection refused", kind="outage")
+    store.record_failure(1, 0, 4, "refused")
+    assert [f["kind"] for f in store.failures()] == ["outage", "failed"]
+    with pytest.raises(StoreError, match="kind must be one of 'failed', 'outage'; found 'flaky'"):
+        store.record_failure(1, 0, 4, "x", kind="flaky")
+    with pytest.raises(InvalidArgument, match="kind must be a string"):
+        store.record_failure(1, 0, 4, "x", kind=1)  # type: ignore[arg-type]
+    assert len(store.failures()) == 2
