@@ -25,8 +25,16 @@ from typing import Any
 from .blocks import Block
 from .errors import InvalidArgument, InvalidMessage, InvariantViolation, OverBudget, found
 from .images import apply_decisions, find_image_sites
+from .ledger import ledger_tokens
 from .outputs import RequestFormat, request_format
-from .planning import SUMMARY_INTRO, WindowPlanner, live_image_settings, refine_cover, summary_block
+from .planning import (
+    SUMMARY_INTRO,
+    WindowPlanner,
+    keep_boundary,
+    live_image_settings,
+    refine_cover,
+    summary_block,
+)
 from .policy import Decision
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
@@ -70,6 +78,10 @@ class CompiledRequest:
         total_messages: messages in the store.
         planned_tokens: the planner's price of the request (tokens); equal to
             ``request.tokens`` (the gate's count) unless the gate repaired an orphaned tool block.
+        mask_before: tool outputs of live-window messages before this seq are eligible for
+            masking (``live_start`` or less: none are).
+        masked_seqs: the live-window messages shown with one or more tool outputs masked.
+        ledger_tokens: the tokens of the ask ledger block (0: no ledger).
     """
 
     request: GatedRequest
@@ -79,6 +91,9 @@ class CompiledRequest:
     raw_seqs: tuple[int, ...]
     total_messages: int
     planned_tokens: int = 0
+    mask_before: int = 0
+    masked_seqs: tuple[int, ...] = ()
+    ledger_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -224,12 +239,19 @@ def compile_request(
 
 
 def _planner(
-    store: HistoryStore, recipe: Recipe, budget: int | None, format: str | None, model: str | None, tools: object
+    store: HistoryStore,
+    recipe: Recipe,
+    budget: int | None,
+    format: str | None,
+    model: str | None,
+    tools: object,
+    mask_before: int = 0,
 ) -> WindowPlanner:
     """Check the arguments of a compile and return its planner (budget, format and model resolved)."""
     _check_arguments(store, recipe, budget, format, model, tools)
     fmt, resolved = resolve_target(recipe, format, model)
-    plan = WindowPlanner(store, recipe, require_budget(recipe.budget_tokens if budget is None else budget), fmt, resolved)
+    budget = require_budget(recipe.budget_tokens if budget is None else budget)
+    plan = WindowPlanner(store, recipe, budget, fmt, resolved, mask_before=mask_before)
     if plan.n == 0:
         raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
     return plan
@@ -258,37 +280,100 @@ def plan_compile(
     system, pinned = _system_text(store)
     offered = normalize_tools(tools)
     tool_tokens = tools_tokens(offered, fmt.name, plan.encoding)
-
-    def fixed(cut: int, cover: Sequence[StoredSummary]) -> int:
-        return fmt.framing_tokens(system, plan.first_role(cut, cover), plan.encoding) + tool_tokens
-
-    candidates: list[tuple[int, list[StoredSummary], int]] = []
-    for cut in plan.cut_candidates():
-        raw = fixed(cut, ()) + plan.suffix(cut)
-        if raw > budget and candidates:
-            break
-        cover = plan.cover(cut)
-        total = fixed(cut, cover) + plan.suffix(cut) + plan.summary_message_cost(cover)
-        candidates.append((cut, cover, total))
-    fitting = [c for c in candidates if c[2] <= budget]
-    if not fitting:
-        cut, cover, total = candidates[0]
-        return CompilePlan(None, _shortfall(plan, system, tool_tokens, cut, cover, total))
-    # Smallest cut first (largest live window); on an exact-count miss, try the next.
-    fitting.sort(key=lambda c: c[0])
+    candidates = _candidates(plan, system, tool_tokens)
+    attempts = [(plan, c) for c in sorted((c for c in candidates if c[2] <= budget), key=lambda c: c[0])]
+    smallest = (plan, candidates[0])
+    boundary = _mask_boundary(store, recipe, plan)
+    if boundary > 0:
+        masked = _sibling(plan, boundary)
+        masked_candidates = _candidates(masked, system, tool_tokens)
+        masked_fitting = sorted((c for c in masked_candidates if c[2] <= budget), key=lambda c: c[0])
+        best_raw = attempts[0][1][0] if attempts else None
+        if masked_fitting and (best_raw is None or masked_fitting[0][0] < best_raw):
+            # The masked tier reaches further back than the raw one: mask as little as fits.
+            cut = masked_fitting[0][0]
+            least = _least_masking(plan, masked, cut, system, tool_tokens)
+            attempts = [least, *((masked, c) for c in masked_fitting), *attempts]
+        if not masked_fitting:
+            smallest = (masked, masked_candidates[0])
+    if not attempts:
+        shortest_plan, (cut, cover, total) = smallest
+        return CompilePlan(None, _shortfall(shortest_plan, system, tool_tokens, cut, cover, total))
+    # Largest live window first; on an exact-count miss at the gate, try the next.
     last_error: OverBudget | None = None
-    for cut, cover, total in fitting:
-        cover, total = refine_cover(plan, cover, total, budget)
+    for planner, (cut, cover, total) in attempts:
+        cover, total = refine_cover(planner, cover, total, budget)
         try:
-            request = _emit(store, plan, system, pinned, cover, cut, budget, offered)
+            return CompilePlan(_emit(store, planner, system, pinned, cover, cut, budget, offered, total), None)
         except OverBudget as err:
             last_error = err
-            continue
-        pinned_set = set(pinned)
-        raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
-        return CompilePlan(CompiledRequest(request, budget, cut, tuple(cover), raw_seqs, plan.n, total), None)
     assert last_error is not None
     return CompilePlan(None, Shortfall("request", budget, last_error.needed, str(last_error)))
+
+
+Candidate = tuple[int, list[StoredSummary], int]
+
+
+def _candidates(plan: WindowPlanner, system: str | None, tool_tokens: int) -> list[Candidate]:
+    """Return ``(cut, coarsest cover, tokens)`` for each live-window start, newest first.
+
+    The scan stops at the first window whose raw messages alone exceed the budget (older
+    ones only grow); the first candidate is always returned, so a shortfall can be named.
+    """
+    candidates: list[Candidate] = []
+    for cut in plan.cut_candidates():
+        fixed = plan.format.framing_tokens(system, plan.first_role(cut, ()), plan.encoding) + tool_tokens
+        if fixed + plan.suffix(cut) > plan.budget and candidates:
+            break
+        cover = plan.cover(cut)
+        framing = plan.format.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
+        candidates.append((cut, cover, framing + tool_tokens + plan.suffix(cut) + plan.summary_message_cost(cover)))
+    return candidates
+
+
+def _mask_boundary(store: HistoryStore, recipe: Recipe, plan: WindowPlanner) -> int:
+    """Return the seq before which tool outputs may be masked (0: masking is off or nothing is old enough)."""
+    if not recipe.observation_masking:
+        return 0
+    return keep_boundary(store, recipe.mask_keep_rounds, plan.encoding)
+
+
+def _sibling(plan: WindowPlanner, mask_before: int) -> WindowPlanner:
+    """Return a planner like ``plan`` that prices messages before ``mask_before`` masked (sharing its reads)."""
+    return WindowPlanner(
+        plan.store, plan.recipe, plan.budget, plan.format, plan.model, mask_before=mask_before, view=plan.view
+    )
+
+
+def _least_masking(
+    plan: WindowPlanner, masked: WindowPlanner, cut: int, system: str | None, tool_tokens: int
+) -> tuple[WindowPlanner, Candidate]:
+    """Return the planner and candidate at ``cut`` that masks the fewest messages and still fits.
+
+    Masking from ``cut`` up to the masked planner's boundary fits; the boundary moves down,
+    tool round by tool round, while the request stays within the budget (a binary search:
+    masking fewer messages never makes a request smaller).
+    """
+    cover = masked.cover(cut)
+    framing = plan.format.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
+    fixed = framing + tool_tokens + masked.summary_message_cost(cover)
+    rounds = [
+        f.seq
+        for f in plan.store.facts(cut, masked.mask_before, encoding=plan.encoding)
+        if f.role == "assistant" and f.tool_uses and f.seq > cut
+    ]
+    best: tuple[WindowPlanner, Candidate] = (masked, (cut, cover, fixed + masked.suffix(cut)))
+    low, high = 0, len(rounds)  # rounds[high] would be the boundary itself
+    while low < high:
+        mid = (low + high) // 2
+        trial = _sibling(plan, rounds[mid])
+        total = fixed + trial.suffix(cut)
+        if total <= plan.budget:
+            best = (trial, (cut, cover, total))
+            high = mid
+        else:
+            low = mid + 1
+    return best
 
 
 def _shortfall(
@@ -335,24 +420,41 @@ def _emit(
     cover: list[StoredSummary],
     cut: int,
     budget: int,
-    tools: tuple[dict[str, Any], ...] = (),
-) -> GatedRequest:
+    tools: tuple[dict[str, Any], ...],
+    planned: int,
+) -> CompiledRequest:
+    """Build the request ``plan`` priced (summaries, ledger, masked and raw window), gate it.
+
+    Raises:
+        OverBudget: the gate's exact count is over ``budget``.
+        InvariantViolation: coverage, pairing, a cap or the grammar would break.
+    """
     messages: list[tuple[str, tuple[Block, ...]]] = []
     hints: list[int | None] = []
+    ledger = plan.ledger(cut) if cover else None
     if cover:
         blocks = [{"type": "text", "text": SUMMARY_INTRO}] + [summary_block(s) for s in cover]
+        if ledger is not None:
+            blocks.insert(0, {"type": "text", "text": ledger})
         messages.append(("user", tuple(blocks)))
         hints.append(plan.summary_message_cost(cover))
+    masked: list[int] = []
     for message in store.messages(cut, plan.n):
-        if message.role != "system":
-            messages.append((message.role, message.content))
-            hints.append(plan.text_tokens.get(message.seq) if message.seq is not None else None)
+        if message.role == "system":
+            continue
+        seq = message.seq
+        content = message.content
+        if seq is not None and seq in plan.masked_blocks:
+            content = plan.masked_blocks[seq]
+            masked.append(seq)
+        messages.append((message.role, content))
+        hints.append(plan.text_tokens.get(seq) if seq is not None else None)
     _check_coverage(plan, pinned, cover, cut)
     # Stable prefix boundaries for prompt caches: the end of the summary stack (fixed between
     # compaction events) and the newest message (the next turn's request starts with it all).
     points = tuple(sorted({0, len(messages) - 1} if cover else {len(messages) - 1})) if messages else ()
     request = OutboundRequest("live", system, tuple(messages), tuple(hints), tools, points)
-    return gate(
+    gated = gate(
         request,
         plan.settings,
         format=plan.format,
@@ -361,6 +463,20 @@ def _emit(
         budget=budget,
         cache_key=plan.recipe.prompt_cache_key,
         cache_breakpoints=plan.recipe.cache_breakpoints,
+    )
+    pinned_set = set(pinned)
+    raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
+    return CompiledRequest(
+        gated,
+        budget,
+        cut,
+        tuple(cover),
+        raw_seqs,
+        plan.n,
+        planned,
+        mask_before=max(plan.mask_before, cut),
+        masked_seqs=tuple(masked),
+        ledger_tokens=ledger_tokens(ledger, plan.encoding),
     )
 
 
@@ -414,8 +530,10 @@ def extend_frame(
 
     The summaries of the old frame stay first, byte for byte; the stretch from its cut to a
     later chunk boundary is covered by the coarsest summaries there are, and the new live
-    window starts at that boundary.  The largest live window that fits ``budget`` wins.  A
-    compaction event tries this first, so the prompt cache keeps serving the old stack.
+    window starts at that boundary, its older tool outputs masked as little as fits
+    (when ``Recipe.observation_masking`` is on).  The largest live window that fits
+    ``budget`` wins.  A compaction event tries this first, so the prompt cache keeps
+    serving the old stack.
 
     Returns:
         The plan (a compiled request, or the shortfall of the smallest extension).
@@ -423,6 +541,7 @@ def extend_frame(
     last: CompilePlan | None = None
     fmt, model = resolve_target(recipe)
     plan = WindowPlanner(store, recipe, budget, fmt, model)
+    boundary = _mask_boundary(store, recipe, plan)
     later = sorted(c for c in plan.cut_candidates() if c >= cut)
     for candidate in later:
         try:
@@ -433,9 +552,41 @@ def extend_frame(
         last = compile_frame(store, recipe, candidate, ranges, budget=budget, tools=tools)
         if last.fits:
             return last
+        if boundary > candidate:
+            masked = compile_frame(store, recipe, candidate, ranges, budget=budget, tools=tools, mask_before=boundary)
+            if masked.fits:
+                return _least_masked_frame(store, recipe, candidate, ranges, budget, tools, boundary, masked)
     if last is None:
         return CompilePlan(None, Shortfall("summaries", budget, budget + 1, "no summaries after the frame's cut"))
     return last
+
+
+def _least_masked_frame(
+    store: HistoryStore,
+    recipe: Recipe,
+    cut: int,
+    ranges: Sequence[tuple[int, int, int]],
+    budget: int,
+    tools: Sequence[dict[str, Any]],
+    boundary: int,
+    fits: CompilePlan,
+) -> CompilePlan:
+    """Return the frame at ``cut`` that masks the fewest tool rounds and still fits (``fits`` masks up to ``boundary``)."""
+    rounds = [
+        f.seq
+        for f in store.facts(cut, boundary, encoding=recipe.encoding)
+        if f.role == "assistant" and f.tool_uses and f.seq > cut
+    ]
+    best = fits
+    low, high = 0, len(rounds)
+    while low < high:
+        mid = (low + high) // 2
+        trial = compile_frame(store, recipe, cut, ranges, budget=budget, tools=tools, mask_before=rounds[mid])
+        if trial.fits:
+            best, high = trial, mid
+        else:
+            low = mid + 1
+    return best
 
 
 def compile_frame(
@@ -448,8 +599,9 @@ def compile_frame(
     format: RequestFormatName | None = None,
     model: str | None = None,
     tools: Sequence[dict[str, Any]] = (),
+    mask_before: int = 0,
 ) -> CompilePlan:
-    """Compile with a fixed frame: the given summaries, then every message from ``cut`` raw.
+    """Compile with a fixed frame: the given summaries, then every message from ``cut`` shown.
 
     Between two compaction events the frame does not change, so each request is the previous
     one with the new messages appended (a prompt cache serves the prefix); see
@@ -460,6 +612,8 @@ def compile_frame(
         cover_ranges: ``(level, start_seq, end_seq)`` of the summaries shown, oldest first;
             they must cover ``[0, cut)`` exactly.
         budget, format, model, tools: as in :func:`compile_request`.
+        mask_before: tool outputs of messages before this seq are shown masked
+            (:mod:`compaction.masking`); 0 masks none.
 
     Returns:
         A :class:`CompilePlan`: the request when the frame still fits ``budget``, else the
@@ -470,7 +624,7 @@ def compile_frame(
         InvariantViolation: a summary of the frame is missing from the store, or the frame
             does not cover ``[0, cut)`` (the store was not the one the frame was made on).
     """
-    plan = _planner(store, recipe, budget, format, model, tools)
+    plan = _planner(store, recipe, budget, format, model, tools, mask_before=mask_before)
     budget = plan.budget
     fmt = plan.format
     cover: list[StoredSummary] = []
@@ -493,9 +647,6 @@ def compile_frame(
         message = f"the frame's request needs {total} tokens, over the budget of {budget}"
         return CompilePlan(None, Shortfall("request", budget, total, message))
     try:
-        request = _emit(store, plan, system, pinned, cover, cut, budget, offered)
+        return CompilePlan(_emit(store, plan, system, pinned, cover, cut, budget, offered, total), None)
     except OverBudget as err:
         return CompilePlan(None, Shortfall("request", budget, err.needed, str(err)))
-    pinned_set = set(pinned)
-    raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
-    return CompilePlan(CompiledRequest(request, budget, cut, tuple(cover), raw_seqs, plan.n, total), None)

@@ -57,18 +57,27 @@ class Frame:
         cut: the first seq of the raw live window.
         cover: ``(level, start_seq, end_seq)`` of each summary shown, oldest first; they
             cover ``[0, cut)``.
+        mask_before: tool outputs of live-window messages before this seq are shown masked
+            (``cut`` or less: none); fixed between events like the rest, so the masked
+            stretch does not creep forward turn by turn.
     """
 
     cut: int
     cover: tuple[tuple[int, int, int], ...]
+    mask_before: int = 0
 
     @classmethod
     def of(cls, compiled: CompiledRequest) -> Frame:
         """Return the frame of a compiled request."""
-        return cls(compiled.live_start, tuple((s.level, s.start_seq, s.end_seq) for s in compiled.summaries))
+        ranges = tuple((s.level, s.start_seq, s.end_seq) for s in compiled.summaries)
+        mask = compiled.mask_before if compiled.mask_before > compiled.live_start else 0
+        return cls(compiled.live_start, ranges, mask)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cut": self.cut, "cover": [list(r) for r in self.cover]}
+        data: dict[str, Any] = {"cut": self.cut, "cover": [list(r) for r in self.cover]}
+        if self.mask_before:
+            data["mask_before"] = self.mask_before
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> Frame | None:
@@ -76,9 +85,16 @@ class Frame:
         try:
             cut = int(data["cut"])
             cover = tuple((int(lv), int(s), int(e)) for lv, s, e in data["cover"])
-        except (KeyError, TypeError, ValueError):
+            mask = int(data.get("mask_before", 0))
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
-        return cls(cut, cover)
+        return cls(cut, cover, mask)
+
+    def compile(
+        self, store: HistoryStore, recipe: Recipe, *, budget: int | None = None, tools: Sequence[dict[str, Any]] = ()
+    ) -> CompilePlan:
+        """Compile this frame with every message since appended (see :func:`compaction.compile.compile_frame`)."""
+        return compile_frame(store, recipe, self.cut, self.cover, budget=budget, tools=tools, mask_before=self.mask_before)
 
 
 def latest_frame(store: HistoryStore) -> Frame | None:
@@ -170,7 +186,9 @@ def compact_to(
     failed_before = len(store.failures())
     messages = store.next_seq()
     built = compactor()
+    excused = False
     for keep in (target // 2, target // 4, target // 8, 0):
+        frontier = store.summary_frontier(1)
         report = built.tick(keep_tail_tokens=keep, close_tail=True, progress=progress)
         ticks.append(report)
         plan = plan_compile(store, recipe, budget=target, tools=tools)
@@ -182,7 +200,13 @@ def compact_to(
         grew, messages = store.next_seq() != messages, store.next_seq()
         if report.failures and not made:
             break  # the frontier stops at the chunk that failed
-        if made and not grew and short.needed >= last.needed and short.stage == last.stage:
+        advanced = store.summary_frontier(1) > frontier
+        stuck = made and not grew and short.needed >= last.needed and short.stage == last.stage
+        if stuck and advanced and not excused:
+            # The ask ledger can make the first summaries of a stretch cost more than its
+            # raw asks; a round that reached further into the raw tail is excused once.
+            excused = True
+        elif stuck:
             # Progress guard: new summaries that do not shrink the request mean more of the
             # same cannot help; stop instead of summarizing on.  (Not when messages were
             # appended meanwhile: then the request grew for another reason.)
@@ -214,7 +238,7 @@ def compile_current(
     """
     frame = latest_frame(store)
     if frame is not None:
-        plan = compile_frame(store, recipe, frame.cut, frame.cover, tools=tools)
+        plan = frame.compile(store, recipe, tools=tools)
         if plan.compiled is not None:
             return plan.compiled
     plan = plan_compile(store, recipe, tools=tools)
@@ -253,12 +277,12 @@ def compile_in_events(
     high = min(budget, recipe.high_water_tokens or budget)
     frame = latest_frame(store)
     if frame is not None:
-        plan = compile_frame(store, recipe, frame.cut, frame.cover, budget=high, tools=tools)
+        plan = frame.compile(store, recipe, budget=high, tools=tools)
     else:
         plan = plan_compile(store, recipe, budget=high, tools=tools)
     if plan.compiled is not None:
         compiled = plan.compiled
-        if frame is None and compiled.summaries:  # adopt the shape a fresh plan found, so it holds
+        if frame is None and (compiled.summaries or compiled.masked_seqs):  # adopt the shape a fresh plan found, so it holds
             store.record_event(compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True})
         return _at_budget(compiled, budget), []
     assert plan.shortfall is not None

@@ -12,16 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .blocks import Block
+from .blocks import Block, Message
 from .errors import InvariantViolation
-from .images import ImageDecider, decide_and_price
+from .images import ImageDecider, decide_and_price, find_image_sites
+from .ledger import asks_before, ledger_text, ledger_tokens
+from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
 from .policy import ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
-from .tokens.counting import BLOCK_SEPARATOR, MESSAGE_OVERHEAD, count_text
+from .tokens.counting import BLOCK_SEPARATOR, MESSAGE_OVERHEAD, blocks_text_tokens, count_text
 
-__all__ = ["WindowPlanner", "SUMMARY_INTRO", "live_image_settings", "summary_block", "refine_cover"]
+__all__ = [
+    "WindowPlanner",
+    "MaskedView",
+    "SUMMARY_INTRO",
+    "live_image_settings",
+    "summary_block",
+    "refine_cover",
+    "keep_boundary",
+]
 
 SUMMARY_INTRO = "[Earlier messages, summarized: a record of what happened, not instructions]"
 
@@ -38,17 +48,97 @@ def summary_block(summary: StoredSummary) -> Block:
     }
 
 
+class MaskedView:
+    """The masked rendering of stored messages, read once and shared by the planners of one compile.
+
+    Messages are read from the store a page at a time and kept; a message's masked blocks
+    (:func:`compaction.masking.mask_blocks`, ``None`` when masking changes nothing) and
+    their text tokens are computed once.  A result's tool name and key argument come from
+    its call, looked up in the messages before it (up to :attr:`LOOKBACK` of them).
+    """
+
+    PAGE = 256
+    LOOKBACK = 256
+
+    def __init__(self, store: HistoryStore, encoding: str, never_mask: Sequence[str] = ()) -> None:
+        self.store = store
+        self.encoding = encoding
+        self.never_mask = tuple(never_mask)
+        self._messages: dict[int, Message] = {}
+        self._masked: dict[int, tuple[tuple[Block, ...], int] | None] = {}
+
+    def message(self, seq: int) -> Message:
+        """Return the stored message ``seq`` (read with its page)."""
+        if seq not in self._messages:
+            start = max(0, seq - self.PAGE + 1)
+            while start in self._messages and start < seq:
+                start += 1
+            for offset, message in enumerate(self.store.messages(start, seq + 1)):
+                self._messages.setdefault(start + offset, message)
+        return self._messages[seq]
+
+    def masked(self, seq: int) -> tuple[tuple[Block, ...], int] | None:
+        """Return message ``seq``'s masked blocks and their text tokens, or ``None`` when nothing is masked."""
+        if seq not in self._masked:
+            message = self.message(seq)
+            result = None
+            if any(b.get("type") == "tool_result" for b in message.content):
+                wanted = {b.get("tool_use_id") for b in message.content if b.get("type") == "tool_result"}
+                calls: dict[str, tuple[str, object]] = {}
+                for earlier in range(seq - 1, max(-1, seq - 1 - self.LOOKBACK), -1):
+                    calls.update(tool_calls([self.message(earlier)]))
+                    if wanted <= calls.keys():
+                        break
+                blocks = mask_blocks(message.content, calls, never_mask=self.never_mask, seq=seq)
+                if blocks is not None:
+                    result = (blocks, blocks_text_tokens(blocks, self.encoding))
+            self._masked[seq] = result
+        return self._masked[seq]
+
+
+def keep_boundary(store: HistoryStore, rounds: int, encoding: str) -> int:
+    """Return the seq where the newest ``rounds`` tool rounds start (0 when there are fewer).
+
+    A tool round starts at an assistant turn that calls a tool; outputs at and after the
+    boundary are never masked.
+    """
+    end = store.next_seq()
+    found = 0
+    while end > 0:
+        start = max(0, end - WindowPlanner.PAGE)
+        for fact in reversed(store.facts(start, end, encoding=encoding)):
+            if fact.role == "assistant" and fact.tool_uses:
+                found += 1
+                if found == rounds:
+                    return fact.seq
+        end = start
+    return 0
+
+
 class WindowPlanner:
     """Plan a compile reading only the live window, the summaries it shows and cached counts.
 
     Nothing here scans the whole store: raw costs are read newest first, a page at a time,
     only as far back as the budget can reach; covers and children come from indexed queries.
     Images are decided and priced by :mod:`compaction.images`, exactly as the gate will.
+    Messages before ``mask_before`` are priced masked (their long tool outputs as
+    placeholders, see :class:`MaskedView`); the summary message is priced with the ask
+    ledger of the stretch it covers (:mod:`compaction.ledger`).
     """
 
     PAGE = 256
 
-    def __init__(self, store: HistoryStore, recipe: Recipe, budget: int, fmt: RequestFormat, model: str) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        recipe: Recipe,
+        budget: int,
+        fmt: RequestFormat,
+        model: str,
+        *,
+        mask_before: int = 0,
+        view: MaskedView | None = None,
+    ) -> None:
         self.store = store
         self.recipe = recipe
         self.budget = budget
@@ -65,6 +155,27 @@ class WindowPlanner:
         self._low = self.n
         self._decider = ImageDecider(self.settings)
         self._depth = 0
+        self.mask_before = mask_before
+        self.view = view or MaskedView(store, self.encoding, recipe.never_mask)
+        #: masked blocks of the messages priced masked, by seq
+        self.masked_blocks: dict[int, tuple[Block, ...]] = {}
+        self._ledger: dict[int, str | None] = {}
+
+    def ledger(self, cut: int) -> str | None:
+        """Return the ask ledger block's text for a live window from ``cut`` (``None``: no ledger)."""
+        if not self.recipe.ask_ledger or cut <= 0:
+            return None
+        if cut not in self._ledger:
+            # The share is of the recipe's budget, not of a smaller planning target (a
+            # compaction event plans for the low-water mark), so the ledger a frame shows
+            # is the same at the event and on every turn after it.
+            base = self.recipe.budget_tokens or self.budget
+            share = int(base * self.recipe.ledger_share) if base > 0 else 0
+            asks = asks_before(self.store, cut)
+            self._ledger[cut] = ledger_text(
+                asks, cap=self.recipe.ask_cap_tokens, share_tokens=share, encoding=self.encoding
+            )
+        return self._ledger[cut]
 
     def summary_cost(self, summary: StoredSummary) -> int:
         """Return what one summary adds to the summary message (its text and one join, tokens)."""
@@ -74,10 +185,16 @@ class WindowPlanner:
         return self._summary_cost[summary.id]
 
     def summary_message_cost(self, cover: Sequence[StoredSummary]) -> int:
-        """Return the tokens of the message that shows ``cover`` (0 for no summaries)."""
+        """Return the tokens of the message that shows ``cover`` and its ask ledger (0 for no summaries)."""
         if not cover:
             return 0
-        return MESSAGE_OVERHEAD + count_text(SUMMARY_INTRO, self.encoding) + sum(self.summary_cost(s) for s in cover)
+        ledger = ledger_tokens(self.ledger(cover[-1].end_seq), self.encoding)
+        return (
+            MESSAGE_OVERHEAD
+            + ledger
+            + count_text(SUMMARY_INTRO, self.encoding)
+            + sum(self.summary_cost(s) for s in cover)
+        )
 
     def first_role(self, cut: int, cover: Sequence[StoredSummary]) -> str | None:
         """Return the role of the request's first message for a live window from ``cut``."""
@@ -123,8 +240,8 @@ class WindowPlanner:
         while self._low > seq:
             start = max(seq, self._low - self.PAGE)
             for fact in reversed(self.store.facts(start, self._low, encoding=self.encoding)):
-                self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
                 self.text_tokens[fact.seq] = fact.text_tokens
+                self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
                 self.roles[fact.seq] = fact.role
             self._low = start
         return self._suffix[seq]
@@ -133,10 +250,18 @@ class WindowPlanner:
         """Price one message newest first: its text, and each image as decided (tokens)."""
         if fact.role == "system":
             return 0
+        sites, text_tokens = fact.images, fact.text_tokens
+        if fact.seq < self.mask_before and fact.tool_results:
+            masked = self.view.masked(fact.seq)
+            if masked is not None:
+                blocks, text_tokens = masked
+                sites = tuple(find_image_sites(blocks))
+                self.masked_blocks[fact.seq] = blocks
+                self.text_tokens[fact.seq] = text_tokens
         _decisions, images = decide_and_price(
-            fact.images, self._decider, self._depth, role=fact.role, model=self.model, encoding=self.encoding, format=self.format
+            sites, self._decider, self._depth, role=fact.role, model=self.model, encoding=self.encoding, format=self.format
         )
-        cost = fact.text_tokens + images
+        cost = text_tokens + images
         self._depth += cost
         return cost
 

@@ -289,7 +289,8 @@ class Recipe:
             its head and tail around a loud cut marker.
         observation_masking: before summarizing, show old tool outputs as short loud
             placeholders (the calls and the assistant's text stay raw).
-        mask_keep_rounds: the newest tool rounds whose outputs are never masked.
+        mask_keep_rounds: the newest tool rounds whose outputs are never masked (at least
+            1); older outputs are masked only as far as the budget needs.
         never_mask: tool names whose outputs are never masked (``["Read"]``).
         summary_focus: an instruction for what summaries should keep (``compaction
             compress --focus``); ``None`` for none.
@@ -325,7 +326,7 @@ class Recipe:
     ledger_share: float = 0.25
     ask_cap_tokens: int = 600
     observation_masking: bool = True
-    mask_keep_rounds: int = 10
+    mask_keep_rounds: int = 3
     never_mask: tuple[str, ...] = ()
     summary_focus: str | None = None
     quarantine_after: int = 3
@@ -382,7 +383,7 @@ class Recipe:
             )
         check.integer("ask_cap_tokens", self.ask_cap_tokens, minimum=16)
         check.boolean("observation_masking", self.observation_masking)
-        check.integer("mask_keep_rounds", self.mask_keep_rounds, minimum=0)
+        check.integer("mask_keep_rounds", self.mask_keep_rounds, minimum=1)
         if isinstance(self.never_mask, list):
             object.__setattr__(self, "never_mask", tuple(self.never_mask))
         if not isinstance(self.never_mask, tuple) or not all(isinstance(n, str) and n.strip() for n in self.never_mask):

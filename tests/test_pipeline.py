@@ -45,7 +45,9 @@ def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it(mo
     """Re-planning summarizes what the budget needs; an event what the low-water mark (60%) needs."""
     with Store(":memory:") as store:
         store.append(_history(40))
-        recipe = Recipe(budget_tokens=1500, chunk_target_tokens=300)
+        # Every user turn here is an ask; the ask ledger (tested in test_ledger.py) would list
+        # them and leave less room for raw messages, so it is off to test the ladder alone.
+        recipe = Recipe(budget_tokens=1500, chunk_target_tokens=300, ask_ledger=False)
         compiled, ticks = compress_and_compile(store, recipe, mode=mode)  # type: ignore[arg-type]
         assert compiled.tokens <= target and compiled.live_start > 0 and ticks
         # the newest half of the target (about ten or six of these ~70-token messages) was not summarized

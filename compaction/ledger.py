@@ -1,0 +1,227 @@
+"""The ask ledger: every human ask, verbatim and in order, ahead of the summaries.
+
+A summary keeps what happened; what the user asked for is what the next turn must not lose
+(measured on real sessions, summaries kept fewer than half of the asks).  So a compiled
+request carries, in the message that holds the summaries, one text block that lists each
+ask of the summarized stretch ``[0, cut)`` in the user's own words (the live window shows
+the newer asks raw).  OpenAI's Responses compaction keeps every user message the same way;
+Codex CLI keeps up to 20k tokens of them.
+
+Rules, all deterministic so the block is byte-stable between compaction events:
+
+* an ask is what :func:`compaction.asks.ask_text` finds in a user turn (harness wrappers,
+  tool results and command output cut out); an ask repeated word for word is listed once,
+  at its first turn;
+* each ask shows whole up to ``Recipe.ask_cap_tokens``; a longer one shows its head (two
+  thirds of the cap) and its tail (one third) around a loud cut marker that names the
+  message holding it whole;
+* the block stays within ``Recipe.ledger_share`` of the budget: when the asks would not fit,
+  the oldest are shortened to their first words (:data:`SHORT_TOKENS`), and when even that
+  does not fit the oldest are left out and counted; the block says which and why.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .asks import ask_text
+from .blocks import DATA_URI_RE
+from .store import HistoryStore
+from .tokens.counting import BLOCK_SEPARATOR, count_text
+
+__all__ = ["Ask", "LEDGER_INTRO", "SHORT_TOKENS", "asks_before", "ledger_text", "ledger_tokens", "head_tail"]
+
+LEDGER_INTRO = (
+    "[The user's asks so far, oldest first, in the user's own words. Their turns may be summarized below; "
+    "this list is the record of what was asked, not new instructions]"
+)
+#: The most tokens an ask keeps when the ledger is over its share and the oldest are shortened.
+SHORT_TOKENS = 40
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One human ask: the seq of its user turn and the person's words (harness text cut out)."""
+
+    seq: int
+    text: str
+
+
+@dataclass
+class _Scan:
+    upto: int
+    asks: list[Ask]
+    seen: set[str]
+
+
+_SCANS: weakref.WeakKeyDictionary[object, _Scan] = weakref.WeakKeyDictionary()
+
+
+def asks_before(store: HistoryStore, cut: int) -> list[Ask]:
+    """Return the asks of the messages ``[0, cut)``, oldest first, each listed once.
+
+    The store is append-only, so the asks found once are kept per store object and later
+    calls read only the user turns appended since (a compile on a long history does not
+    re-read it).
+
+    Args:
+        store: the history.
+        cut: the first seq not looked at (the live window's start).
+
+    Returns:
+        The :class:`Ask` list; an ask repeated word for word appears once, at its first turn.
+    """
+    try:
+        scan = _SCANS.get(store)
+    except TypeError:  # a store that cannot be weakly referenced: scan every time
+        scan = None
+    if scan is None or scan.upto > store.next_seq():
+        scan = _Scan(0, [], set())
+        try:
+            _SCANS[store] = scan
+        except TypeError:
+            pass
+    if cut > scan.upto:
+        for seq in store.prompt_seqs(scan.upto, cut):
+            text = ask_text(store.messages(seq, seq + 1)[0])
+            if text and ";base64," in text:  # an image pasted as a data: URI is not the user's words
+                text = DATA_URI_RE.sub(_uri_note, text).strip()
+            if not text:
+                continue
+            key = " ".join(text.lower().split())
+            if key in scan.seen:
+                continue
+            scan.seen.add(key)
+            scan.asks.append(Ask(seq, text))
+        scan.upto = cut
+    return [ask for ask in scan.asks if ask.seq < cut]
+
+
+def _uri_note(match: re.Match[str]) -> str:
+    return f"[an image pasted as a data: URI, {len(match.group(0))} characters, not shown here]"
+
+
+def _fit_prefix(text: str, tokens: int, encoding: str) -> str:
+    """Return the longest prefix of ``text`` (at a character) of at most ``tokens`` tokens."""
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_text(text[:mid], encoding) <= tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low]
+
+
+def _fit_suffix(text: str, tokens: int, encoding: str) -> str:
+    """Return the longest suffix of ``text`` (at a character) of at most ``tokens`` tokens."""
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_text(text[len(text) - mid :], encoding) <= tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return text[len(text) - low :]
+
+
+def head_tail(text: str, cap: int, encoding: str, seq: int) -> str:
+    """Return ``text`` whole when it has at most ``cap`` tokens, else its head and tail around a cut marker.
+
+    The head keeps two thirds of ``cap`` tokens, the tail one third; the marker says how many
+    tokens were cut and that message ``seq`` holds the ask whole.
+    """
+    total = count_text(text, encoding)
+    if total <= cap:
+        return text
+    head = _fit_prefix(text, (2 * cap) // 3, encoding)
+    tail = _fit_suffix(text[len(head) :], cap - (2 * cap) // 3, encoding)
+    cut = total - count_text(head, encoding) - count_text(tail, encoding)
+    return f"{head.rstrip()}\n[… {max(cut, 1)} tokens of this ask cut here; message {seq} holds it whole …]\n{tail.lstrip()}"
+
+
+def _entry(ask: Ask, shown: str) -> str:
+    return f"[Message {ask.seq}] {shown}"
+
+
+def _short(ask: Ask, encoding: str) -> str:
+    first = ask.text.strip().split("\n", 1)[0]
+    head = _fit_prefix(first, SHORT_TOKENS, encoding)
+    return head if head == ask.text.strip() else f"{head.rstrip()} […]"
+
+
+def _seq_range(asks: Sequence[Ask]) -> str:
+    return f"message {asks[0].seq}" if len(asks) == 1 else f"messages {asks[0].seq}–{asks[-1].seq}"
+
+
+def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: str) -> str | None:
+    """Return the ledger block's text for ``asks`` within ``share_tokens``, or ``None`` for no asks.
+
+    Args:
+        asks: the asks, oldest first (see :func:`asks_before`).
+        cap: the most tokens one ask shows (``Recipe.ask_cap_tokens``).
+        share_tokens: the most tokens the block may take, its join in the message included
+            (the budget times ``Recipe.ledger_share``).
+        encoding: the encoding the tokens are counted in.
+
+    Returns:
+        The text: :data:`LEDGER_INTRO`, then one ``[Message N] …`` entry per ask, the newest
+        whole (up to ``cap``), older ones shortened and the oldest counted when the share
+        is tight; when not even that fits, one line that says every ask was left out and
+        why (the only case that may pass the share, by a few tokens).  ``None`` for no asks.
+    """
+    if not asks:
+        return None
+    whole = [_entry(a, head_tail(a.text, cap, encoding, a.seq)) for a in asks]
+    short = [_entry(a, _short(a, encoding)) for a in asks]
+    room = share_tokens - BLOCK_SEPARATOR
+
+    def render(n_left_out: int, n_short: int) -> str:
+        lines = [LEDGER_INTRO]
+        left, shortened = asks[:n_left_out], asks[n_left_out : n_left_out + n_short]
+        if left:
+            lines.append(
+                f"[{len(left)} older asks ({_seq_range(left)}) are left out of this list: it would pass its share "
+                f"of the token budget; the summaries below cover them]"
+            )
+        if shortened:
+            lines.append(
+                f"[The asks in {_seq_range(shortened)} are shortened to their first words to keep this list within "
+                f"its share of the token budget; the summaries below cover them]"
+            )
+        lines.extend(short[n_left_out : n_left_out + n_short])
+        lines.extend(whole[n_left_out + n_short :])
+        return "\n\n".join(lines)
+
+    # Fewest changes first: shorten the oldest asks one by one, then leave the oldest out.
+    # The sizes fall along that order (bar the one-line notes), so a binary search finds
+    # the first that fits in O(log n) counts.
+    n = len(asks)
+
+    def step(index: int) -> str:
+        return render(0, index) if index <= n else render(index - n, 2 * n - index)
+
+    if count_text(step(0), encoding) <= room:
+        return step(0)
+    low, high = 1, 2 * n
+    if count_text(step(high), encoding) > room:
+        # Not even the note fits the share: the note alone, so the request still says so.
+        return LEDGER_INTRO + "\n\n" + (
+            f"[{n} asks ({_seq_range(asks)}) are left out of this list: the ask ledger's share of the "
+            f"token budget ({share_tokens} tokens) cannot hold them; the summaries below cover them]"
+        )
+    while low < high:
+        mid = (low + high) // 2
+        if count_text(step(mid), encoding) <= room:
+            high = mid
+        else:
+            low = mid + 1
+    return step(low)
+
+
+def ledger_tokens(text: str | None, encoding: str) -> int:
+    """Return what the ledger block adds to the summary message (its text and one join; tokens)."""
+    return 0 if text is None else count_text(text, encoding) + BLOCK_SEPARATOR
