@@ -528,6 +528,11 @@ from .replay_cli import replay_command  # noqa: E402  (replay_cli imports this m
 
 main.add_command(replay_command)
 
+from .inspect_cli import inspect_command, show_command  # noqa: E402  (they import this module lazily)
+
+main.add_command(inspect_command)
+main.add_command(show_command)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()
