@@ -99,7 +99,7 @@ def _fit_newest(
     fmt, model = resolve_target(recipe)
     settings = live_image_settings(recipe)
     encoding = recipe.encoding
-    head_text = [blocks_text_tokens(blocks, encoding) for _role, blocks in head]
+    head_text = [fmt.text_tokens(blocks, encoding) for _role, blocks in head]
     cuts = _safe_cuts(window)
     cut_set = set(cuts)
     suffix = {len(window): 0}
@@ -108,7 +108,7 @@ def _fit_newest(
     total = 0
     for index in range(len(window) - 1, -1, -1):  # newest first, as the gate decides images
         role, blocks = window[index]
-        text[index] = blocks_text_tokens(blocks, encoding)
+        text[index] = fmt.text_tokens(blocks, encoding)
         _decisions, images = decide_and_price(
             find_image_sites(blocks), decider, total, role=role, model=model, encoding=encoding, format=fmt
         )
@@ -255,8 +255,9 @@ def agent_summary(messages: Sequence[Message]) -> tuple[str, int, str] | None:
     """Return the newest summary the transcript's own agent wrote: (text, first message after it, source).
 
     Looks for pi ``compaction`` entries (``meta["pi_compaction"]``), Codex ``compacted``
-    records (``meta["codex_compaction"]``) and Claude Code compact summaries (a user turn
-    opening "This session is being continued from a previous conversation").
+    records (``meta["codex_compaction"]``) and Claude Code compact summaries
+    (``meta["claude_code_compaction"]``, or a user turn opening "This session is being
+    continued from a previous conversation").
     """
     found: tuple[str, int, str] | None = None
     for index, message in enumerate(messages):
@@ -266,6 +267,12 @@ def agent_summary(messages: Sequence[Message]) -> tuple[str, int, str] | None:
         codex = message.meta.get("codex_compaction")
         if isinstance(codex, str) and codex.strip():
             found = (codex, index, "Codex compacted record")
+        claude = message.meta.get("claude_code_compaction")
+        if isinstance(claude, dict) and isinstance(claude.get("summary"), str) and claude["summary"].strip():
+            # kept on the message after it, or on the summary's own message (kind compaction_summary)
+            after = index + 1 if message.meta.get("kind") == "compaction_summary" else index
+            found = (claude["summary"], after, "Claude Code compact summary")
+            continue
         if message.role == "user":
             text = "\n".join(b["text"] for b in message.content if b.get("type") == "text").lstrip()
             if text.startswith(COMPACT_SUMMARY):

@@ -53,17 +53,20 @@ class MaskedView:
 
     Messages are read from the store a page at a time and kept; a message's masked blocks
     (:func:`compaction.masking.mask_blocks`, ``None`` when masking changes nothing) and
-    their text tokens are computed once.  A result's tool name and key argument come from
+    their text tokens (as the request format ships them) are computed once.  A result's tool name and key argument come from
     its call, looked up in the messages before it (up to :attr:`LOOKBACK` of them).
     """
 
     PAGE = 256
     LOOKBACK = 256
 
-    def __init__(self, store: HistoryStore, encoding: str, never_mask: Sequence[str] = ()) -> None:
+    def __init__(
+        self, store: HistoryStore, encoding: str, never_mask: Sequence[str] = (), fmt: RequestFormat | None = None
+    ) -> None:
         self.store = store
         self.encoding = encoding
         self.never_mask = tuple(never_mask)
+        self.dropped = fmt.dropped_block_types if fmt is not None else frozenset()
         self._messages: dict[int, Message] = {}
         self._masked: dict[int, tuple[tuple[Block, ...], int] | None] = {}
 
@@ -91,7 +94,7 @@ class MaskedView:
                         break
                 blocks = mask_blocks(message.content, calls, never_mask=self.never_mask, seq=seq)
                 if blocks is not None:
-                    result = (blocks, blocks_text_tokens(blocks, self.encoding))
+                    result = (blocks, blocks_text_tokens(blocks, self.encoding, self.dropped))
             self._masked[seq] = result
         return self._masked[seq]
 
@@ -156,7 +159,7 @@ class WindowPlanner:
         self._decider = ImageDecider(self.settings)
         self._depth = 0
         self.mask_before = mask_before
-        self.view = view or MaskedView(store, self.encoding, recipe.never_mask)
+        self.view = view or MaskedView(store, self.encoding, recipe.never_mask, fmt)
         #: masked blocks of the messages priced masked, by seq
         self.masked_blocks: dict[int, tuple[Block, ...]] = {}
         self._ledger: dict[int, str | None] = {}
@@ -239,7 +242,8 @@ class WindowPlanner:
         """Return the planned tokens of the raw messages ``[seq, n)`` (pinned ones excluded)."""
         while self._low > seq:
             start = max(seq, self._low - self.PAGE)
-            for fact in reversed(self.store.facts(start, self._low, encoding=self.encoding)):
+            facts = self.store.facts(start, self._low, encoding=self.encoding, dropped=self.format.dropped_block_types)
+            for fact in reversed(facts):
                 self.text_tokens[fact.seq] = fact.text_tokens
                 self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
                 self.roles[fact.seq] = fact.role

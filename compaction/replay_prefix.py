@@ -37,7 +37,6 @@ from typing import Any
 from .blocks import Block, canonical_json
 from .images import find_image_sites
 from .outputs import request_format
-from .tokens.counting import blocks_text_tokens
 from .wire import GatedRequest
 
 __all__ = ["PrefixMeter", "message_fingerprint"]
@@ -72,7 +71,7 @@ class PrefixMeter:
             fmt = request_format(request.format)
             sites = find_image_sites(blocks)
             images = sum(int(fmt.image_tokens(s.width, s.height, request.model)) for s in sites)
-            self.counts[fingerprint] = blocks_text_tokens(blocks, self.encoding) + images
+            self.counts[fingerprint] = fmt.text_tokens(blocks, self.encoding) + images
         return self.counts[fingerprint]
 
     def measure(self, request: GatedRequest) -> tuple[int, bool]:

@@ -39,7 +39,7 @@ from .recipe import Recipe
 from .splitting import tool_output_text
 from .store import HistoryStore, StoredSummary
 from .summarizers.base import Summarizer
-from .tokens.counting import blocks_text_tokens, count_text
+from .tokens.counting import count_text
 from .tools import normalize_tools
 from .wire import GatedRequest, OutboundRequest, gate
 
@@ -187,7 +187,7 @@ class _CompactAtLimit(_Gated):
             intro: Block = {"type": "text", "text": SUMMARY_INTRO}
             messages.append(("user", (intro, *(summary_block(s) for s in self.cover))))
             hints.append(None)
-        facts = store.facts(self.cut, n, encoding=self.recipe.encoding)
+        facts = store.facts(self.cut, n, encoding=self.recipe.encoding, dropped=self.format.dropped_block_types)
         for fact, message in zip(facts, store.messages(self.cut, n), strict=True):
             if message.role != "system":
                 messages.append((message.role, message.content))
@@ -213,7 +213,7 @@ class _Masking(_Gated):
 
     def _read_new(self, store: HistoryStore) -> None:
         n = store.next_seq()
-        facts = store.facts(self.seen, n, encoding=self.recipe.encoding)
+        facts = store.facts(self.seen, n, encoding=self.recipe.encoding, dropped=self.format.dropped_block_types)
         for fact, message in zip(facts, store.messages(self.seen, n), strict=True):
             if message.role == "system":
                 continue
@@ -255,7 +255,7 @@ class _Masking(_Gated):
             else b
             for b in message.content
         )
-        tokens = blocks_text_tokens(blocks, self.recipe.encoding)
+        tokens = self.format.text_tokens(blocks, self.recipe.encoding)
         if not find_image_sites(blocks):
             self.masked[index] = (blocks, tokens)  # masking is final: the round only gets older
             return blocks, tokens, 0

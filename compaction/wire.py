@@ -36,7 +36,6 @@ from .outputs import RequestFormat, request_format
 from .outputs.anthropic_messages import CACHE_CONTROL
 from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
-from .tokens.counting import blocks_text_tokens
 from .tools import tools_tokens
 from .types import Purpose, RequestFormatName
 
@@ -52,9 +51,10 @@ class OutboundRequest:
             ``"merge"``, ``"split"`` or ``"stitch"``.
         system: the system text (instructions, pinned system messages), or ``None``.
         messages: ``(role, blocks)`` pairs in order.
-        token_hints: optional, per message: its ``blocks_text_tokens`` already known (the
-            store's cached count), so the gate need not re-tokenize a message it ships
-            unchanged; ``None`` where unknown.
+        token_hints: optional, per message: its text tokens as the request format ships
+            them (``RequestFormat.text_tokens``) already known (the store's cached count),
+            so the gate need not re-tokenize a message it ships unchanged; ``None`` where
+            unknown.
         tools: normalized tool definitions offered to the model (see :mod:`compaction.tools`).
         cache_points: indices of messages whose end is a stable prefix boundary (the summary
             stack, the newest message); a format with explicit prompt-cache markers
@@ -100,6 +100,8 @@ class GatedRequest:
         system: the system text.
         model: the model the body names.
         max_output_tokens: the answer's cap written in the body (tokens), or ``None``.
+        dropped: ``(message index, block type)`` of each block the request format does not
+            ship (OpenAI Chat carries no ``thinking``), neither counted nor sent.
     """
 
     purpose: Purpose
@@ -112,6 +114,7 @@ class GatedRequest:
     system: str | None = None
     model: str = ""
     max_output_tokens: int | None = None
+    dropped: tuple[tuple[int, str], ...] = ()
 
     def body(self) -> dict[str, Any]:
         """Return a fresh copy of the JSON body (editing it does not change :attr:`payload`)."""
@@ -216,7 +219,7 @@ def gate(
     text_tokens: list[int] = []
     for index, (_role, blocks) in enumerate(request.messages):
         hint = hints[index] if index < len(hints) else None
-        text_tokens.append(blocks_text_tokens(blocks, encoding) if hint is None else hint)
+        text_tokens.append(fmt.text_tokens(blocks, encoding) if hint is None else hint)
     sites = [find_image_sites(blocks) for _role, blocks in request.messages]
     decider = ImageDecider(settings)
     decisions: list[list[Decision]] = [[] for _ in sites]
@@ -255,7 +258,7 @@ def gate(
     )
     for repair in report[images_replaced:]:  # a repaired message is priced as it now reads
         gated_blocks = rebuilt[repair.message_index][1]
-        message_tokens[repair.message_index] = blocks_text_tokens(gated_blocks, encoding) + _image_tokens_of(
+        message_tokens[repair.message_index] = fmt.text_tokens(gated_blocks, encoding) + _image_tokens_of(
             gated_blocks, fmt, model
         )
 
@@ -312,4 +315,5 @@ def gate(
         request.system,
         model,
         body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None,
+        tuple((index, str(b.get("type"))) for index, (_role, blocks) in enumerate(rebuilt) for b in fmt.dropped_blocks(blocks)),
     )

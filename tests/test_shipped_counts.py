@@ -124,3 +124,42 @@ def test_openai_count_is_never_below_what_ships(blocks: list[dict[str, Any]]) ->
     body = openai.render_conversation(None, [("assistant", blocks)])
     message = body["messages"][0]
     assert shipped_strings(message) <= openai.text_tokens(blocks, ENCODING)
+
+
+def _thinking_history() -> list:
+    from compaction import Message
+
+    thought = "Let me weigh the options for the migration carefully. " * 40
+    return [
+        Message("user", ({"type": "text", "text": "Plan the database migration"},)),
+        Message(
+            "assistant",
+            (
+                {"type": "thinking", "thinking": thought, "signature": "sig-abc"},
+                {"type": "text", "text": "First we add the column, then backfill."},
+            ),
+        ),
+        Message("user", ({"type": "text", "text": "Go on"},)),
+    ]
+
+
+def test_compile_for_openai_neither_counts_nor_ships_thinking_and_plan_equals_gate() -> None:
+    from compaction import Recipe, Store, compile_request
+    from compaction.compile import raw_history_tokens
+
+    store = Store(":memory:")
+    store.append(_thinking_history())
+    openai = compile_request(store, Recipe(budget_tokens=10_000, output_format="openai"))
+    anthropic = compile_request(store, Recipe(budget_tokens=10_000, output_format="anthropic"))
+    assert b"weigh the options" not in openai.request.payload
+    assert b"weigh the options" in anthropic.request.payload
+    assert openai.request.dropped == ((1, "thinking"),)
+    assert anthropic.request.dropped == ()
+    assert openai.planned_tokens == openai.tokens == raw_history_tokens(store, Recipe(output_format="openai"))
+    # the thought (~400 tokens) is in the Anthropic count only
+    assert anthropic.tokens - openai.tokens > 350
+    # a message without thinking takes its plain cached count under the OpenAI key
+    plain = store.facts(0, 3, encoding="o200k_base")
+    shipped = store.facts(0, 3, encoding="o200k_base", dropped=frozenset({"thinking", "redacted_thinking"}))
+    assert [f.text_tokens for f in shipped][0::2] == [f.text_tokens for f in plain][0::2]
+    assert shipped[1].text_tokens < plain[1].text_tokens - 350

@@ -85,9 +85,18 @@ class HistoryStore(Protocol):
         ...
 
     def facts(
-        self, start: int = 0, end: int | None = None, *, encoding: str | None = None
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        encoding: str | None = None,
+        dropped: frozenset[str] = frozenset(),
     ) -> list[MessageFacts]:
-        """Return :class:`MessageFacts` for ``start <= seq < end``, counting missing tokens once."""
+        """Return :class:`MessageFacts` for ``start <= seq < end``, counting missing tokens once.
+
+        ``dropped``: block types left out of the counts (a request format's
+        ``dropped_block_types``), cached under their own key.
+        """
         ...
 
     def pinned_seqs(self) -> list[int]:

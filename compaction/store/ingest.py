@@ -211,14 +211,15 @@ def checked_messages(messages: object) -> list[Message]:
     return batch
 
 
-def token_key(encoding: str) -> str:
-    """Return the key under which token counts in ``encoding`` are cached (encoding + counter version)."""
-    return cache_key(encoding)
+def token_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
+    """Return the key under which token counts in ``encoding`` are cached (encoding, counter
+    version, and the block types the counts leave out)."""
+    return cache_key(encoding, dropped)
 
 
-def count_text_tokens(message: Message, encoding: str) -> int:
-    """Return the non-image tokens of ``message`` with its framing in ``encoding`` (tokens)."""
-    return message_text_tokens(message, encoding)
+def count_text_tokens(message: Message, encoding: str, dropped: frozenset[str] = frozenset()) -> int:
+    """Return the non-image tokens of ``message`` with its framing in ``encoding``, ``dropped`` block types left out (tokens)."""
+    return message_text_tokens(message, encoding, dropped)
 
 
 def _blob_of(block: Block) -> tuple[Block, Blob]:

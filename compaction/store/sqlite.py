@@ -607,17 +607,26 @@ class SQLiteStore:
             return int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
 
     def facts(
-        self, start: int = 0, end: int | None = None, *, encoding: str | None = None
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        encoding: str | None = None,
+        dropped: frozenset[str] = frozenset(),
     ) -> list[MessageFacts]:
         """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
 
         Args:
             start, end: the seq range (``end`` defaults to :meth:`next_seq`).
             encoding: the encoding of ``text_tokens`` (default: the store's).
+            dropped: block types the counts leave out, as the request format they are for
+                does not ship them (``RequestFormat.dropped_block_types``; OpenAI Chat drops
+                ``thinking``); such counts are cached under their own key.
 
         Returns:
             One entry per message, in seq order.  Counts not cached yet are computed and
-            cached (on a read-only store they are used uncached).
+            cached (on a read-only store they are used uncached); a message that holds none
+            of the dropped types takes its plain count.
         """
         _check_ints(start=start)
         _check_optional_ints(end=end)
@@ -625,23 +634,30 @@ class SQLiteStore:
             raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
         if encoding is not None and encoding not in ENCODINGS:
             raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
+            raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
         encoding = encoding or self.encoding
-        key = ingest.token_key(encoding)
+        key = ingest.token_key(encoding, dropped)
+        plain = ingest.token_key(encoding)
+        # A message whose JSON names none of the dropped types counts the same either way.
+        holds = " OR ".join("instr(m.content, ?) > 0" for _ in dropped) or "0"
         with self._reading("reading message facts"):
             end = self.next_seq() if end is None else end
             rows = self._db.execute(
-                "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images, t.text_tokens,"
+                "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
+                f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
                 " json_extract(m.meta, '$.kind') FROM messages m"
                 " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = ?"
+                " LEFT JOIN token_counts p ON p.seq = m.seq AND p.encoding = ?"
                 " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-                (key, start, end),
+                (*(f'"{t}"' for t in sorted(dropped)), key, plain, start, end),
             ).fetchall()
         missing = [r[0] for r in rows if r[5] is None]
         counted: dict[int, int] = {}
         if missing:
             for seq in missing:
                 for message in self.messages(seq, seq + 1):
-                    counted[seq] = ingest.count_text_tokens(message, encoding)
+                    counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
             try:
                 with self._write():
                     self._db.executemany(
