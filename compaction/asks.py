@@ -33,7 +33,9 @@ _HARNESS_LINES = re.compile(
 _COMPACT_SUMMARY = "This session is being continued from a previous conversation"
 #: Texts a harness writes in the user's turn: Claude Code's compact summary, aider's lint reflection.
 _HARNESS_PREFIXES = (_COMPACT_SUMMARY, "# Fix any errors below, if possible.")
-_NOT_ASKS = frozenset({"bash_execution", "tool_output", "branch_summary", "custom", "custom_message"})
+_NOT_ASKS = frozenset(
+    {"bash_execution", "tool_output", "branch_summary", "custom", "custom_message", "compaction_summary"}
+)
 _ASK_COMMANDS = frozenset({"ask", "code", "architect"})
 _SLASH = re.compile(r"^/([\w-]+)\s*(.*)\Z", re.DOTALL)
 

@@ -334,7 +334,9 @@ def test_claude_code_compact_summary_is_the_own_summary_and_not_an_ask(tmp_path:
     from compaction.formats import load_transcript
 
     found = agent_summary(load_transcript(path).messages)
-    assert found is not None and found[1:] == (3, "Claude Code compact summary")
+    # the summary is no message of its own (the raw messages it replaced are in the file);
+    # it rides on the message after it, the newest ask (message 2)
+    assert found is not None and found[1:] == (2, "Claude Code compact summary")
 
 
 def test_evaluate_is_deterministic() -> None:

@@ -90,3 +90,27 @@ def test_a_summary_at_the_end_goes_to_the_last_message(tmp_path: Path) -> None:
     parsed = load_transcript(_session(tmp_path, tail=False))
     assert [m.role for m in parsed.messages] == ["user", "assistant"]
     assert parsed.messages[-1].meta["claude_code_compaction"]["summary"] == SUMMARY
+
+
+def test_a_session_resumed_from_a_compaction_keeps_the_summary_as_its_first_message(tmp_path: Path) -> None:
+    """A file that opens with the summary has nothing else of what came before: the summary stays a message."""
+    from compaction.asks import ask_text
+    from compaction.eval_baselines import agent_summary
+
+    lines = [
+        _event("system", "b1", None, None, subtype="compact_boundary", compactMetadata={"trigger": "auto"}),
+        _event("user", "u2", "b1", SUMMARY, isCompactSummary=True),
+        _event("user", "u3", "u2", "Now run the tests."),
+        _event("assistant", "a3", "u3", [{"type": "text", "text": "All 12 tests pass."}]),
+    ]
+    path = tmp_path / "resumed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    messages = load_transcript(path).messages
+    assert [m.role for m in messages] == ["user", "user", "assistant"]
+    first = messages[0]
+    assert first.meta["kind"] == "compaction_summary"
+    assert "fix the date parser" in first.content[0]["text"]
+    assert first.meta["claude_code_compaction"]["trigger"] == "auto"
+    assert ask_text(first) is None and ask_text(messages[1]) == "Now run the tests."
+    found = agent_summary(messages)
+    assert found is not None and found[1:] == (1, "Claude Code compact summary")

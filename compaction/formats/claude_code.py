@@ -27,7 +27,9 @@ a prior compaction, not a human ask and not a message the model saw beside the r
 it replaced (which stay in the file and in the store), so it makes no message: it is kept, with
 the boundary's trigger, token count and uuid, as ``meta["claude_code_compaction"]`` of the next
 message (of the last one when nothing follows), the way pi ``compaction`` entries and Codex
-``compacted`` records are kept.
+``compacted`` records are kept.  A file that opens with the summary (a session resumed from
+a compaction, whose earlier messages are in another file) keeps it as its first message,
+``meta["kind"] = "compaction_summary"``, since there it is the only record of what came before.
 
 The order is the file's order (``parentUuid`` chains are not followed: compaction and
 resumes restart them, and the fixtures leave them ``null``).
@@ -133,6 +135,20 @@ def parse(text: str, ctx: Context) -> list[Draft]:
                 "summary": _summary_text(event),
                 "summary_uuid": event.get("uuid"),
             }
+            if not drafts:
+                # A session resumed from a compaction: the messages the summary replaced are
+                # in another file, so the summary is all this history has of them; it stays
+                # a message (kind "compaction_summary", never an ask), not only a note.
+                try:
+                    draft = _event_draft(event)
+                except Malformed as err:
+                    ctx.problem(str(err), line=line)
+                    continue
+                draft.line = line
+                draft.meta["kind"] = "compaction_summary"
+                draft.meta["claude_code_compaction"] = compaction
+                compaction = None
+                drafts.append(draft)
             continue
         if kind not in ("user", "assistant") or event.get("isSidechain") is True:
             continue
