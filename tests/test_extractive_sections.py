@@ -146,16 +146,36 @@ def test_an_l1_record_has_every_section_with_real_values() -> None:
     assert "ran `node --test tests/` → ok (3 lines): # fail 0" in done
     assert "ran `python -m pytest tests/test_fetch.py -q` → failed (exit 1)" in done
     assert "completed: Add retry helper" in done
-    # the newest plan sentence is the next step, in Open threads; the others are decisions
-    assert section(record, "Decisions") == ["I'll read the fetcher first to see how it calls get."]
+    assert section(record, "Decisions") == [
+        "I'll read the fetcher first to see how it calls get.",
+        "I'll keep the retry count configurable because the tests expect 3.",
+    ]
     opened = section(record, "Open threads")
     assert "todo (in progress): Make test_fetch pass" in opened
     assert "question to the user (message 57): Should the retry count come from the config file?" in opened
-    assert "next: I'll keep the retry count configurable because the tests expect 3." in opened
+    assert not any(line.startswith("next:") for line in opened)  # the newest text states no plan
     assert "failing: run `python -m pytest tests/test_fetch.py -q`, message 48" in opened
     # no escaped JSON anywhere, and a passing run or a source line is no error
     assert "\\n" not in record and '\\"' not in record
     assert not any("fail 0" in e or "failed attempts" in e for e in errors)
+
+
+def test_the_newest_text_s_plan_is_the_next_step() -> None:
+    record = l1([*SESSION, text("assistant", "Next, I'll wire the retry count into config.toml.")], start=40)
+    assert section(record, "Open threads")[-2:] == [
+        "next: Next, I'll wire the retry count into config.toml.",
+        "failing: run `python -m pytest tests/test_fetch.py -q`, message 48",
+    ]
+    assert "Next, I'll wire the retry count into config.toml." not in section(record, "Decisions")
+
+
+def test_escaped_output_reads_plain() -> None:
+    record = l1([
+        call("a", "str_replace_editor", command="str_replace", path="/w/cli.pony", old_str="x"),
+        result("a", r"ERROR: No replacement was performed, old_str 'return a.\n  b(\"c\")' did not appear"),
+    ])
+    (error,) = section(record, "Errors")
+    assert error == "[open] edit `/w/cli.pony`, message 1: ERROR: No replacement was performed, old_str 'return a. b(\"c\")' did not appear"
 
 
 def test_a_later_success_of_the_same_command_resolves_its_error() -> None:

@@ -406,8 +406,7 @@ class _Reader:
         sentences = [clip_words(s, 30, 220) for s in decision_sentences(text)]
         for sentence in sentences:
             self.record.add_decision(sentence)
-        if sentences:
-            self.next_step = sentences[-1]
+        self.next_step = sentences[-1] if sentences else ""  # only the newest text's plan is the next step
         items = list(checklist_items(text))
         if items:
             self.checklist = items

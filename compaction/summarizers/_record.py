@@ -90,8 +90,14 @@ _FOCUS_STOP = frozenset(
 )
 
 
+_ESCAPES = {"\\n": " ", "\\t": " ", "\\r": " ", '\\"': '"'}
+_ESCAPE = re.compile(r'\\[ntr"]')
+
+
 def clip(text: str, limit: int) -> str:
-    """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    """Return ``text`` on one line, JSON escapes (``\\n``, ``\\"``) undone, cut to ``limit`` characters."""
+    if "\\" in text:
+        text = _ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
@@ -114,6 +120,10 @@ def focus_words(focus: str | None) -> frozenset[str]:
     if not focus:
         return frozenset()
     return frozenset(w for w in (m.lower() for m in _WORD.findall(focus)) if w not in _FOCUS_STOP)
+
+
+#: File actions that say least: dropped once a file has another.
+_WEAK = frozenset({"used", "touched", "named"})
 
 
 @dataclass
@@ -157,9 +167,11 @@ class Record:
         if known is None:
             self.files[path] = Counter({action: count})
             return
-        if action == "used" and set(self.files[known]) - {"used"}:
-            return  # "used" by a command says least; any other action says more
-        self.files[known].pop("used", None)
+        if action in _WEAK and set(self.files[known]) - _WEAK:
+            return  # "used" by a command, "touched" says least; any other action says more
+        if action not in _WEAK:
+            for weak in _WEAK:
+                self.files[known].pop(weak, None)
         if len(path) > len(known):  # keep the most precise spelling, in the same place
             self.files = {(path if p == known else p): acts for p, acts in self.files.items()}
             known = path
