@@ -533,6 +533,10 @@ from .inspect_cli import inspect_command, show_command  # noqa: E402  (they impo
 main.add_command(inspect_command)
 main.add_command(show_command)
 
+from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
+
+main.add_command(serve_command)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -2,14 +2,17 @@
 
 Point an agent's base URL at it; each conversation is kept whole in its own store and every
 request is compiled within the model's window before it goes upstream.  Needs the ``serve``
-extra (``pip install 'compaction[serve]'``: Starlette and uvicorn); ``import compaction``
-never imports this package.
+extra (``pip install 'compaction[serve]'``: Starlette and uvicorn).  ``import compaction``
+never imports this package, and importing it does not import Starlette until a name that
+needs it (:func:`create_app`, :class:`ServeSettings`) is used.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from ._errors import BadRequest, ConversationConflict, ServeError, UpstreamError, UpstreamTimeout
-from .app import CONVERSATION_HEADER, ServeSettings, create_app
 from .forwarding import Limits
 
 __all__ = [
@@ -17,9 +20,24 @@ __all__ = [
     "ServeSettings",
     "Limits",
     "create_app",
+    "run_server",
     "ServeError",
     "BadRequest",
     "ConversationConflict",
     "UpstreamError",
     "UpstreamTimeout",
 ]
+
+_LAZY = {
+    "CONVERSATION_HEADER": ".app",
+    "ServeSettings": ".app",
+    "create_app": ".app",
+    "run_server": "._run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'compaction.serve' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,43 @@
+"""The ``compaction serve`` command (click); imports Starlette and uvicorn only when it runs."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["serve_command"]
+
+
+@click.command("serve")
+@click.option("--upstream", required=True, help="Upstream base URL ending in /v1 (https://api.openai.com/v1, "
+              "https://api.anthropic.com/v1, http://localhost:11434/v1).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
+@click.option("--store-dir", default="compaction-serve", show_default=True, type=click.Path(file_okay=False),
+              help="Directory of the conversation stores and the request ledger.")
+@click.option("--recipe", "recipe_path", type=click.Path(exists=True, dir_okay=False), help="Recipe TOML file.")
+@click.option("--budget", type=click.IntRange(min=1),
+              help="Input budget in tokens for every request (default: the model's window minus max_tokens).")
+@click.option("--timeout", "timeout_seconds", default=600.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds for a whole non-streamed answer, or for a stream's headers.")
+def serve_command(
+    upstream: str, host: str, port: int, store_dir: str, recipe_path: str | None, budget: int | None,
+    timeout_seconds: float,
+) -> None:
+    """Serve an OpenAI Chat / Anthropic Messages proxy that compacts each conversation.
+
+    POST /v1/chat/completions goes to {upstream}/chat/completions and POST /v1/messages to
+    {upstream}/messages, with the client's own credentials; each conversation (header
+    X-Compaction-Conversation, else a hash of its start) is kept whole in its own store under
+    --store-dir and compiled within the budget before it is forwarded.  GET /healthz answers ok.
+    """
+    from ..cli import _errors, _fail, _recipe
+
+    try:
+        from ._run import run_server
+    except ImportError as err:
+        _fail(RuntimeError(f"compaction serve needs the serve extra (Starlette, uvicorn): "
+                           f"pip install 'compaction[serve]' ({err})"))
+    with _errors():
+        recipe = _recipe(recipe_path)
+        run_server(upstream=upstream, store_dir=store_dir, host=host, port=port, recipe=recipe, budget=budget,
+                   timeout_seconds=timeout_seconds)
