@@ -25,7 +25,6 @@ from typing import Any
 from .blocks import Block
 from .errors import InvalidArgument, InvalidMessage, InvariantViolation, OverBudget, found
 from .images import apply_decisions, find_image_sites
-from .ledger import ledger_tokens
 from .outputs import RequestFormat, request_format
 from .planning import (
     SUMMARY_INTRO,
@@ -476,7 +475,7 @@ def _emit(
         planned,
         mask_before=max(plan.mask_before, cut),
         masked_seqs=tuple(masked),
-        ledger_tokens=ledger_tokens(ledger, plan.encoding),
+        ledger_tokens=plan.ledger_cost(cut) if cover else 0,
     )
 
 

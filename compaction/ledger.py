@@ -32,7 +32,16 @@ from .blocks import DATA_URI_RE
 from .store import HistoryStore
 from .tokens.counting import BLOCK_SEPARATOR, count_text
 
-__all__ = ["Ask", "LEDGER_INTRO", "SHORT_TOKENS", "asks_before", "ledger_text", "ledger_tokens", "head_tail"]
+__all__ = [
+    "Ask",
+    "LEDGER_INTRO",
+    "SHORT_TOKENS",
+    "asks_before",
+    "ledger_for",
+    "ledger_text",
+    "ledger_tokens",
+    "head_tail",
+]
 
 LEDGER_INTRO = (
     "[The user's asks so far, oldest first, in the user's own words. Their turns may be summarized below; "
@@ -55,6 +64,7 @@ class _Scan:
     upto: int
     asks: list[Ask]
     seen: set[str]
+    texts: dict[tuple[int, int, int, str], str | None]
 
 
 _SCANS: weakref.WeakKeyDictionary[object, _Scan] = weakref.WeakKeyDictionary()
@@ -79,7 +89,7 @@ def asks_before(store: HistoryStore, cut: int) -> list[Ask]:
     except TypeError:  # a store that cannot be weakly referenced: scan every time
         scan = None
     if scan is None or scan.upto > store.next_seq():
-        scan = _Scan(0, [], set())
+        scan = _Scan(0, [], set(), {})
         try:
             _SCANS[store] = scan
         except TypeError:
@@ -220,6 +230,28 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
         else:
             low = mid + 1
     return step(low)
+
+
+def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, encoding: str) -> str | None:
+    """Return :func:`ledger_text` of :func:`asks_before` ``cut``, made once per store and settings.
+
+    Between compaction events every turn compiles the same cut, so the block is built once
+    and then read from a cache kept with the store's asks.
+    """
+    asks = asks_before(store, cut)
+    try:
+        scan = _SCANS.get(store)
+    except TypeError:
+        scan = None
+    key = (cut, cap, share_tokens, encoding)
+    if scan is not None and key in scan.texts:
+        return scan.texts[key]
+    text = ledger_text(asks, cap=cap, share_tokens=share_tokens, encoding=encoding)
+    if scan is not None:
+        if len(scan.texts) > 64:
+            scan.texts.clear()
+        scan.texts[key] = text
+    return text
 
 
 def ledger_tokens(text: str | None, encoding: str) -> int:

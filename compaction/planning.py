@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from .blocks import Block, Message
 from .errors import InvariantViolation
 from .images import ImageDecider, decide_and_price, find_image_sites
-from .ledger import asks_before, ledger_text, ledger_tokens
+from .ledger import ledger_for, ledger_tokens
 from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
 from .policy import ImageSettings, image_settings
@@ -163,6 +163,7 @@ class WindowPlanner:
         #: masked blocks of the messages priced masked, by seq
         self.masked_blocks: dict[int, tuple[Block, ...]] = {}
         self._ledger: dict[int, str | None] = {}
+        self._ledger_tokens: dict[int, int] = {}
 
     def ledger(self, cut: int) -> str | None:
         """Return the ask ledger block's text for a live window from ``cut`` (``None``: no ledger)."""
@@ -174,11 +175,16 @@ class WindowPlanner:
             # is the same at the event and on every turn after it.
             base = self.recipe.budget_tokens or self.budget
             share = int(base * self.recipe.ledger_share) if base > 0 else 0
-            asks = asks_before(self.store, cut)
-            self._ledger[cut] = ledger_text(
-                asks, cap=self.recipe.ask_cap_tokens, share_tokens=share, encoding=self.encoding
+            self._ledger[cut] = ledger_for(
+                self.store, cut, cap=self.recipe.ask_cap_tokens, share_tokens=share, encoding=self.encoding
             )
         return self._ledger[cut]
+
+    def ledger_cost(self, cut: int) -> int:
+        """Return what the ask ledger for a live window from ``cut`` adds to the summary message (tokens)."""
+        if cut not in self._ledger_tokens:
+            self._ledger_tokens[cut] = ledger_tokens(self.ledger(cut), self.encoding)
+        return self._ledger_tokens[cut]
 
     def summary_cost(self, summary: StoredSummary) -> int:
         """Return what one summary adds to the summary message (its text and one join, tokens)."""
@@ -191,7 +197,7 @@ class WindowPlanner:
         """Return the tokens of the message that shows ``cover`` and its ask ledger (0 for no summaries)."""
         if not cover:
             return 0
-        ledger = ledger_tokens(self.ledger(cover[-1].end_seq), self.encoding)
+        ledger = self.ledger_cost(cover[-1].end_seq)
         return (
             MESSAGE_OVERHEAD
             + ledger
