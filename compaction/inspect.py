@@ -26,6 +26,7 @@ escaping is the renderer's job (:mod:`compaction.inspect_html`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ __all__ = [
     "find_summary",
     "message_text",
     "truncate",
+    "terminal_safe",
 ]
 
 #: The most characters of one text (summary, ledger, message preview) the inspector keeps.
@@ -76,6 +78,19 @@ def truncate(text: str, limit: int = TEXT_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [truncated: {len(text) - limit:,} more characters]"
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def terminal_safe(text: str) -> str:
+    """Return ``text`` with control characters (tab and newline aside) and lone surrogates shown as ``\\xNN``.
+
+    A stored text can carry terminal escape sequences (``ESC[...``); printed as they are,
+    they would recolour, move or retitle the user's terminal.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text.replace("\r\n", "\n"))
 
 
 def _block_text(block: Block) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .errors import CompactionError
-from .inspect import TEXT_LIMIT, find_summary, inspect_store, message_text, truncate
+from .inspect import TEXT_LIMIT, find_summary, inspect_store, message_text, terminal_safe, truncate
 from .outputs import REQUEST_FORMATS
 
 __all__ = ["inspect_command", "show_command"]
@@ -88,7 +88,8 @@ def inspect_command(
 def show_command(store_path: str, summary_id: int | None, seq: int | None, full: bool, as_json: bool) -> None:
     """Print a summary (SUMMARY_ID: its text, range, level and provenance) or a stored message (--seq N).
 
-    Summary ids are listed by `compaction inspect --json` (and on its page).
+    Summary ids are listed by `compaction inspect --json` (and on its page). Control
+    characters of stored text are printed as \\xNN, so no escape sequence reaches the terminal.
     """
     from .cli import _errors
     from .store import Store
@@ -138,8 +139,8 @@ def show_command(store_path: str, summary_id: int | None, seq: int | None, full:
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=True, default=str))
         return
-    click.echo(header)
+    click.echo(terminal_safe(header))
     for line in extra:
-        click.echo(f"  {line}")
+        click.echo(f"  {terminal_safe(line)}")
     click.echo("")
-    click.echo(text)
+    click.echo(terminal_safe(text))
