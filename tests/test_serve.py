@@ -351,3 +351,24 @@ def test_every_forwarded_request_is_one_the_provider_accepts(
         check_tool_pairing(seen.body, api)
     for row in _ledger(tmp_path):
         assert row["tokens_shipped"] <= budget
+
+
+def test_text_only_recipe_never_ships_an_image(tmp_path: Path) -> None:
+    from fake_openai_server import image_inputs
+    from strategies import png_b64
+
+    from compaction import Recipe
+
+    upstream = MockUpstream()
+    app = make_app(tmp_path, upstream, recipe=Recipe(vision=False))
+    shot = f"data:image/png;base64,{png_b64(64, 48)}"
+    body = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "what is on screen?"},
+                                     {"type": "image_url", "image_url": {"url": shot}}]}]}
+    answer = post(app, OPENAI, body)
+    assert answer.status_code == 200, answer.text
+    sent = upstream.seen[0].body
+    assert image_inputs(json.dumps(sent).encode()) == 0 and "data:image" not in json.dumps(sent)
+    assert "image not shown" in json.dumps(sent)
+    (conversation,) = conversations(tmp_path / "stores")
+    assert stored_messages(tmp_path / "stores", conversation)[0][1][1]["type"] == "image"  # kept in the store

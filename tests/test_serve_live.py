@@ -307,3 +307,56 @@ def test_the_command_serves_and_logs_without_the_key(tmp_path: Path, fake_openai
     assert KEY not in log and KEY[:12] not in log
     assert f"127.0.0.1:{port}" in log
     assert stored_messages(tmp_path / "stores", "cli-1")[-1][0] == "assistant"
+
+
+def _texts(messages: list[Any]) -> list[str]:
+    out = []
+    for message in messages:
+        content = message["content"] if isinstance(message, dict) else message[1]
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.append("".join(b.get("text", "") for b in content if isinstance(b, dict)))
+    return out
+
+
+def test_concurrent_conversations_do_not_cross(tmp_path: Path) -> None:
+    """24 clients in threads, 3 turns each: 16 named by their start, 8 sharing one start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from serve_support import MockUpstream
+
+    upstream = MockUpstream()
+    app = create_app(ServeSettings("http://upstream.test/v1", tmp_path / "stores", budget=2000),
+                     transport=upstream.transport())
+    histories: dict[int, list[dict[str, Any]]] = {}
+
+    def client(index: int, proxy: str) -> None:
+        shared = index >= 16
+        history: list[dict[str, Any]] = [
+            {"role": "user", "content": "shared start" if shared else f"conv-{index} start"}]
+        with httpx.Client(timeout=30) as http:
+            for turn in range(3):
+                answer = http.post(f"{proxy}/chat/completions", json={"model": "gpt-4o", "messages": history})
+                assert answer.status_code == 200, answer.text
+                history += [{"role": "assistant", "content": "done"},
+                            {"role": "user", "content": f"conv-{index} turn {turn}"}]
+        histories[index] = history
+
+    with live_server(app) as proxy, ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(client, i, proxy) for i in range(24)]:
+            future.result()
+    assert len(upstream.seen) == 72
+    for seen in upstream.seen:  # each request holds only its own conversation's text
+        owners = {t.split()[0] for t in _texts(seen.body["messages"]) if t.startswith("conv-")}
+        assert len(owners) <= 1, owners
+    stores = {name: stored_messages(tmp_path / "stores", name) for name in conversations(tmp_path / "stores")}
+    for index, history in histories.items():  # every client's history is kept whole in some store
+        sent = _texts(history[:-1])
+        assert any(_texts(stored)[: len(sent)] == sent for stored in stores.values()), index
+    named = [n for n, stored in stores.items() if _texts(stored)[0].startswith("conv-")]
+    assert len(named) == 16
+    assert all(len(stores[n]) == 6 for n in named)  # 3 asks, 3 answers, nothing twice
+    assert len(stores) - len(named) >= 8  # the shared start diverged into one store (or fork) per client
+    rows = _rows(tmp_path)
+    assert len(rows) == 72 and {r["status"] for r in rows} == {200}

@@ -91,6 +91,14 @@ class ServeSettings:
 
 
 @dataclass
+class _Parsed:
+    body: dict[str, Any]
+    messages: list[Message]
+    base: str
+    budget: int
+
+
+@dataclass
 class _Prepared:
     resolved: Resolved
     body: bytes
@@ -218,7 +226,7 @@ class _Proxy:
         except Exception as err:  # the ledger is bookkeeping: never fail a request over it
             logger.warning("the request ledger refused a row: %s", type(err).__name__)
 
-    async def _read_body(self, request: Request) -> dict[str, Any]:
+    async def _read_body(self, request: Request) -> bytes:
         cap = self.settings.limits.max_request_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cap:
@@ -228,22 +236,28 @@ class _Proxy:
             data += chunk
             if len(data) > cap:
                 raise BadRequest(f"the request body exceeds {cap:,} bytes", status=413, code="request_too_large")
+        return bytes(data)
+
+    def _parse(self, api: Api, data: bytes, keys: list[str], header: str | None) -> _Parsed:
+        """Parse and scrub the client's history, find its base id (a worker thread: CPU-bound)."""
         try:
             body = json.loads(data)
         except (ValueError, RecursionError) as err:
             raise BadRequest(f"the request body is not JSON ({type(err).__name__})") from err
         if not isinstance(body, dict):
             raise BadRequest(f"the request body must be a JSON object; found {type(body).__name__}")
-        return body
-
-    async def _handle(self, request: Request, api: Api, record: RequestRecord) -> Response:
-        body = await self._read_body(request)
-        record.stream = body.get("stream") is True
-        record.model = body.get("model") if isinstance(body.get("model"), str) else None
-        keys = credentials(request.headers)
         budget = request_budget(body, self.settings.budget)
         messages = scrub_messages(incoming_messages(api, body), keys)
-        base = conversation_id(api, messages, header_conversation(request.headers.get(CONVERSATION_HEADER)))
+        return _Parsed(body, messages, conversation_id(api, messages, header_conversation(header)), budget)
+
+    async def _handle(self, request: Request, api: Api, record: RequestRecord) -> Response:
+        data = await self._read_body(request)
+        keys = credentials(request.headers)
+        header = request.headers.get(CONVERSATION_HEADER)
+        parsed = await anyio.to_thread.run_sync(self._parse, api, data, keys, header)
+        body, messages, base, budget = parsed.body, parsed.messages, parsed.base, parsed.budget
+        record.stream = body.get("stream") is True
+        record.model = body.get("model") if isinstance(body.get("model"), str) else None
         record.conversation, record.messages_in, record.budget = base, len(messages), budget
         async with self.locks.hold(base):
             prepared = await anyio.to_thread.run_sync(self._prepare, api, base, messages, body, budget)
