@@ -499,7 +499,7 @@ class Compactor:
                 "text": f"Write the state record of the conversation above (messages {start}–{end - 1}).",
             },
         )
-        return OutboundRequest("l1", l1_system_prompt(self.recipe.summary_max_tokens), body + (("user", ask),))
+        return OutboundRequest("l1", l1_system_prompt(self.recipe.summary_max_tokens, self.recipe.summary_focus), body + (("user", ask),))
 
     def _summarize_range(
         self, start: int, end: int, facts: Sequence[MessageFacts], sizes: Sequence[int]
@@ -557,7 +557,7 @@ class Compactor:
             ask = {"type": "text", "text": "Write the state record of this part."}
             request = OutboundRequest(
                 "split",
-                l1_system_prompt(self.recipe.summary_max_tokens),
+                l1_system_prompt(self.recipe.summary_max_tokens, self.recipe.summary_focus),
                 (("user", (header, *part)), ("user", (ask,))),
             )
             results.append(self._send(self._gate(request), "split"))
@@ -593,7 +593,7 @@ class Compactor:
             for label, text in zip(labels, texts, strict=True)
         )
         return OutboundRequest(
-            kind, merge_system_prompt(self.recipe.summary_max_tokens), (("user", tuple(blocks)),)
+            kind, merge_system_prompt(self.recipe.summary_max_tokens, self.recipe.summary_focus), (("user", tuple(blocks)),)
         )
 
     def _combine(self, texts: Sequence[str], labels: Sequence[str], kind: SummaryKind) -> SummaryResult:

@@ -11,7 +11,6 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -193,10 +192,14 @@ def test_budget_at_the_exact_fit(messages: list[Message], recipe: Recipe) -> Non
         assert exact.request.payload == roomy.request.payload
         ours = independent_tokens(payload_json(exact.request.payload), recipe.target_model)
         assert ours <= roomy.tokens, f"independent count {ours} over the exact budget {roomy.tokens}"
-        with pytest.raises(OverBudget) as caught:
-            compile_request(store, recipe, budget=roomy.tokens - 1)
-        assert caught.value.budget == roomy.tokens - 1
-        assert caught.value.needed > caught.value.budget
+        try:
+            tighter = compile_request(store, recipe, budget=roomy.tokens - 1)
+        except OverBudget as caught:
+            assert caught.budget == roomy.tokens - 1
+            assert caught.needed > caught.budget
+        else:  # one token less fits only by masking an old tool output (there are no summaries)
+            assert tighter.masked_seqs and not tighter.summaries
+            assert tighter.tokens <= roomy.tokens - 1
     finally:
         store.close()
 

@@ -151,3 +151,26 @@ def test_an_over_long_focus_is_one_clear_line(command: str, tmp_path: Path) -> N
         "compaction: error: summary_focus: the focus is 2,500 characters, over the limit of 2,000; "
         "say in a sentence or two what summaries should keep"
     )
+
+
+def test_a_compaction_sends_the_recipe_focus_in_every_prompt(fake_openai: FakeOpenAI) -> None:
+    """The compactor's own L1 and merge requests carry the recipe's focus (not only the prompt helpers)."""
+    from compaction import Compactor, Message, Store
+
+    store = Store(":memory:")
+    for i in range(24):
+        store.append([
+            Message("user", ({"type": "text", "text": f"step {i}: migrate table t{i} " + "and check the rows " * 30},)),
+            Message("assistant", ({"type": "text", "text": f"migrated t{i}; " + "rows match " * 30},)),
+        ])
+    recipe = Recipe(chunk_target_tokens=300, merge_fanout=2, summary_focus=FOCUS)
+    summarizer = OpenAIChatSummarizer(fake_openai.base_url, MODEL, api_key_env=KEY_ENV, sleep=lambda s: None)
+    with summarizer:
+        report = Compactor(store, recipe, summarizer).tick(keep_tail_tokens=0, close_tail=True)
+    assert report.l1_added >= 4 and sum(report.merged.values()) >= 1
+    kinds = set()
+    for sent in fake_openai.requests:
+        system = _system_text(json.loads(sent.body), "openai")
+        assert f"Focus: {FOCUS}." in system
+        kinds.add("merge" if "newest status wins" in system else "l1")
+    assert kinds == {"l1", "merge"}
