@@ -453,18 +453,49 @@ def test_claude_code_joins_split_assistant_lines(tmp_path: Path) -> None:
     assert_paired(messages)
 
 
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_codex_encrypted_reasoning_is_neither_sent_nor_counted(fmt: str) -> None:
+    """OpenAI's ciphertext reaches no request: Anthropic cannot decrypt it, Chat Completions has no field for it."""
+    from compaction import Message, Recipe, Store, compile_request
+    from compaction.compile import raw_history_tokens
+
+    store = Store(":memory:")
+    store.append(load_transcript(CODEX).messages)
+    alone = {"type": "encrypted_reasoning", "provider": "openai", "encrypted_content": "QUJD" * 200}
+    store.append(
+        [
+            Message("user", ({"type": "text", "text": "think about it"},)),
+            Message("assistant", (alone,)),
+            Message("user", ({"type": "text", "text": "go on"},)),
+        ]
+    )
+    recipe = Recipe(budget_tokens=100_000, output_format=fmt)  # type: ignore[arg-type]
+    compiled = compile_request(store, recipe)
+    assert b"SYNTHETIC_ENCRYPTED" not in compiled.request.payload and b"QUJDQUJD" not in compiled.request.payload
+    assert sum(kind == "encrypted_reasoning" for _index, kind in compiled.request.dropped) == 2
+    # a turn of nothing else ships as a loud line, counted, never as an empty turn
+    assert b"[reasoning this request format cannot carry was left out of this turn]" in compiled.request.payload
+    assert compiled.planned_tokens == compiled.tokens == raw_history_tokens(store, recipe)
+
+
 # -- Codex ----------------------------------------------------------------------------------------
 
 
 def test_codex_rollout() -> None:
     messages = load_transcript(CODEX).messages
     assert roles(messages) == "uauauaua"
-    redacted = blocks(messages, "redacted_thinking")
-    assert redacted == [{"type": "redacted_thinking", "data": "SYNTHETIC_ENCRYPTED_CONTENT_MUST_NOT_RENDER"}]
+    encrypted = blocks(messages, "encrypted_reasoning")
+    assert encrypted == [
+        {
+            "type": "encrypted_reasoning",
+            "provider": "openai",
+            "encrypted_content": "SYNTHETIC_ENCRYPTED_CONTENT_MUST_NOT_RENDER",
+        }
+    ]
     for message in messages:  # the encrypted reasoning is never text anywhere
         assert "SYNTHETIC_ENCRYPTED" not in message.text()
         for block in message.content:
-            if block["type"] != "redacted_thinking":
+            if block["type"] != "encrypted_reasoning":
                 assert "SYNTHETIC_ENCRYPTED" not in json.dumps(block)
     assert blocks(messages, "thinking")[0]["thinking"] == "I will inspect the synthetic directory."
     uses = blocks(messages, "tool_use")

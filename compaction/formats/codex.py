@@ -13,7 +13,10 @@ type is ignored.
   ``output_text`` / ``input_image`` parts; developer and system become role ``system``;
 * ``reasoning``: ``summary`` parts become ``thinking`` blocks (no signature: ``""``),
   ``content`` reasoning text likewise, and ``encrypted_content`` an opaque
-  ``{"type": "redacted_thinking", "data": <encrypted>}`` block: never rendered as text;
+  ``{"type": "encrypted_reasoning", "provider": "openai", "encrypted_content": <encrypted>}``
+  block: OpenAI's ciphertext, which neither Anthropic (it decrypts only its own
+  ``redacted_thinking``) nor Chat Completions accepts, so both request formats drop it
+  (``dropped_block_types``: neither counted nor sent, listed in the gated request);
 * ``function_call`` (``arguments`` JSON text), ``custom_tool_call`` (free-form ``input``,
   kept as ``{"input": text}``) and ``local_shell_call`` (``action``) become ``tool_use``
   blocks with ``id`` = ``call_id``;
@@ -63,7 +66,7 @@ def _reasoning(item: dict[str, Any]) -> list[Block]:
                 blocks.append({"type": "thinking", "thinking": text, "signature": ""})
     encrypted = item.get("encrypted_content")
     if isinstance(encrypted, str) and encrypted:
-        blocks.append({"type": "redacted_thinking", "data": encrypted})
+        blocks.append({"type": "encrypted_reasoning", "provider": "openai", "encrypted_content": encrypted})
     return blocks
 
 

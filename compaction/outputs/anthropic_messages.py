@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import canonical_json
-from ..tokens.counting import blocks_text_tokens
+from ..tokens.counting import DROPPED_STAND_IN, blocks_text_tokens, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
@@ -49,6 +49,9 @@ class AnthropicMessages(RequestFormat):
     image_types: ClassVar[frozenset[str]] = frozenset({"image", "image_url", "input_image"})
 
     default_output_cap: ClassVar[int | None] = DEFAULT_MAX_TOKENS
+    #: Another provider's encrypted reasoning (Codex ``encrypted_content``): Anthropic can
+    #: decrypt only its own ``redacted_thinking``.
+    dropped_block_types: ClassVar[frozenset[str]] = frozenset({"encrypted_reasoning"})
 
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []
@@ -57,7 +60,11 @@ class AnthropicMessages(RequestFormat):
             if role == "system":
                 system_texts.extend(b.get("text", "") for b in blocks)
                 continue
-            content = [_sendable(json.loads(canonical_json(b))) for b in blocks]
+            content = [
+                _sendable(json.loads(canonical_json(b))) for b in blocks if b.get("type") not in self.dropped_block_types
+            ]
+            if not content and blocks_were_all_dropped(blocks, self.dropped_block_types):
+                content = [dict(DROPPED_STAND_IN)]
             if out and out[-1]["role"] == role:
                 out[-1]["content"].extend(content)
             else:
@@ -114,6 +121,8 @@ class AnthropicMessages(RequestFormat):
             if index and messages[index - 1].get("role") == role:
                 problems.append(f"message {index}: two {role} turns in a row")
             kinds = [b.get("type") for b in content]
+            if not content:
+                problems.append(f"message {index}: an empty {role} turn")
             if role == "user":
                 results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
                 if kinds[: len(results)] != ["tool_result"] * len(results):

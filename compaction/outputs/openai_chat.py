@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import Block, canonical_json, unknown_block_text
+from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
@@ -72,6 +73,8 @@ def _assistant_message(blocks: Sequence[Block]) -> dict[str, Any]:
             continue
         else:
             texts.append(unknown_block_text(block))
+    if not texts and not calls and blocks_were_all_dropped(blocks, OpenAIChat.dropped_block_types):
+        texts.append(DROPPED_STAND_IN["text"])  # OpenAI refuses an assistant message with neither
     message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
@@ -85,7 +88,7 @@ class OpenAIChat(RequestFormat):
     title: ClassVar[str] = "OpenAI Chat Completions"
     default_model: ClassVar[str] = "gpt-4o"
     image_types: ClassVar[frozenset[str]] = frozenset({"image_url", "input_image", "image"})
-    dropped_block_types: ClassVar[frozenset[str]] = frozenset({"thinking", "redacted_thinking"})
+    dropped_block_types: ClassVar[frozenset[str]] = frozenset({"thinking", "redacted_thinking", "encrypted_reasoning"})
 
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []
@@ -186,6 +189,8 @@ class OpenAIChat(RequestFormat):
             ):
                 problems.append(f"message {index}: an image in a {role} message")
             if role == "assistant":
+                if content in (None, "", []) and not message.get("tool_calls"):
+                    problems.append(f"message {index}: an assistant message with neither content nor tool calls")
                 for call in message.get("tool_calls") or []:
                     if call["id"] in seen:
                         problems.append(f"message {index}: tool call id {call['id']!r} is used twice")

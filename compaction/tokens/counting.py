@@ -245,6 +245,20 @@ def _own_tokens(block: Block, encoding: str) -> int:
     return _string_tokens(unknown_block_text(block), encoding)
 
 
+#: What a message whose every block the request format drops ships as: a provider refuses an
+#: empty turn (Anthropic) or an assistant message with neither content nor calls (OpenAI).
+DROPPED_STAND_IN: Block = {
+    "type": "text",
+    "text": "[reasoning this request format cannot carry was left out of this turn]",
+}
+
+
+def blocks_were_all_dropped(blocks: Iterable[Block], dropped: frozenset[str]) -> bool:
+    """Return whether ``blocks`` holds blocks and every one is of a ``dropped`` type."""
+    items = list(blocks)
+    return bool(items) and all(b.get("type") in dropped for b in items)
+
+
 def blocks_text_tokens(
     blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING, dropped: frozenset[str] = frozenset()
 ) -> int:
@@ -262,6 +276,8 @@ def blocks_text_tokens(
     """
     total = MESSAGE_OVERHEAD
     shipped = [b for b in blocks if b.get("type") not in dropped] if dropped else list(blocks)
+    if dropped and not shipped and blocks_were_all_dropped(blocks, dropped):
+        shipped = [DROPPED_STAND_IN]  # the message ships as this line (see the renderers)
     pending: list[list[Block] | tuple[Block, ...]] = [shipped]
     while pending:
         items = pending.pop()
