@@ -5,7 +5,7 @@ Modules:
 * :mod:`.base`: the :class:`HistoryStore` protocol, everything compile, the compactor, the
   pipeline and the CLI use of a store.
 * :mod:`.model`: the values a store hands out
-  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`CompactionEvent`; images as :class:`~compaction.images.ImageSite`).
+  (:class:`MessageFacts`, :class:`StoredSummary`, :class:`CompactionEvent`, :class:`Caption`; images as :class:`~compaction.images.ImageSite`).
 * :mod:`.ingest`: a message's stored form (import keys, blob references, token counts),
   independent of any database.
 * :mod:`.sqlite`: :class:`SQLiteStore`, the embedded backend (``Store`` is its public name).
@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from .base import HistoryStore
 from .migrations import MIGRATIONS, SCHEMA_VERSION
-from .model import FAILURE_KINDS, CompactionEvent, ImageFact, MessageFacts, StoredSummary
+from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, ImageFact, MessageFacts, StoredSummary
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
 
 __all__ = [
+    "CAPTION_STATUSES",
     "FAILURE_KINDS",
+    "Caption",
     "SCHEMA_VERSION",
     "CompactionEvent",
     "HistoryStore",

@@ -15,6 +15,7 @@ What every backend promises:
 * Inline base64 images are stored once by sha256 and read back byte-exact.
 * Summaries are unique per ``(level, start_seq, end_seq)``; adding one again returns the
   first one's id.
+* An image has at most one caption, keyed by its sha256; the first caption made stays.
 * A write either commits whole or leaves nothing; a crash loses nothing committed.
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..blocks import Message
-from .model import CompactionEvent, MessageFacts, StoredSummary
+from .model import Caption, CompactionEvent, MessageFacts, StoredSummary
 
 __all__ = ["HistoryStore"]
 
@@ -118,6 +119,23 @@ class HistoryStore(Protocol):
 
     def image_count(self) -> int:
         """Return the number of distinct stored image blobs."""
+        ...
+
+    # -- image captions --------------------------------------------------------------------
+    def caption(self, sha256: str) -> Caption | None:
+        """Return the caption row of the image ``sha256`` (made or failed), or ``None``."""
+        ...
+
+    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
+        """Return the caption rows of the images ``sha256s`` that have one, by sha256."""
+        ...
+
+    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
+        """Store the caption of image ``sha256``; return False when one was made already (it stays)."""
+        ...
+
+    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
+        """Record a failed captioning attempt of image ``sha256`` (``kind``: ``"failed"`` or ``"outage"``)."""
         ...
 
     # -- summaries -----------------------------------------------------------------------

@@ -27,6 +27,11 @@ Versions:
    nothing about the chunk).  Rows written before it are ``"failed"`` (each was a tick on
    which the chunk failed).
 
+5. Image captions: ``captions`` holds at most one caption per image, keyed by the image's
+   sha256 (the blob's key), beside its blob: the text, its provenance (model, prompt hash),
+   its status (``ok``, or a failed attempt: ``failed`` / ``outage``), the attempts made and
+   when.  A new table only: older rows are untouched.
+
 To change the schema, append a migration; never edit one that has shipped.
 """
 
@@ -149,12 +154,25 @@ _EVENTS = (
 
 _FAILURE_KINDS = ("ALTER TABLE failures ADD COLUMN kind TEXT NOT NULL DEFAULT 'failed'",)
 
+_CAPTIONS = (
+    """CREATE TABLE IF NOT EXISTS captions (
+    sha256 TEXT PRIMARY KEY,
+    text TEXT,
+    status TEXT NOT NULL DEFAULT 'ok',
+    provenance TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    reason TEXT,
+    created_at REAL NOT NULL
+)""",
+)
+
 #: Every migration, in order; the last one's version is :data:`SCHEMA_VERSION`.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
     Migration(2, "compaction events", _EVENTS),
     Migration(3, "image sites record their location", (), _record_image_locations),
     Migration(4, "failures record their kind (counted toward quarantine or an outage)", _FAILURE_KINDS),
+    Migration(5, "image captions beside their blobs", _CAPTIONS),
 )
 
 #: The schema version this code writes and reads.
@@ -170,7 +188,7 @@ _MIGRATIONS_TABLE = (
 _BASELINE_TABLES = frozenset({"meta", "messages", "blobs", "token_counts", "summaries", "failures"})
 
 #: Every table name the store uses (a database holding one of them is no place to create a store).
-STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations"}
+STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions"}
 
 
 def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:

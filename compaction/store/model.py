@@ -3,7 +3,7 @@
 :class:`MessageFacts` (what compile and chunking need of a message, without its content),
 :class:`StoredSummary` (a summary row), :class:`CompactionEvent` (one recorded compaction) and
 the image sites of :mod:`compaction.images` (``ImageFact`` is their old name, kept as an
-alias).  They are plain frozen dataclasses: a backend builds them from its rows, and nothing
+alias), and :class:`Caption` (what the store keeps of an image's caption, by blob sha256).  They are plain frozen dataclasses: a backend builds them from its rows, and nothing
 in them depends on SQL.
 """
 
@@ -17,12 +17,17 @@ from ..images import ImageSite
 #: The old name of :class:`~compaction.images.ImageSite`, what the store records of an image.
 ImageFact = ImageSite
 
-__all__ = ["FAILURE_KINDS", "CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
+__all__ = ["CAPTION_STATUSES", "FAILURE_KINDS", "Caption", "CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
 
 #: The kinds of a recorded summarizer failure: ``"failed"`` (the summarizer was reached and
 #: failed on the range; counts toward quarantining a chunk) and ``"outage"`` (it could not be
 #: reached or used on that tick; says nothing about the chunk, never counts).
 FAILURE_KINDS = ("failed", "outage")
+
+#: The states of an image's caption row: ``"ok"`` (a caption was made), ``"failed"`` (the
+#: captioner was reached and could not caption this image: never retried on its own) and
+#: ``"outage"`` (the captioner could not be reached or used: retried after a pause).
+CAPTION_STATUSES = ("ok", "failed", "outage")
 
 #: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
 _OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})
@@ -88,3 +93,33 @@ class CompactionEvent:
     tokens_after: int
     budget: int | None
     detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Caption:
+    """What the store keeps of one image's caption, keyed by the image's sha256.
+
+    Attributes:
+        sha256: the image's content hash (hex; the blob's key, or a data URI's decoded bytes').
+        text: the caption (one paragraph), or ``None`` when none was made (``status`` says why).
+        status: one of :data:`CAPTION_STATUSES`.
+        provenance: where the caption came from: summarizer, model, ``prompt_sha256``,
+            ``request_sha256``, usage (empty for a failure).
+        attempts: captioning attempts made so far (1 for a caption made at the first try).
+        reason: why the last attempt failed (``None`` for a caption).
+        created_at: when the caption was made, or when the last attempt failed (seconds
+            since the epoch).
+    """
+
+    sha256: str
+    text: str | None
+    status: str
+    provenance: dict[str, Any]
+    attempts: int
+    reason: str | None
+    created_at: float
+
+    @property
+    def made(self) -> bool:
+        """True when the row holds a caption (``status == "ok"``)."""
+        return self.status == "ok" and bool(self.text)

@@ -15,6 +15,8 @@ Tables (see :mod:`.migrations` for the schema and its versions):
   level (1 covers raw messages, 2 covers level-1 summaries, ...), with provenance.
 * ``failures``: chunks that could not be summarized and stay raw.
 * ``compaction_events``: one row per recorded compaction (tokens before and after, budget).
+* ``captions``: at most one caption per image, keyed by its sha256 (beside its blob), with
+  provenance, or the failed attempts to make one.
 * ``meta`` and ``schema_migrations``: the schema version and the migrations applied.
 
 Compaction never edits ``messages``: summaries are added beside them.  Each write is one
@@ -38,7 +40,7 @@ from ..blocks import Message, canonical_json
 from ..errors import EncodingDataMissing, ImageError, InvalidArgument, InvalidMessage, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
 from . import ingest, migrations
-from .model import FAILURE_KINDS, CompactionEvent, MessageFacts, StoredSummary
+from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 
 if TYPE_CHECKING:
     from .base import HistoryStore
@@ -46,6 +48,26 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteStore", "Store"]
 
 _SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
+_CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
+#: Hashes looked up per statement by :meth:`SQLiteStore.captions` (below SQLite's variable limit).
+_CAPTION_BATCH = 500
+
+
+def _caption_from_row(
+    sha256: str, text: str | bytes | None, status: str, provenance: str, attempts: int,
+    reason: str | bytes | None, created_at: float,
+) -> Caption:
+    return Caption(
+        sha256, ingest.text_from_sql(text), status, json.loads(provenance), int(attempts),
+        ingest.text_from_sql(reason), float(created_at),
+    )
+
+
+def _check_sha256(sha256: object) -> str:
+    """Return ``sha256`` when it is a string of hex digits, else raise :class:`InvalidArgument`."""
+    if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
+        raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
+    return sha256
 
 #: Below this many bytes free on the store's file system, an I/O error is reported as a full disk.
 _NEARLY_FULL = 1 << 20
@@ -726,6 +748,105 @@ class SQLiteStore:
         """Return the number of distinct stored image blobs."""
         with self._reading("counting image blobs"):
             return int(self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0])
+
+    # -- image captions ----------------------------------------------------------------------
+    def caption(self, sha256: str) -> Caption | None:
+        """Return the caption row of the image ``sha256`` (made, or its failed attempts), or ``None``.
+
+        Raises:
+            InvalidArgument: ``sha256`` is not a string of hex digits.
+        """
+        _check_sha256(sha256)
+        with self._reading("reading an image caption"):
+            row = self._db.execute(f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = ?", (sha256,)).fetchone()
+        return None if row is None else _caption_from_row(*row)
+
+    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
+        """Return the caption rows of the images ``sha256s`` that have one, by sha256.
+
+        Raises:
+            InvalidArgument: a hash that is not a string of hex digits.
+        """
+        wanted = sorted({_check_sha256(sha) for sha in sha256s})
+        out: dict[str, Caption] = {}
+        with self._reading("reading image captions"):
+            for start in range(0, len(wanted), _CAPTION_BATCH):
+                batch = wanted[start : start + _CAPTION_BATCH]
+                marks = ", ".join("?" for _ in batch)
+                for row in self._db.execute(
+                    f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 IN ({marks})", batch
+                ).fetchall():
+                    caption = _caption_from_row(*row)
+                    out[caption.sha256] = caption
+        return out
+
+    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
+        """Store the caption of the image ``sha256``, replacing failed attempts to make one.
+
+        A caption is made once: when the image has one already, nothing changes.
+
+        Args:
+            sha256: the image's content hash (hex).
+            text: the caption; not empty (the captioner bounds and cleans it first).
+            provenance: a JSON object (summarizer, model, ``prompt_sha256``, ...).
+
+        Returns:
+            True when stored; False when the image had a caption (the first one stays).
+
+        Raises:
+            StoreError: an empty caption, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        _check_sha256(sha256)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"a caption must be a string; found {found(text)}")
+        if not text.strip():
+            raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
+        if not isinstance(provenance, dict):
+            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
+        try:
+            recorded = canonical_json(provenance)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
+        with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
+            cur = self._db.execute(
+                "INSERT INTO captions (sha256, text, status, provenance, attempts, reason, created_at)"
+                " VALUES (?, ?, 'ok', ?, 1, NULL, ?)"
+                " ON CONFLICT (sha256) DO UPDATE SET text = excluded.text, status = 'ok',"
+                " provenance = excluded.provenance, attempts = captions.attempts + 1, reason = NULL,"
+                " created_at = excluded.created_at WHERE captions.status != 'ok'",
+                (sha256, ingest.sql_text(text), recorded, time.time()),
+            )
+            return cur.rowcount > 0
+
+    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
+        """Record a failed attempt to caption the image ``sha256`` (a made caption is kept).
+
+        Args:
+            kind: ``"failed"`` (the captioner was reached and could not caption this image)
+                or ``"outage"`` (it could not be reached or used; says nothing of the image).
+
+        Raises:
+            StoreError: an unknown kind, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        _check_sha256(sha256)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
+        if kind not in CAPTION_STATUSES[1:]:
+            raise StoreError(
+                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
+            )
+        with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
+            self._db.execute(
+                "INSERT INTO captions (sha256, text, status, provenance, attempts, reason, created_at)"
+                " VALUES (?, NULL, ?, '{}', 1, ?, ?)"
+                " ON CONFLICT (sha256) DO UPDATE SET status = excluded.status, attempts = captions.attempts + 1,"
+                " reason = excluded.reason, created_at = excluded.created_at WHERE captions.status != 'ok'",
+                (sha256, kind, ingest.sql_text(reason), time.time()),
+            )
 
     # -- summaries -------------------------------------------------------------------------
     def add_summary(
