@@ -444,6 +444,9 @@ def run(
         "summaries": {str(k): v for k, v in sorted(result.summaries_per_level.items())},
         "summaries_shown": {str(k): v for k, v in sorted(shown_levels.items())},
         "live_window_messages": compiled.total_messages - compiled.live_start,
+        "masked_messages": len(compiled.masked_seqs),
+        "ask_ledger_tokens": compiled.ledger_tokens,
+        "blocks_not_carried": _dropped_counts(compiled.request.dropped),
         "images_shown": compiled.request.images_shown,
         "images_replaced": compiled.request.images_replaced,
         "request_format": compiled.request.format,
@@ -466,8 +469,19 @@ def run(
         for level, count in sorted(result.summaries_per_level.items())
     ]
     rows += [
-        ("live window", f"{compiled.total_messages - compiled.live_start} messages"),
+        ("live window", _live_window(compiled)),
+        ("ask ledger", f"{compiled.ledger_tokens:,} tokens" if compiled.ledger_tokens else "none (no asks summarized)"),
         ("images shown / replaced", f"{request.images_shown} / {request.images_replaced}"),
+    ]
+    dropped = _dropped_counts(request.dropped)
+    if dropped:
+        rows.append(
+            (
+                f"blocks {request.format} cannot carry (not sent)",
+                ", ".join(f"{count} {kind}" for kind, count in dropped.items()),
+            )
+        )
+    rows += [
         (
             "request",
             f"{request.format} -> {out}" if out else f"{request.format} (not written: use --out FILE)",
@@ -475,6 +489,21 @@ def run(
         ("time", f"{result.seconds:.2f} s"),
     ]
     _print_table(f"compaction run: {transcript}", rows)
+
+
+def _live_window(compiled: Any) -> str:
+    """Describe the live window: its messages, and how many show masked tool outputs."""
+    shown = compiled.total_messages - compiled.live_start
+    masked = len(compiled.masked_seqs)
+    return f"{shown} messages ({masked} with tool outputs masked)" if masked else f"{shown} messages"
+
+
+def _dropped_counts(dropped: Any) -> dict[str, int]:
+    """Count the dropped blocks of a gated request by type."""
+    counts: dict[str, int] = {}
+    for _index, kind in dropped:
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 @main.command()
@@ -532,6 +561,7 @@ from .inspect_cli import inspect_command, show_command  # noqa: E402  (they impo
 
 main.add_command(inspect_command)
 main.add_command(show_command)
+
 
 from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
 
