@@ -1,0 +1,983 @@
+"""The PostgreSQL backend: a store shared by several processes on several hosts.
+
+A store is named by a URL, ``postgresql://[user[:password]@]host[:port]/database?store=NAME``
+(``postgres://`` works too; any other query parameter is passed to libpq, e.g.
+``sslmode=require``).  ``NAME`` (lowercase letters, digits and ``_``, at most 63; default
+``compaction``) is the PostgreSQL schema the store's tables live in, so one database holds
+many stores, one conversation each.  Dropping the schema (``DROP SCHEMA NAME CASCADE``)
+deletes the store.
+
+The tables are those of the SQLite store (see :mod:`.postgres_schema` for the differences
+and the schema's own recorded migrations); what a message looks like stored is decided in
+:mod:`.ingest` and the import-key walk of :meth:`PostgresStore.append` is :mod:`.sync`, so
+both backends store the same thing and this module only runs SQL.
+
+Concurrency and crashes:
+
+* Every write is one transaction: a batch of messages, a summary, a failure, an event
+  commits whole or leaves nothing (a killed client's open transaction is rolled back by the
+  server).
+* Appends take an exclusive transaction-level advisory lock of the store, so seqs stay dense
+  from 0 and a transcript synced by two processes at once is stored once.  Summary inserts
+  and token-count cache writes take it shared (they wait for an append in progress, never
+  for each other).  Summaries are unique per ``(level, start_seq, end_seq)``: two workers
+  adding the same one store it once and both get its id.
+* :meth:`PostgresStore.compaction_claim` is a session-level advisory lock: a worker that
+  holds it is the only one compressing the store, so a chunk is not summarized twice
+  (:func:`compaction.store.factory.compaction_claim` takes it for any store).  It is released
+  when the worker's connection ends, so a worker that dies leaves no claim behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..blocks import Message, canonical_json
+from ..errors import EncodingDataMissing, InvalidArgument, StoreError, found
+from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
+from . import ingest, sync
+from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
+from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .base import HistoryStore
+
+__all__ = ["DEFAULT_STORE_NAME", "PostgresStore", "is_postgres_url", "parse_store_url"]
+
+#: The store (schema) a URL without ``?store=`` names.
+DEFAULT_STORE_NAME = "compaction"
+
+_SCHEMES = ("postgresql", "postgres")
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
+_CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
+
+#: SQLSTATE codes worth naming to a person (the server's own text follows).
+_SQLSTATE_CAUSES = {
+    "53100": "the database server's disk is full; free some space and run it again",
+    "53200": "the database server ran out of memory",
+    "53300": "the database server has too many connections; close some or raise max_connections",
+    "25006": "the database is read-only (a standby or default_transaction_read_only)",
+    "42501": "this database user lacks the privilege (it needs to create a schema and tables the first time)",
+    "57P01": "the database server was shut down while this command ran",
+    "57P03": "the database server is starting up or shutting down; try again",
+    "28P01": "the password was refused",
+    "28000": "the server refused this user",
+    "3D000": "the database does not exist; create it (createdb NAME)",
+}
+
+
+def is_postgres_url(location: object) -> bool:
+    """Return whether ``location`` is a ``postgresql://`` (or ``postgres://``) store URL."""
+    return isinstance(location, str) and location.split("://", 1)[0].lower() in _SCHEMES and "://" in location
+
+
+def parse_store_url(url: str) -> tuple[str, str, str]:
+    """Split a store URL into what libpq connects to, the store's name and a printable form.
+
+    Args:
+        url: ``postgresql://user:password@host:port/database?store=NAME&sslmode=...``.
+
+    Returns:
+        ``(conninfo, name, shown)``: the URL without ``store`` (for libpq), the store (schema)
+        name, and the URL with any password replaced by ``***`` (for messages).
+
+    Raises:
+        StoreError: not a PostgreSQL URL, no database named, or a store name that is not
+            lowercase letters, digits and ``_`` (at most 63, not starting with a digit).
+
+    Example:
+        >>> parse_store_url("postgresql://me:pw@db:5432/agents?store=alice")[1:]
+        ('alice', 'postgresql://me:***@db:5432/agents?store=alice')
+    """
+    if not is_postgres_url(url):
+        raise StoreError(f"{url!r}: not a PostgreSQL store URL; expected postgresql://host/database?store=NAME")
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    names = [value for key, value in query if key == "store"]
+    rest = [(key, value) for key, value in query if key != "store"]
+    name = names[-1] if names else DEFAULT_STORE_NAME
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+    shown = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    if not parts.path.strip("/"):
+        raise StoreError(f"{shown}: name a database in the URL (postgresql://host/DATABASE?store=NAME)")
+    if not _NAME.fullmatch(name):
+        raise StoreError(
+            f"{shown}: the store name {name!r} must be lowercase letters, digits and '_' (at most 63, "
+            "not starting with a digit); it names the PostgreSQL schema the store lives in"
+        )
+    conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+    return conninfo, name, shown
+
+
+def describe_pg_error(err: BaseException) -> str:
+    """Return what a psycopg error means for a person: the cause first, the server's text after."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    state = getattr(err, "sqlstate", None)
+    if state in _SQLSTATE_CAUSES:
+        return f"{_SQLSTATE_CAUSES[state]} ({text})"
+    if state and state.startswith("08") or "connection" in text.lower() and "refused" in text.lower():
+        return f"cannot reach the database server ({text})"
+    if "closed" in text and "connection" in text:
+        return f"the store was closed ({text})"
+    return text
+
+
+def _bytes(value: str | None) -> bytes | None:
+    """Return text as UTF-8 bytes with lone surrogates kept (for a BYTEA column)."""
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def _text(value: bytes | memoryview | None) -> str | None:
+    """Return the text :func:`_bytes` stored."""
+    return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
+
+
+def _lock_key(name: str, purpose: str) -> int:
+    """Return a 64-bit advisory lock key for ``purpose`` on store ``name`` (signed, as PostgreSQL takes it)."""
+    digest = hashlib.sha256(f"compaction:{name}:{purpose}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _kind(message: Message) -> str | None:
+    kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+class PostgresStore:
+    """An append-only PostgreSQL store of messages, image blobs, token counts and summaries.
+
+    Args:
+        url: ``postgresql://host/database?store=NAME`` (see the module docstring).
+        encoding: the default encoding whose token counts are cached at append.
+        create: create the store (its schema and tables) if there is none.  ``False``: a
+            missing or empty schema is an error, so a mistyped name is not a new, empty store.
+        connect_timeout: seconds to wait for the server before failing.
+
+    A schema that holds other tables (another application's) is refused untouched.
+
+    Raises:
+        StoreError: the server cannot be reached or refuses the user, the schema is not a
+            compaction store (or is missing and ``create`` is false), its schema version is
+            newer than this code, or a write failed; the message says why.
+        InvalidArgument: an argument of the wrong type.
+        EncodingDataMissing: an unknown encoding name.
+
+    Example:
+        >>> store = PostgresStore("postgresql://localhost/agents?store=alice")  # doctest: +SKIP
+        >>> store.append([Message("user", ({"type": "text", "text": "hi"},))])  # doctest: +SKIP
+        1
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        encoding: str = DEFAULT_ENCODING,
+        create: bool = True,
+        connect_timeout: int = 30,
+    ) -> None:
+        if not isinstance(url, str):
+            raise InvalidArgument(f"a PostgreSQL store URL must be a str; found {found(url)}")
+        if not isinstance(encoding, str):
+            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+        if encoding not in ENCODINGS:
+            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if not isinstance(create, bool):
+            raise InvalidArgument(f"create must be True or False; found {found(create)}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int) or connect_timeout < 1:
+            raise InvalidArgument(f"connect_timeout must be a whole number of seconds >= 1; found {found(connect_timeout)}")
+        conninfo, self.name, self.path = parse_store_url(url)
+        self.encoding = encoding
+        self._store_id: str | None = None
+        self._claims = 0
+        try:
+            import psycopg
+        except ImportError as err:
+            raise StoreError(
+                f"{self.path}: a PostgreSQL store needs psycopg 3; install it with "
+                "pip install 'compaction[postgres]'"
+            ) from err
+        self._pg = psycopg
+        try:
+            self._db: psycopg.Connection[Any] = psycopg.connect(
+                conninfo, autocommit=True, connect_timeout=connect_timeout, application_name="compaction"
+            )
+        except psycopg.Error as err:
+            raise StoreError(f"{self.path}: cannot open the store: {describe_pg_error(err)}") from err
+        try:
+            self._open(create)
+        except psycopg.Error as err:
+            self._db.close()
+            raise StoreError(f"{self.path}: cannot open as a compaction store: {describe_pg_error(err)}") from err
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- opening and the schema ----------------------------------------------------------
+    def _state(self) -> tuple[str, set[str]]:
+        """Return what the store's schema holds: ``missing``, ``empty``, ``store`` or ``other`` (and its tables)."""
+        row = self._db.execute("SELECT oid FROM pg_namespace WHERE nspname = %s", (self.name,)).fetchone()
+        if row is None:
+            return "missing", set()
+        tables = {
+            str(r[0])
+            for r in self._db.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = %s AND relkind IN ('r', 'v', 'm', 'p', 'f')",
+                (row[0],),
+            )
+        }
+        if not tables:
+            return "empty", tables
+        if BASELINE_TABLES <= tables:
+            return "store", tables
+        return "other", tables
+
+    def _version(self) -> int:
+        recorded = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        declared = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(recorded[0]) if recorded else 0
+        if declared is not None:
+            if not str(declared[0]).strip().isdigit():
+                raise StoreError(f"{self.path}: cannot open as a compaction store: its schema version {declared[0]!r} is not a number")
+            version = max(version, int(declared[0]))
+        if version > PG_SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: store schema version {version} is newer than this compaction "
+                f"({PG_SCHEMA_VERSION}); upgrade compaction"
+            )
+        return version
+
+    def _open(self, create: bool) -> None:
+        from psycopg import sql
+
+        self._db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.name)))
+        state, tables = self._state()
+        if state == "store" and self._version() == PG_SCHEMA_VERSION:
+            self._store_id = self._read_store_id()
+            return
+        if state in ("missing", "empty") and not create:
+            what = "no store" if state == "missing" else "an empty schema, not a compaction store"
+            raise StoreError(
+                f"{self.path}: {what} there; create one with `compaction import TRANSCRIPT --store {self.path}`"
+            )
+        with self._db.transaction():
+            # One opener at a time creates or upgrades a store (the others wait, then find it done).
+            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name, "schema"),))
+            state, tables = self._state()
+            if state == "other":
+                shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
+                raise StoreError(
+                    f"{self.path}: not a compaction store: the schema {self.name!r} holds other tables "
+                    f"({shown}); it was left untouched. Name a new store (?store=NAME)"
+                )
+            if state == "missing":
+                self._db.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.name)))
+            version = self._version() if state == "store" else 0
+            self._db.execute(MIGRATIONS_TABLE)
+            now = time.time()
+            for migration in PG_MIGRATIONS:
+                if migration.version <= version:
+                    continue
+                for statement in migration.statements:
+                    self._db.execute(statement)
+                self._db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, now),
+                )
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(PG_SCHEMA_VERSION),),
+            )
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('store_id', %s) ON CONFLICT (key) DO NOTHING",
+                (uuid.uuid4().hex,),
+            )
+        self._store_id = self._read_store_id()
+
+    def _read_store_id(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        return None if row is None else str(row[0])
+
+    def schema_migrations(self) -> list[tuple[int, str]]:
+        """Return the recorded migrations of this store's schema, ``(version, name)`` in order."""
+        with self._reading("reading the schema's migrations"):
+            return [(int(v), str(n)) for v, n in self._db.execute("SELECT version, name FROM schema_migrations ORDER BY version")]
+
+    def check_location(self) -> None:
+        """Raise :class:`StoreError` if the store's schema was dropped or replaced since it was opened.
+
+        Raises:
+            StoreError: the schema is gone, or holds another store (recreated meanwhile),
+                or the server cannot be reached.
+        """
+        try:
+            with self._db.transaction():
+                state, _tables = self._state()
+                now = self._read_store_id() if state == "store" else None
+        except self._pg.Error as err:
+            raise StoreError(f"{self.path}: checking the store failed: {describe_pg_error(err)}") from err
+        if state != "store":
+            raise StoreError(
+                f"{self.path}: the store was deleted while this command ran (its schema {self.name!r} is gone); "
+                "what it wrote went with it. Run the command again"
+            )
+        if now != self._store_id:
+            raise StoreError(
+                f"{self.path}: the store was replaced while this command ran (dropped and made anew); "
+                "what it wrote went to the old one. Run the command again"
+            )
+
+    # -- transactions and errors -----------------------------------------------------------
+    @contextmanager
+    def _reading(self, doing: str) -> Iterator[None]:
+        """Translate a psycopg error inside the block into a :class:`StoreError` saying what failed."""
+        try:
+            yield
+        except self._pg.Error as err:
+            raise StoreError(f"{self.path}: {doing} failed: {describe_pg_error(err)}") from err
+
+    @contextmanager
+    def _write(self, lock: str | None = None) -> Iterator[None]:
+        """Run the block as one transaction, holding the store's write lock (``exclusive`` or ``shared``)."""
+        with self._db.transaction():
+            if lock == "exclusive":
+                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self.name, "write"),))
+            elif lock == "shared":
+                self._db.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_lock_key(self.name, "write"),))
+            yield
+
+    @contextmanager
+    def compaction_claim(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the store's compaction claim for the block: no other worker compresses meanwhile.
+
+        Args:
+            wait: wait for a worker holding the claim to finish (True), or yield False at once.
+
+        Yields:
+            Whether this worker holds the claim (always True when ``wait``).  Claims nest.
+
+        The claim is a session-level advisory lock: it is released at the end of the block,
+        or by the server when this connection ends (a worker that dies holds nothing).
+
+        Raises:
+            StoreError: the server could not be asked.
+        """
+        key = _lock_key(self.name, "compaction")
+        if self._claims:
+            self._claims += 1
+            try:
+                yield True
+            finally:
+                self._claims -= 1
+            return
+        with self._reading("claiming the store's compaction"):
+            if wait:
+                self._db.execute("SELECT pg_advisory_lock(%s)", (key,))
+                held = True
+            else:
+                row = self._db.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                held = bool(row and row[0])
+        if not held:
+            yield False
+            return
+        self._claims = 1
+        try:
+            yield True
+        finally:
+            self._claims = 0
+            if not self._db.closed:
+                try:
+                    self._db.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                except self._pg.Error:
+                    pass  # the connection is gone, and the claim with it
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection (a claim it held is released)."""
+        db = getattr(self, "_db", None)
+        if db is not None and not db.closed:
+            db.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+    # -- messages --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.next_seq()
+
+    def next_seq(self) -> int:
+        """Return the seq the next appended message will get (= the number of messages)."""
+        with self._reading("reading the message count"):
+            row = self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()
+        return int(row[0]) if row else 0
+
+    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
+        """Append messages; return how many were added.  All messages of one call commit together.
+
+        As :meth:`compaction.store.sqlite.SQLiteStore.append` (the import-key chain, the
+        completion of a snapshot's cut-off last message, an older snapshot adding nothing).
+        Appenders on several hosts queue on the store's advisory lock, so seqs stay dense.
+
+        Raises:
+            InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
+                cannot be stored; nothing of the call is stored.
+            ImageError: an image block holds invalid base64 (nothing of the call is stored).
+            InvalidArgument: ``chain_seed`` is not a string.
+            StoreError: the database refused the write or could not be reached (the message says why).
+        """
+        batch = ingest.checked_messages(messages)
+        if chain_seed is not None and not isinstance(chain_seed, str):
+            raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
+        if not batch:
+            return 0
+        with self._reading("append"), self._write("exclusive"):
+            return sync.append_batch(_Rows(self), batch, chain_seed)
+
+    def _blob_for_hydrate(self, sha256: str) -> bytes:
+        row = self._db.execute("SELECT data FROM blobs WHERE sha256 = %s", (sha256,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: image blob {sha256} is missing")
+        return bytes(row[0])
+
+    def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
+        rows = self._db.execute(
+            "SELECT seq, role, content, source_id, meta, import_key FROM messages"
+            " WHERE seq >= %s AND seq < %s ORDER BY seq",
+            (start, end),
+        ).fetchall()
+        return [
+            (ingest.message_from_row(seq, role, content, _text(source), meta, self._blob_for_hydrate), key)
+            for seq, role, content, source, meta, key in rows
+        ]
+
+    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
+        """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        with self._reading("reading messages"), self._db.transaction():
+            end = self.next_seq() if end is None else end
+            return [message for message, _key in self._message_rows(start, end)]
+
+    def iter_messages(self, batch: int = 512) -> Iterator[Message]:
+        """Yield every message in order, reading ``batch`` at a time."""
+        _check_ints(batch=batch)
+        if batch < 1:
+            raise InvalidArgument(f"batch must be 1 or more; found {batch}")
+        start, end = 0, self.next_seq()
+        while start < end:
+            yield from self.messages(start, min(end, start + batch))
+            start += batch
+
+    def facts(
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        encoding: str | None = None,
+        dropped: frozenset[str] = frozenset(),
+    ) -> list[MessageFacts]:
+        """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
+
+        Args:
+            start, end: the seq range (``end`` defaults to :meth:`next_seq`).
+            encoding: the encoding of ``text_tokens`` (default: the store's).
+            dropped: block types the counts leave out (``RequestFormat.dropped_block_types``),
+                cached under their own key; a message holding none of them takes its plain count.
+
+        Returns:
+            One entry per message, in seq order.  Counts not cached yet are computed and
+            cached (when the cache cannot be written, e.g. a read-only database, they are
+            used uncached).
+
+        Raises:
+            InvalidArgument: an argument of the wrong type.
+            EncodingDataMissing: an unknown encoding.
+            StoreError: the database could not be read.
+        """
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        if encoding is not None and not isinstance(encoding, str):
+            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+        if encoding is not None and encoding not in ENCODINGS:
+            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
+            raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
+        encoding = encoding or self.encoding
+        key = ingest.token_key(encoding, dropped)
+        plain = ingest.token_key(encoding)
+        holds = " OR ".join("strpos(m.content, %s) > 0" for _ in dropped) or "FALSE"
+        with self._reading("reading message facts"):
+            with self._db.transaction():
+                end = self.next_seq() if end is None else end
+                rows = self._db.execute(
+                    "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
+                    f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
+                    " m.kind FROM messages m"
+                    " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = %s"
+                    " LEFT JOIN token_counts p ON p.seq = m.seq AND p.encoding = %s"
+                    " WHERE m.seq >= %s AND m.seq < %s ORDER BY m.seq",
+                    (*(f'"{t}"' for t in sorted(dropped)), key, plain, start, end),
+                ).fetchall()
+            missing = [r[0] for r in rows if r[5] is None]
+            counted: dict[int, int] = {}
+            if missing:
+                for seq in missing:
+                    for message in self.messages(seq, seq + 1):
+                        counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
+                try:
+                    with self._write("shared"), self._db.cursor() as cur:
+                        cur.executemany(
+                            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)"
+                            " ON CONFLICT (seq, encoding) DO NOTHING",
+                            [(seq, key, tokens) for seq, tokens in sorted(counted.items())],
+                        )
+                except self._pg.Error:  # a read-only or full database: the counts are a cache
+                    pass
+        return [
+            ingest.facts_from_row(
+                seq, role, uses, results, images, counted[seq] if tokens is None else int(tokens), _text(kind)
+            )
+            for seq, role, uses, results, images, tokens, kind in rows
+        ]
+
+    def pinned_seqs(self) -> list[int]:
+        """Return the seqs of the system messages (pinned: always shown raw), in order."""
+        with self._reading("reading the pinned messages"):
+            return [int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")]
+
+    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        with self._reading("reading the user turns"), self._db.transaction():
+            end = self.next_seq() if end is None else end
+            return [
+                int(r[0])
+                for r in self._db.execute(
+                    "SELECT seq FROM messages WHERE role = 'user' AND seq >= %s AND seq < %s"
+                    " AND (tool_results = '[]' OR strpos(content, '\"type\": \"text\"') > 0"
+                    " OR strpos(content, '\"type\":\"text\"') > 0) ORDER BY seq",
+                    (start, end),
+                )
+            ]
+
+    # -- image blobs -------------------------------------------------------------------------
+    def blob(self, sha256: str) -> bytes:
+        """Return the stored bytes of the image blob ``sha256``.
+
+        Raises:
+            StoreError: no such blob.
+            InvalidArgument: ``sha256`` is not a string.
+        """
+        if not isinstance(sha256, str):
+            raise InvalidArgument(f"a blob's sha256 must be a string of hex digits; found {found(sha256)}")
+        with self._reading("reading an image blob"):
+            row = self._db.execute("SELECT data FROM blobs WHERE sha256 = %s", (sha256,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no image blob {sha256}")
+        return bytes(row[0])
+
+    def blob_hashes(self) -> list[str]:
+        """Return the sha256 of every stored blob, sorted."""
+        with self._reading("reading image blobs"):
+            return [str(r[0]) for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256 COLLATE \"C\"")]
+
+    def image_count(self) -> int:
+        """Return the number of distinct stored image blobs."""
+        with self._reading("counting image blobs"):
+            row = self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()
+        return int(row[0]) if row else 0
+
+    # -- image captions ----------------------------------------------------------------------
+    def caption(self, sha256: str) -> Caption | None:
+        """Return the caption row of the image ``sha256`` (made, or its failed attempts), or ``None``.
+
+        Raises:
+            InvalidArgument: ``sha256`` is not a string of hex digits.
+        """
+        _check_sha256(sha256)
+        with self._reading("reading an image caption"):
+            row = self._db.execute(f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = %s", (sha256,)).fetchone()
+        return None if row is None else _caption_from_row(*row)
+
+    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
+        """Return the caption rows of the images ``sha256s`` that have one, by sha256.
+
+        Raises:
+            InvalidArgument: a hash that is not a string of hex digits.
+        """
+        wanted = sorted({_check_sha256(sha) for sha in sha256s})
+        if not wanted:
+            return {}
+        with self._reading("reading image captions"):
+            rows = self._db.execute(
+                f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = ANY(%s)", (wanted,)
+            ).fetchall()
+        return {str(row[0]): _caption_from_row(*row) for row in rows}
+
+    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
+        """Store the caption of the image ``sha256``, replacing failed attempts to make one.
+
+        A caption is made once: when the image has one already, nothing changes (also when
+        two workers add one at once: the first stays).
+
+        Returns:
+            True when stored; False when the image had a caption.
+
+        Raises:
+            StoreError: an empty caption, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        _check_sha256(sha256)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"a caption must be a string; found {found(text)}")
+        if not text.strip():
+            raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
+        if not isinstance(provenance, dict):
+            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
+        try:
+            recorded = canonical_json(provenance)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
+        with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
+            row = self._db.execute(
+                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
+                " VALUES (%s, %s, 'ok', %s, 1, NULL, %s)"
+                " ON CONFLICT (sha256) DO UPDATE SET text = EXCLUDED.text, status = 'ok',"
+                " provenance = EXCLUDED.provenance, attempts = c.attempts + 1, reason = NULL,"
+                " created_at = EXCLUDED.created_at WHERE c.status != 'ok' RETURNING 1",
+                (sha256, _bytes(text), recorded, time.time()),
+            ).fetchone()
+        return row is not None
+
+    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
+        """Record a failed attempt to caption the image ``sha256`` (a made caption is kept).
+
+        Args:
+            kind: ``"failed"`` (the captioner could not caption this image) or ``"outage"``
+                (it could not be reached or used; says nothing of the image).
+
+        Raises:
+            StoreError: an unknown kind, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        _check_sha256(sha256)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
+        if kind not in CAPTION_STATUSES[1:]:
+            raise StoreError(
+                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
+            )
+        with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
+            self._db.execute(
+                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
+                " VALUES (%s, NULL, %s, '{}', 1, %s, %s)"
+                " ON CONFLICT (sha256) DO UPDATE SET status = EXCLUDED.status, attempts = c.attempts + 1,"
+                " reason = EXCLUDED.reason, created_at = EXCLUDED.created_at WHERE c.status != 'ok'",
+                (sha256, kind, _bytes(reason), time.time()),
+            )
+
+    # -- summaries -------------------------------------------------------------------------
+    def add_summary(
+        self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
+    ) -> int:
+        """Store a summary of ``[start_seq, end_seq)`` at ``level``; return its id.
+
+        Adding a summary of a range and level that has one returns the existing one's id
+        (the first summary stays), also when two workers add it at once.
+
+        Raises:
+            StoreError: empty text, a bad range, or a write failure (the message says why).
+            InvalidArgument: an argument of the wrong type (provenance must be a dict).
+        """
+        ingest.check_summary(level, start_seq, end_seq, text)
+        if not isinstance(provenance, dict):
+            raise InvalidArgument(f"a summary's provenance must be a dict; found {found(provenance)}")
+        try:
+            recorded = canonical_json(provenance)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
+        with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write("shared"):
+            row = self._db.execute(
+                "INSERT INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (level, start_seq, end_seq) DO NOTHING RETURNING id",
+                (level, start_seq, end_seq, _bytes(text), recorded, time.time()),
+            ).fetchone()
+            if row is None:
+                row = self._db.execute(
+                    "SELECT id FROM summaries WHERE level = %s AND start_seq = %s AND end_seq = %s",
+                    (level, start_seq, end_seq),
+                ).fetchone()
+            return int(row[0]) if row else 0
+
+    def _summaries(self, where: str, args: tuple[Any, ...], order: str) -> list[StoredSummary]:
+        rows = self._db.execute(f"SELECT {_SUMMARY_COLUMNS} FROM summaries {where} ORDER BY {order}", args).fetchall()
+        return [ingest.summary_from_row(i, lv, s, e, _text(t) or "", p) for i, lv, s, e, t, p in rows]
+
+    def summaries(self, level: int | None = None) -> list[StoredSummary]:
+        """Return summaries (of one level, or all) ordered by level then start."""
+        _check_optional_ints(level=level)
+        with self._reading("reading summaries"):
+            if level is None:
+                return self._summaries("", (), "level, start_seq")
+            return self._summaries("WHERE level = %s", (level,), "level, start_seq")
+
+    def summary_frontier(self, level: int = 1) -> int:
+        """Return the end of the newest summary of ``level`` (0 if none)."""
+        _check_ints(level=level)
+        with self._reading("reading summaries"):
+            row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = %s", (level,)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
+        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
+        _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
+        with self._reading("reading summaries"):
+            found_ = self._summaries(
+                "WHERE start_seq = %s AND end_seq <= %s", (start_seq, max_end_seq), "level DESC, end_seq DESC LIMIT 1"
+            )
+        return found_[0] if found_ else None
+
+    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
+        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
+        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        with self._reading("reading summaries"):
+            return self._summaries(
+                "WHERE level = %s AND start_seq >= %s AND start_seq < %s AND end_seq <= %s",
+                (level, start_seq, end_seq, end_seq),
+                "start_seq",
+            )
+
+    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
+        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
+        _check_ints(level=level, before_seq=before_seq, limit=limit)
+        with self._reading("reading summaries"):
+            rows = self._db.execute(
+                "SELECT start_seq FROM summaries WHERE level = %s AND start_seq < %s ORDER BY start_seq DESC LIMIT %s",
+                (level, before_seq, None if limit < 0 else limit),  # LIMIT NULL: all, as SQLite's LIMIT -1
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # -- failures and events -------------------------------------------------------------------
+    def record_failure(
+        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
+    ) -> None:
+        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
+
+        Args:
+            kind: ``"failed"`` (counts toward quarantining the chunk) or ``"outage"`` (does not).
+
+        Raises:
+            StoreError: the database refused the write (the message carries ``reason`` too),
+                or an unknown kind.
+            InvalidArgument: an argument of the wrong type.
+        """
+        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
+        if kind not in FAILURE_KINDS:
+            raise StoreError(f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}")
+        doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
+        with self._reading(doing), self._write():
+            self._db.execute(
+                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at, kind) VALUES (%s, %s, %s, %s, %s, %s)",
+                (level, start_seq, end_seq, _bytes(reason), time.time(), kind),
+            )
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Return the recorded summarizer failures (``level``, ``start_seq``, ``end_seq``, ``reason``, ``kind``), oldest first."""
+        with self._reading("reading summarizer failures"):
+            rows = self._db.execute("SELECT level, start_seq, end_seq, reason, kind FROM failures ORDER BY id").fetchall()
+        return [
+            {"level": int(lv), "start_seq": int(s), "end_seq": int(e), "reason": _text(r), "kind": str(k)}
+            for lv, s, e, r, k in rows
+        ]
+
+    def record_event(
+        self,
+        tokens_before: int,
+        tokens_after: int,
+        budget: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Record one compaction; return its id (ids increase in the order events are recorded).
+
+        Args:
+            tokens_before: tokens of the history before compacting (tokens).
+            tokens_after: tokens of the compiled request after it (tokens).
+            budget: the budget compacted for, ``None`` when there was none (tokens).
+            detail: a JSON object of anything else.
+
+        Raises:
+            StoreError: a negative token figure, or the database refused the write.
+            InvalidArgument: a figure that is not an integer, or a detail that is not a JSON object.
+        """
+        _check_ints(tokens_before=tokens_before, tokens_after=tokens_after)
+        _check_optional_ints(budget=budget)
+        if detail is not None and not isinstance(detail, dict):
+            raise InvalidArgument(f"an event's detail must be a dict; found {found(detail)}")
+        if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
+            raise StoreError(
+                f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
+                f"after={tokens_after}, budget={budget}"
+            )
+        try:
+            recorded = canonical_json(detail or {})
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
+        with self._reading("recording a compaction event"), self._write():
+            row = self._db.execute(
+                "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
+                " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (time.time(), tokens_before, tokens_after, budget, recorded),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def events(self) -> list[CompactionEvent]:
+        """Return the recorded compaction events, oldest first."""
+        with self._reading("reading compaction events"):
+            rows = self._db.execute(
+                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
+            ).fetchall()
+        return [
+            CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
+            for i, at, b, a, bud, d in rows
+        ]
+
+
+class _Rows:
+    """The row operations of :func:`.sync.append_batch` on a store's connection (inside its write)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.db = store._db
+        self.encoding = store.encoding
+
+    def next_seq(self) -> int:
+        row = self.db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()
+        return int(row[0]) if row else 0
+
+    def last_import_key(self) -> str | None:
+        row = self.db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def seq_of(self, import_key: str) -> int | None:
+        row = self.db.execute("SELECT seq FROM messages WHERE import_key = %s", (import_key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def rekey(self, seq: int, import_key: str) -> None:
+        self.db.execute("UPDATE messages SET import_key = %s WHERE seq = %s", (import_key, seq))
+
+    def covered(self, seq: int) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM summaries WHERE start_seq <= %s AND %s < end_seq LIMIT 1", (seq, seq)
+        ).fetchone()
+        return row is not None
+
+    def row_at(self, seq: int) -> tuple[Message, str] | None:
+        rows = self.store._message_rows(seq, seq + 1)
+        return rows[0] if rows else None
+
+    def _columns(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
+        return (
+            row.role,
+            row.content,
+            _bytes(row.source_id),
+            row.meta,
+            _bytes(_kind(message)),
+            import_key,
+            row.tool_uses,
+            row.tool_results,
+            row.images,
+        )
+
+    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
+        if not row.blobs:
+            return
+        with self.db.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO blobs (sha256, media_type, byte_size, width, height, data)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING",
+                [(b.sha256, _bytes(b.media_type), b.byte_size, b.width, b.height, b.data) for b in row.blobs],
+            )
+
+    def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        self._store_blobs(row)
+        self.db.execute(
+            "INSERT INTO messages (seq, role, content, source_id, meta, kind, import_key, tool_uses, tool_results, images)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (seq, *self._columns(import_key, row, message)),
+        )
+        self.db.execute(
+            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)"
+            " ON CONFLICT (seq, encoding) DO UPDATE SET text_tokens = EXCLUDED.text_tokens",
+            (seq, row.token_key, row.text_tokens),
+        )
+
+    def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        self._store_blobs(row)
+        self.db.execute(
+            "UPDATE messages SET role = %s, content = %s, source_id = %s, meta = %s, kind = %s, import_key = %s,"
+            " tool_uses = %s, tool_results = %s, images = %s WHERE seq = %s",
+            (*self._columns(import_key, row, message), seq),
+        )
+        self.db.execute("DELETE FROM token_counts WHERE seq = %s", (seq,))
+        self.db.execute(
+            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)",
+            (seq, row.token_key, row.text_tokens),
+        )
+
+
+def _caption_from_row(
+    sha256: str, text: bytes | None, status: str, provenance: str, attempts: int, reason: bytes | None, created_at: float
+) -> Caption:
+    return Caption(str(sha256), _text(text), str(status), json.loads(provenance), int(attempts), _text(reason), float(created_at))
+
+
+def _check_sha256(sha256: object) -> str:
+    """Return ``sha256`` when it is a string of hex digits, else raise :class:`InvalidArgument`."""
+    if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
+        raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
+    return sha256
+
+
+def _check_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is not an integer."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(f"{name} must be an integer; found {found(value)}")
+
+
+def _check_optional_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is neither an integer nor ``None``."""
+    _check_ints(**{name: value for name, value in values.items() if value is not None})
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: PostgresStore) -> HistoryStore:
+        return store  # mypy checks PostgresStore against the protocol here

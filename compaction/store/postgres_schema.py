@@ -1,0 +1,135 @@
+"""The PostgreSQL store's schema, as an ordered list of recorded migrations of its own.
+
+A PostgreSQL store lives in one schema (a namespace of the database, named after the store;
+see :mod:`.postgres`).  Like the SQLite schema (:mod:`.migrations`) it is versioned: each
+:class:`PgMigration` takes the store from the previous version to its own, opening a store
+applies the pending ones in one transaction (DDL is transactional in PostgreSQL, so an
+upgrade commits whole or not at all) under an advisory lock, so several processes opening
+one old store upgrade it once; each is recorded in ``schema_migrations (version, name,
+applied_at)`` and the version is also kept in ``meta.schema_version``.
+
+Versions:
+
+1. Everything SQLite's schema 4 holds: ``meta``, ``messages``, ``blobs``, ``token_counts``,
+   ``summaries``, ``failures`` (with ``kind``), ``compaction_events``.  Differences from
+   SQLite, all for text PostgreSQL cannot hold: free text that may carry a NUL character or
+   a lone surrogate (a message's ``source_id`` and ``kind``, a summary's ``text``, a
+   failure's ``reason``, a blob's ``media_type``) is ``BYTEA`` holding UTF-8 with
+   surrogates kept (``surrogatepass``); read it in ``psql`` with
+   ``convert_from(text, 'UTF8')``.  JSON columns are ``TEXT`` holding the canonical JSON the
+   SQLite store holds (byte-identical read back; ``jsonb`` would reorder keys and refuse
+   ``\\u0000``).  ``messages.kind`` is ``meta["kind"]`` kept beside it, so reading facts
+   parses no JSON in SQL.
+2. Image captions (SQLite's migration 5): ``captions`` holds at most one caption per image,
+   keyed by its sha256, with provenance, status (``ok``, ``failed``, ``outage``), attempts
+   and the last failure's reason (``text`` and ``reason`` are ``BYTEA`` as above).
+
+To change the schema, append a migration; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BASELINE_TABLES", "PG_MIGRATIONS", "PG_SCHEMA_VERSION", "PgMigration"]
+
+
+@dataclass(frozen=True)
+class PgMigration:
+    """One step of the PostgreSQL schema: ``statements`` take a store from ``version - 1`` to ``version``."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_BASELINE = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE messages (
+    seq BIGINT PRIMARY KEY CHECK (seq >= 0),
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source_id BYTEA,
+    meta TEXT NOT NULL DEFAULT '{}',
+    kind BYTEA,
+    import_key TEXT NOT NULL UNIQUE,
+    tool_uses TEXT NOT NULL DEFAULT '[]',
+    tool_results TEXT NOT NULL DEFAULT '[]',
+    images TEXT NOT NULL DEFAULT '[]'
+)""",
+    "CREATE INDEX messages_pinned ON messages (seq) WHERE role = 'system'",
+    """CREATE TABLE blobs (
+    sha256 TEXT PRIMARY KEY,
+    media_type BYTEA,
+    byte_size BIGINT NOT NULL,
+    width INTEGER,
+    height INTEGER,
+    data BYTEA NOT NULL
+)""",
+    """CREATE TABLE token_counts (
+    seq BIGINT NOT NULL,
+    encoding TEXT NOT NULL,
+    text_tokens BIGINT NOT NULL,
+    PRIMARY KEY (seq, encoding)
+)""",
+    """CREATE TABLE summaries (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    level INTEGER NOT NULL,
+    start_seq BIGINT NOT NULL,
+    end_seq BIGINT NOT NULL,
+    text BYTEA NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    created_at DOUBLE PRECISION NOT NULL,
+    UNIQUE (level, start_seq, end_seq)
+)""",
+    "CREATE INDEX summaries_by_start ON summaries (start_seq, level)",
+    "CREATE INDEX summaries_by_level_end ON summaries (level, end_seq)",
+    """CREATE TABLE failures (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    level INTEGER NOT NULL,
+    start_seq BIGINT NOT NULL,
+    end_seq BIGINT NOT NULL,
+    reason BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'failed' CHECK (kind IN ('failed', 'outage'))
+)""",
+    """CREATE TABLE compaction_events (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    created_at DOUBLE PRECISION NOT NULL,
+    tokens_before BIGINT NOT NULL,
+    tokens_after BIGINT NOT NULL,
+    budget BIGINT,
+    detail TEXT NOT NULL DEFAULT '{}'
+)""",
+)
+
+_CAPTIONS = (
+    """CREATE TABLE captions (
+    sha256 TEXT PRIMARY KEY,
+    text BYTEA,
+    status TEXT NOT NULL DEFAULT 'ok' CHECK (status IN ('ok', 'failed', 'outage')),
+    provenance TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    reason BYTEA,
+    created_at DOUBLE PRECISION NOT NULL
+)""",
+)
+
+#: Every migration, in order; the last one's version is :data:`PG_SCHEMA_VERSION`.
+PG_MIGRATIONS: tuple[PgMigration, ...] = (
+    PgMigration(1, "messages, blobs, token counts, summaries, failures with kinds, compaction events", _BASELINE),
+    PgMigration(2, "image captions beside their blobs", _CAPTIONS),
+)
+
+#: The PostgreSQL schema version this code writes and reads.
+PG_SCHEMA_VERSION = PG_MIGRATIONS[-1].version
+
+#: The tables every PostgreSQL store has: a schema without them is not a store.
+BASELINE_TABLES = frozenset(
+    {"meta", "messages", "blobs", "token_counts", "summaries", "failures", "compaction_events", "schema_migrations"}
+)
+
+MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations"
+    " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+)
