@@ -1,4 +1,8 @@
-"""The append-only store: dedup by hash chain, content-addressed blobs, cached counts, summaries."""
+"""The append-only store: dedup by hash chain, content-addressed blobs, cached counts, summaries.
+
+Every test that takes ``store`` (or ``location``) runs on SQLite in memory, an SQLite file
+and a PostgreSQL schema (tests/store_backends.py).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_backends import BACKENDS, every_backend_location, every_backend_store, fresh_store  # noqa: F401  (fixtures)
 from strategies import histories, png_b64, png_bytes, store_snapshot
 
 from compaction import ImageError, Message, Store, StoreError
+from compaction.store.factory import open_store
 from compaction.tokens.encodings import get_encoding
 
 
@@ -47,10 +53,11 @@ def test_repeated_message_inside_a_transcript_is_kept(store: Store) -> None:
     assert store.append(again) == 4
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(messages=histories(max_turns=5), cut=st.integers(0, 20))
-def test_dedup_family(messages: list[Message], cut: int) -> None:
-    with Store(":memory:") as store:
+def test_dedup_family(backend: str, tmp_path: Path, messages: list[Message], cut: int) -> None:
+    with fresh_store(backend, None if backend == "sqlite" else tmp_path) as store:
         head = messages[: min(cut, len(messages))]
         assert store.append(head, chain_seed="x") == len(head)
         assert store.append(messages, chain_seed="x") == len(messages) - len(head)
@@ -131,16 +138,15 @@ def test_bad_base64_leaves_the_store_unchanged(store: Store, bad: str) -> None:
     assert len(store) == 1
 
 
-def test_file_store_reopens_with_everything(tmp_path: Path) -> None:
-    path = tmp_path / "history.sqlite"
+def test_file_store_reopens_with_everything(location: str) -> None:
     data = png_b64(12, 9, 3)
-    with Store(path) as store:
+    with open_store(location) as store:
         store.append(TRANSCRIPT + [with_image(data)], chain_seed="s")
         store.add_summary(1, 0, 2, "Asked:\n- hello", {"summarizer": "test"})
         store.record_failure(1, 2, 3, "refused")
         before = store_snapshot(store)
         facts = store.facts()
-    with Store(path) as store:
+    with open_store(location, create=False) as store:
         assert store_snapshot(store) == before
         assert store.facts() == facts
         assert [(s.level, s.start_seq, s.end_seq, s.text) for s in store.summaries()] == [(1, 0, 2, "Asked:\n- hello")]

@@ -1,0 +1,115 @@
+"""Store fixtures over both backends: SQLite (in memory and on disk) and PostgreSQL.
+
+The PostgreSQL server is the one ``COMPACTION_TEST_POSTGRES`` names
+(``postgresql://user@host:port/database``); ``.ci/run`` starts one with ``.ci/postgres``
+and exports it.  A test that needs it and finds it unset fails, it never skips.  Each
+PostgreSQL store is a fresh schema (``?store=t_<random>``), dropped after the test, so
+tests share one database and never see each other's rows.
+
+Use in a test module::
+
+    from store_backends import every_backend_store  # noqa: F401  (the store fixture over every backend)
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.store import SQLiteStore
+from compaction.store.factory import open_store
+from compaction.store.postgres import PostgresStore
+
+#: The backends a parametrized test runs on.
+BACKENDS = ("sqlite", "postgres")
+
+_ENV = "COMPACTION_TEST_POSTGRES"
+_admin: Any = None
+
+
+def postgres_server() -> str:
+    """Return the test server's URL (without ``?store``); fail the test when none is configured."""
+    url = os.environ.get(_ENV, "").strip()
+    if not url:
+        pytest.fail(
+            f"{_ENV} is not set: start a throwaway server with `.ci/postgres start /tmp/compaction-pg 54329` "
+            f"and export {_ENV}=<the URL it prints> (.ci/run does this)"
+        )
+    return url
+
+
+def new_postgres_url() -> str:
+    """Return the URL of a store (schema) no test has used yet."""
+    return f"{postgres_server()}?store=t_{uuid.uuid4().hex[:16]}"
+
+
+def drop_postgres_store(url: str) -> None:
+    """Drop the schema of the store at ``url`` (and everything in it), if it exists."""
+    global _admin
+    import psycopg
+
+    from compaction.store.postgres import parse_store_url
+
+    conninfo, name, _shown = parse_store_url(url)
+    if _admin is None or _admin.closed:
+        _admin = psycopg.connect(conninfo, autocommit=True)
+    _admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def admin_connection() -> Any:
+    """Return a psycopg connection to the test database (autocommit), shared by the tests."""
+    global _admin
+    import psycopg
+
+    if _admin is None or _admin.closed:
+        _admin = psycopg.connect(postgres_server(), autocommit=True)
+    return _admin
+
+
+@contextmanager
+def store_location(backend: str, tmp_path: Path) -> Iterator[str]:
+    """Yield where a new store of ``backend`` lives (a file path or a URL); remove it after."""
+    if backend == "sqlite":
+        yield str(tmp_path / f"store-{uuid.uuid4().hex[:8]}.sqlite")
+        return
+    url = new_postgres_url()
+    try:
+        yield url
+    finally:
+        drop_postgres_store(url)
+
+
+@contextmanager
+def fresh_store(backend: str, tmp_path: Path | None = None, **options: Any) -> Iterator[SQLiteStore | PostgresStore]:
+    """Yield a new, empty store of ``backend`` (``memory``, ``file``, ``sqlite`` or ``postgres``); closed and removed after."""
+    if backend in ("memory", "sqlite") and tmp_path is None:
+        with SQLiteStore(":memory:", **options) as opened:
+            yield opened
+        return
+    kind = "sqlite" if backend in ("memory", "file", "sqlite") else "postgres"
+    with store_location(kind, tmp_path or Path("/nonexistent")) as location:
+        opened = open_store(location, **options)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+
+@pytest.fixture(name="store", params=["memory", "file", "postgres"])
+def every_backend_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLiteStore | PostgresStore]:
+    """A fresh store: SQLite ``:memory:``, an SQLite file, or a PostgreSQL schema; removed after the test."""
+    with fresh_store(request.param, None if request.param == "memory" else tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture(name="location", params=BACKENDS)
+def every_backend_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a new store lives, per backend: an SQLite file path or a PostgreSQL URL (reopen it with ``open_store``)."""
+    with store_location(request.param, tmp_path) as where:
+        yield where
