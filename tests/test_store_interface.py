@@ -9,6 +9,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from store_backends import every_backend_location, every_backend_store  # noqa: F401  (fixtures over every backend)
 
 import compaction
 from compaction import Message, Store, StoreError
@@ -20,6 +21,8 @@ from compaction.store import (
     SQLiteStore,
     StoredSummary,
 )
+from compaction.store.factory import open_store
+from compaction.store.postgres import PostgresStore
 
 PACKAGE = Path(compaction.__file__).parent
 #: The modules that take a store; everything they call on it must be in the protocol.
@@ -48,7 +51,8 @@ def test_public_names_still_import() -> None:
     assert (Image, Facts, Summary) == (ImageFact, MessageFacts, StoredSummary)
 
 
-def test_sqlite_store_has_every_protocol_member_with_the_same_signature() -> None:
+@pytest.mark.parametrize("backend", [SQLiteStore, PostgresStore], ids=["sqlite", "postgres"])
+def test_each_backend_has_every_protocol_member_with_the_same_signature(backend: type) -> None:
     members = protocol_members()
     assert {
         "path",
@@ -61,7 +65,7 @@ def test_sqlite_store_has_every_protocol_member_with_the_same_signature() -> Non
         "__len__",
     } <= members
     for name in sorted(members - {"path", "encoding"}):
-        declared, implemented = getattr(HistoryStore, name), getattr(SQLiteStore, name)
+        declared, implemented = getattr(HistoryStore, name), getattr(backend, name)
         want, got = inspect.signature(declared), inspect.signature(implemented)
         assert [(p.name, p.kind, p.default) for p in want.parameters.values()] == [
             (p.name, p.kind, p.default) for p in got.parameters.values()
@@ -78,6 +82,13 @@ def test_a_store_is_a_history_store(where: str, tmp_path: Path) -> None:
         assert isinstance(store, HistoryStore)
         assert store.path == (":memory:" if where == "memory" else str(tmp_path / "s.sqlite"))
     assert not isinstance(object(), HistoryStore)
+
+
+def test_a_store_opened_by_its_location_is_a_history_store_named_by_it(location: str) -> None:
+    with open_store(location) as store:
+        assert isinstance(store, HistoryStore)
+        assert store.path == location  # no password in the test URL; parse_store_url masks one
+        assert isinstance(store, SQLiteStore if "://" not in location else PostgresStore)
 
 
 def test_everything_the_package_calls_on_a_store_is_in_the_protocol() -> None:
@@ -196,10 +207,9 @@ def test_compaction_events_round_trip(store: Store) -> None:
     assert len(store.events()) == 2
 
 
-def test_compaction_events_survive_a_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "events.sqlite"
-    with Store(path) as store:
+def test_compaction_events_survive_a_reopen(location: str) -> None:
+    with open_store(location) as store:
         store.record_event(100, 50, 60)
         recorded = store.events()
-    with Store(path) as store:
+    with open_store(location, create=False) as store:
         assert store.events() == recorded
