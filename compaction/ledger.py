@@ -114,9 +114,24 @@ def _uri_note(match: re.Match[str]) -> str:
     return f"[an image pasted as a data: URI, {len(match.group(0))} characters, not shown here]"
 
 
+def _window(text: str, tokens: int, encoding: str, *, tail: bool) -> int:
+    """Return a length whose prefix (or suffix) of ``text`` holds more than ``tokens`` tokens, or ``len(text)``.
+
+    Doubling from a few characters a token keeps a 10 MB ask from being counted whole at
+    every step of the search.
+    """
+    length = max(64, 8 * tokens)
+    while length < len(text):
+        part = text[len(text) - length :] if tail else text[:length]
+        if count_text(part, encoding) > tokens:
+            return length
+        length *= 2
+    return len(text)
+
+
 def _fit_prefix(text: str, tokens: int, encoding: str) -> str:
     """Return the longest prefix of ``text`` (at a character) of at most ``tokens`` tokens."""
-    low, high = 0, len(text)
+    low, high = 0, _window(text, tokens, encoding, tail=False)
     while low < high:
         mid = (low + high + 1) // 2
         if count_text(text[:mid], encoding) <= tokens:
@@ -128,7 +143,7 @@ def _fit_prefix(text: str, tokens: int, encoding: str) -> str:
 
 def _fit_suffix(text: str, tokens: int, encoding: str) -> str:
     """Return the longest suffix of ``text`` (at a character) of at most ``tokens`` tokens."""
-    low, high = 0, len(text)
+    low, high = 0, _window(text, tokens, encoding, tail=True)
     while low < high:
         mid = (low + high + 1) // 2
         if count_text(text[len(text) - mid :], encoding) <= tokens:

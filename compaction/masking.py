@@ -35,6 +35,7 @@ KEY_ARGUMENTS = (
 )  # fmt: skip
 _EXIT = re.compile(r"(?i)\b(?:exit(?:ed with)?(?: code|_code| status)?[:= ]\s*|returncode[:= ]\s*)(-?\d+)\b")
 _FIRST_LINE_CHARS = 120
+_HEAD_CHARS = 65_536
 _ARGUMENT_CHARS = 80
 
 
@@ -111,14 +112,16 @@ def masked_placeholder(
     """
     lines = text.count("\n") + 1 if text else 0
     parts = [f"returned {lines} lines, {len(text)} characters"]
-    exit_code = _EXIT.search(text)
+    # an exit status is printed at the end (or the start) of an output
+    exit_code = _EXIT.search(text[-_HEAD_CHARS:]) or _EXIT.search(text[:_HEAD_CHARS])
     if is_error:
         parts.append("marked an error")
     if exit_code:
         parts.append(f"exit status {exit_code.group(1)}")
     if images:
         parts.append(f"{images} image{'s' if images > 1 else ''}")
-    lines_of = (DATA_URI_RE.sub("[image data URI]", line).strip() for line in text.splitlines())
+    head = text[:_HEAD_CHARS]  # the first line is near the start; a 10 MB output is not split whole
+    lines_of = (DATA_URI_RE.sub("[image data URI]", line).strip() for line in head.splitlines())
     first = next((line for line in lines_of if line), "")
     if len(first) > _FIRST_LINE_CHARS:
         first = first[: _FIRST_LINE_CHARS - 1] + "…"
