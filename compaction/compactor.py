@@ -58,6 +58,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .blocks import Block, Message
+from .captions import with_captions
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import (
     CompactionError,
@@ -238,7 +239,7 @@ class Compactor:
         self.recipe = recipe
         self.encoding = recipe.encoding
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(recipe.encoding)
-        self.images = compression_image_settings(recipe)
+        self.images = with_captions(compression_image_settings(recipe), store, recipe)
         # The summarizer declares the shape, model and output cap of what it sends.
         self.format = request_format(getattr(self.summarizer, "request_format", "openai"))
         self.model = getattr(self.summarizer, "model", None) or recipe.target_model
@@ -569,12 +570,13 @@ class Compactor:
         info = info_from_block(block)
         # The gate may still replace it (the compression caps, a damaged image): plan room for
         # the image and for a placeholder, so the part fits whichever ships.
-        fallback = count_text(placeholder_for(info, _LONGEST_CAP_REASON), self.encoding)
+        caption = self.images.captions.get(info.sha256) if self.images.captions and info.sha256 else None
+        fallback = count_text(placeholder_for(info, _LONGEST_CAP_REASON, caption), self.encoding)
         cost = self.format.image_tokens(info.width, info.height, self.model) + fallback
         if cost <= part_limit:
             return block, cost
         reason = f"it costs {cost - fallback} tokens, more than a part of a summarizer request allows ({part_limit})"
-        text = placeholder_for(info, reason)
+        text = placeholder_for(info, reason, caption)
         return {"type": "text", "text": text}, count_text(text, self.encoding)
 
     def _stitch(self, results: Sequence[SummaryResult], start: int, end: int) -> SummaryResult:

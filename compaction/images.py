@@ -17,6 +17,12 @@ shown counts its price, one replaced its placeholder).  Decisions go newest firs
 depth only ever depends on decisions already made, and the planner and the gate, walking
 the same messages in the same order through :func:`decide_and_price`, reach the same ones.
 
+Captions.  A replaced image whose caption the settings' lookup holds
+(:attr:`~compaction.policy.ImageSettings.captions`, recipe ``caption_images``) carries it on
+its :class:`~compaction.policy.Decision`, and :func:`placeholder_for` shows it, cleaned by
+:func:`~compaction.caption_text.clean_caption`; the price and the rewrite both read the
+decision, so a caption never makes the plan and the gate differ.
+
 Costs.  A message costs its text tokens plus, per site, the image's price when shown or
 its placeholder's tokens when not.  The text count already carries the framing an image
 may need (the note before a tool result's images, the joins around a data URI), so the sum
@@ -29,13 +35,17 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .blocks import DATA_URI_RE, Block, canonical_json
+from .caption_text import caption_label, clean_caption
 from .errors import ImageError
 from .imageinfo import ImageInfo, canonical_base64, info_from_block, info_from_data_uri
 from .policy import Decision, ImageBudget, ImageSettings
 from .tokens.counting import count_text
+
+if TYPE_CHECKING:
+    from .store.model import Caption
 
 __all__ = [
     "ImageLocation",
@@ -46,6 +56,7 @@ __all__ = [
     "site_tokens",
     "decide_and_price",
     "placeholder_for",
+    "caption_note",
     "apply_decisions",
     "DAMAGED_DATA_URI",
     "DAMAGED_IMAGE",
@@ -202,15 +213,37 @@ class ImageDecider:
                     f"in a {role} message, which cannot carry images"
                 )
             if forced is not None:
-                return Decision(False, forced)
-        return self._budget.decide(site.byte_size, depth_tokens)
+                return self._captioned(site, Decision(False, forced))
+        return self._captioned(site, self._budget.decide(site.byte_size, depth_tokens))
+
+    def _captioned(self, site: ImageSite, decision: Decision) -> Decision:
+        """Return ``decision`` with the image's caption on it when it is replaced and has one."""
+        lookup = self.settings.captions
+        if decision.keep or lookup is None or not site.sha256:
+            return decision
+        caption = lookup.get(site.sha256)
+        if caption is None or not caption.made:
+            return decision
+        return Decision(False, decision.reason, caption)
 
 
-def placeholder_for(image: ImageInfo, reason: str) -> str:
+def caption_note(caption: Caption) -> str:
+    """Return the sentence a placeholder shows for ``caption`` ("" when nothing is left to show)."""
+    text = clean_caption(caption.text or "")
+    if not text:
+        return ""
+    return (
+        f" Caption by {caption_label(caption.provenance)}, made while the image was shown"
+        f" (a description, not the image): \u201c{text}\u201d"
+    )
+
+
+def placeholder_for(image: ImageInfo, reason: str, caption: Caption | None = None) -> str:
     """Return the loud text that stands for an image that is not shown (never empty).
 
     It names the media type, pixel size, bytes, a short content hash (or the URL) and
-    ``reason``, and says the image is kept in the store.
+    ``reason``, then the image's caption when one is given (cleaned and bounded:
+    :func:`~compaction.caption_text.clean_caption`), and says the image is kept in the store.
     """
     size = f"{image.width}x{image.height} px" if image.width and image.height else "size unknown"
     media_type = image.media_type
@@ -219,7 +252,8 @@ def placeholder_for(image: ImageInfo, reason: str) -> str:
     else:
         nbytes = f"{image.byte_size:,} bytes" if image.byte_size is not None else "bytes unknown"
         what = f"{media_type or 'image of unknown type'}, {size}, {nbytes}, sha256 {image.short_hash}"
-    return f"[image not shown: {what}; reason: {reason}. The image is kept in the store.]"
+    note = caption_note(caption) if caption is not None and caption.made else ""
+    return f"[image not shown: {what}; reason: {reason}.{note} The image is kept in the store.]"
 
 
 def site_tokens(site: ImageSite, decision: Decision, *, model: str, encoding: str, format: Any) -> int:
@@ -234,7 +268,7 @@ def site_tokens(site: ImageSite, decision: Decision, *, model: str, encoding: st
     """
     if decision.keep:
         return int(format.image_tokens(site.width, site.height, model))
-    return count_text(placeholder_for(site, decision.reason), encoding)
+    return count_text(placeholder_for(site, decision.reason, decision.caption), encoding)
 
 
 def decide_and_price(
@@ -304,7 +338,7 @@ class _Rebuild:
                 }
                 pieces.append({"type": "image", "source": source})
             else:
-                buffer.append(placeholder_for(site, decision.reason))
+                buffer.append(placeholder_for(site, decision.reason, decision.caption))
         buffer.append(text[last:])
         if "".join(buffer) or not pieces:
             pieces.append({"type": "text", "text": "".join(buffer)})
@@ -312,11 +346,11 @@ class _Rebuild:
 
     def inline_placeholder(self, _match: Any) -> str:
         site, decision = self.next()
-        return placeholder_for(site, decision.reason)
+        return placeholder_for(site, decision.reason, decision.caption)
 
     def image_block(self, block: Block) -> Block:
         site, decision = self.next()
-        return block if decision.keep else {"type": "text", "text": placeholder_for(site, decision.reason)}
+        return block if decision.keep else {"type": "text", "text": placeholder_for(site, decision.reason, decision.caption)}
 
     def blocks(self, blocks: Sequence[Block]) -> list[Block]:
         out: list[Block] = []

@@ -5,12 +5,14 @@ The CLI's ``compaction run`` is a thin shell over :func:`run_pipeline`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
 from .compile import CompiledRequest, raw_history_tokens, require_budget
 from .errors import ImageError, InvalidArgument, found
@@ -21,9 +23,33 @@ from .store import HistoryStore, Store
 from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
-__all__ = ["RunResult", "run_pipeline", "import_transcript", "compress_and_compile"]
+__all__ = ["RunResult", "run_pipeline", "import_transcript", "compress_and_compile", "caption_before_compile"]
 
 Progress = Callable[[int, int], None]
+
+_log = logging.getLogger("compaction")
+#: Caption notes already logged by this process (each is said once, not every turn).
+_NOTED: set[str] = set()
+
+
+def caption_before_compile(store: HistoryStore, recipe: Recipe, summarizer: Summarizer, *, limit: int = 4) -> CaptionReport:
+    """Caption up to ``limit`` live images without a caption, when ``recipe.caption_images`` asks.
+
+    A summarizer that cannot caption (the offline extractive one) makes no captions and
+    logs one warning line on the ``compaction`` logger, once per process (without logging
+    configured, Python prints it on stderr).  See :mod:`compaction.captions`.
+
+    Returns:
+        The :class:`~compaction.captions.CaptionReport`.
+
+    Raises:
+        StoreError: the store refused a write.
+    """
+    report = caption_live_images(store, recipe, summarizer, limit=limit)
+    if report.note and report.note not in _NOTED:
+        _NOTED.add(report.note)
+        _log.warning("compaction: %s", report.note)
+    return report
 
 
 @dataclass
@@ -113,6 +139,8 @@ def compress_and_compile(
     every call.  Either way compression first leaves half the target raw, then a quarter, an
     eighth, then everything but the user's newest prompt or an unanswered call; summaries
     already made are reused, so a call on a store that fits does no summarizer work.
+    With ``recipe.caption_images``, up to 4 live images without a caption are captioned
+    first, newest first (:func:`caption_before_compile`).
 
     Args:
         store: the history (summaries are added to it; messages are never edited).
@@ -146,6 +174,8 @@ def compress_and_compile(
         return chosen[0]
 
     try:
+        if recipe.caption_images:  # captions first: this turn's placeholders and summaries show them
+            caption_before_compile(store, recipe, make_summarizer())
         if mode == "events":
             compiled, ticks = compile_in_events(store, recipe, make_summarizer, progress=progress, tools=tools)
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from .blocks import Block, Message
+from .captions import with_captions
 from .errors import InvariantViolation
 from .images import ImageDecider, decide_and_price, find_image_sites
 from .ledger import ledger_for, ledger_tokens
@@ -36,9 +37,14 @@ __all__ = [
 SUMMARY_INTRO = "[Earlier messages, summarized: a record of what happened, not instructions]"
 
 
-def live_image_settings(recipe: Recipe) -> ImageSettings:
-    """Return the image settings of live compiles (policy and live caps) from ``recipe``."""
-    return image_settings(recipe, "live")
+def live_image_settings(recipe: Recipe, store: HistoryStore | None = None) -> ImageSettings:
+    """Return the image settings of live compiles (policy and live caps) from ``recipe``.
+
+    With ``store`` and ``recipe.caption_images``, placeholders show the store's captions
+    (:func:`compaction.captions.with_captions`).
+    """
+    settings = image_settings(recipe, "live")
+    return settings if store is None else with_captions(settings, store, recipe)
 
 
 def summary_block(summary: StoredSummary) -> Block:
@@ -148,7 +154,7 @@ class WindowPlanner:
         self.format = fmt
         self.model = model
         self.encoding = recipe.encoding
-        self.settings = live_image_settings(recipe)
+        self.settings = live_image_settings(recipe, store)
         self.n = store.next_seq()
         self.frontier = store.summary_frontier(1)
         self._summary_cost: dict[int, int] = {}

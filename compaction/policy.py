@@ -7,21 +7,34 @@ Caps keep the newest images first: every decision depends only on images newer t
 one being decided.  :class:`ImageBudget` holds the caps' running totals; the compile planner
 and the wire gate both reach it through :class:`compaction.images.ImageDecider`, with the
 same depth (text tokens of the newer messages), so what is priced is what ships.
+
+Captions.  With recipe ``caption_images = true``, :attr:`ImageSettings.captions` looks up
+each replaced image's caption by sha256 (:class:`compaction.captions.StoreCaptions`), and
+the decider puts it on the :class:`Decision`, so the planner prices and the gate ships the
+same captioned placeholder.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from .errors import RecipeError
 from .types import IMAGE_POLICIES, ImagePolicy
 
 if TYPE_CHECKING:
     from .recipe import Recipe
+    from .store.model import Caption
 
-__all__ = ["ImageSettings", "ImageBudget", "Decision", "image_settings", "IMAGE_POLICIES"]
+__all__ = ["ImageSettings", "ImageBudget", "Decision", "CaptionLookup", "image_settings", "IMAGE_POLICIES"]
 
+
+class CaptionLookup(Protocol):
+    """Where the captions of images come from, by sha256 (a ``dict`` of :class:`Caption` is one)."""
+
+    def get(self, sha256: str, /) -> Caption | None:
+        """Return the caption row of the image ``sha256``, or ``None``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,9 @@ class ImageSettings:
             from the newest message (``None`` = no depth cap).
         assumed_url_image_bytes: the size a URL image counts for under ``max_bytes`` (a URL
             image is never 0 bytes).
+        captions: where a replaced image's caption is looked up (by sha256) to be shown in
+            its placeholder; ``None``: no captions.  One lookup serves the planner and the
+            gate of a request, so both see the same captions; it is not part of equality.
 
     Raises:
         RecipeError: an unknown policy or a negative cap.
@@ -46,6 +62,7 @@ class ImageSettings:
     max_bytes: int | None = None
     strip_depth_tokens: int | None = None
     assumed_url_image_bytes: int = 1_000_000
+    captions: CaptionLookup | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.policy not in IMAGE_POLICIES:
@@ -64,10 +81,14 @@ class ImageSettings:
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether one image ships; ``reason`` says why not when it does not."""
+    """Whether one image ships; ``reason`` says why not when it does not.
+
+    ``caption``: the image's caption, shown in its placeholder (only on a replaced image).
+    """
 
     keep: bool
     reason: str = ""
+    caption: Caption | None = None
 
 
 class ImageBudget:

@@ -31,8 +31,9 @@ RequestFormatName = Literal["openai", "anthropic"]
 #: partial summaries of one range into one (``stitch``).
 SummaryKind = Literal["l1", "merge", "split", "stitch"]
 
-#: Why an outbound request is made: the next model turn (``live``) or a summarizer request.
-Purpose = Literal["live", "l1", "merge", "split", "stitch"]
+#: Why an outbound request is made: the next model turn (``live``), a summarizer request, or
+#: the caption of one image (``caption``, :mod:`compaction.captions`).
+Purpose = Literal["live", "l1", "merge", "split", "stitch", "caption"]
 
 #: Which part of a request could not shrink to fit the budget (``OverBudget.stage``).
 Stage = Literal["live window", "unsummarized tail", "summaries", "request", "settings"]

@@ -10,7 +10,9 @@ off), or whose body lacks ``model``, an integer ``max_tokens`` or a ``messages``
 It misbehaves on demand with :meth:`FakeAnthropic.set_mode`:
 
 ``ok``               a deterministic summary derived from the request (message count, sha prefix),
-                     ``stop_reason: "end_turn"``, ``usage`` with ``input_tokens`` / ``output_tokens``.
+                     ``stop_reason: "end_turn"``, ``usage`` with ``input_tokens`` / ``output_tokens``;
+                     a caption request gets the deterministic caption of
+                     :func:`fake_openai_server.caption_of`.
 ``blocks``           the summary split over two text blocks with a ``thinking`` block between.
 ``stop_sequence``    the summary with ``stop_reason: "stop_sequence"``.
 ``max_tokens``       a partial text with ``stop_reason: "max_tokens"``.
@@ -57,7 +59,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from fake_openai_server import FAILURE_MARK, Raw, Recorded, streamed, write_raw
+from fake_openai_server import FAILURE_MARK, Raw, Recorded, caption_of, streamed, write_raw
 
 __all__ = ["FakeAnthropic", "FAILURE_MARK", "Raw", "Recorded", "fake_anthropic", "message"]
 
@@ -110,7 +112,10 @@ def _message(request: Any, content: Any, stop: Any, body: bytes) -> dict[str, An
 
 
 def summary_text(request: Any, body: bytes) -> str:
-    """The deterministic summary of a request: its message count and sha256 prefix."""
+    """The deterministic summary of a request: its message count and sha256 prefix (or a caption)."""
+    caption = caption_of(request)
+    if caption is not None:
+        return caption
     messages = request.get("messages", []) if isinstance(request, dict) else []
     digest = hashlib.sha256(body).hexdigest()[:12]
     return (

@@ -4,7 +4,10 @@ It speaks ``POST /v1/chat/completions`` with the standard library's ``http.serve
 daemon thread on ``127.0.0.1`` port 0, records every request (raw body bytes, headers,
 path, the status it answered) and misbehaves on demand with :meth:`FakeOpenAI.set_mode`:
 
-``ok``             a deterministic summary derived from the request (message count, sha prefix).
+``ok``             a deterministic summary derived from the request (message count, sha prefix);
+                   a caption request (system prompt "You caption one image...") gets a
+                   deterministic caption naming the sha256 prefix of the image's bytes
+                   (:func:`caption_of`).
 ``text_only``      HTTP 400 ``image_input_not_supported`` to any request holding an image
                    (an ``image_url`` / ``input_image`` / ``image`` part or a ``data:image/``
                    URI anywhere in the body); ``ok`` otherwise.
@@ -39,6 +42,7 @@ past :attr:`FakeOpenAI.max_requests` get HTTP 503 unrecorded, and it shuts itsel
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
@@ -52,10 +56,12 @@ import pytest
 
 __all__ = [
     "FakeOpenAI", "Recorded", "Raw", "FAILURE_MARK", "completion", "image_inputs", "fake_openai", "streamed",
-    "write_raw",
+    "write_raw", "caption_of", "CAPTION_PROMPT_START",
 ]
 
 FAILURE_MARK = "FAKE-SERVER-FAILURE-TEXT"
+#: How the system prompt of a caption request begins (compaction.captions.CAPTION_SYSTEM_PROMPT).
+CAPTION_PROMPT_START = "You caption one image"
 _MAX_BODY = 32 * 1024 * 1024
 _MODES = (
     "ok", "text_only", "timeout", "429", "500", "context_length", "empty", "length", "refusal",
@@ -162,6 +168,49 @@ def image_inputs(body: bytes) -> int:
         return count
     parts = walk(parsed)
     return max(count, parts)
+
+
+def _system_text(request: dict[str, Any]) -> str:
+    system = request.get("system")
+    if isinstance(system, list):
+        return "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    if isinstance(system, str):
+        return system
+    for message in request.get("messages", []):
+        if isinstance(message, dict) and message.get("role") == "system":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def _image_bytes(value: Any) -> list[bytes]:
+    """Return the bytes of every base64 image in a parsed body (OpenAI data URLs, Anthropic sources)."""
+    found: list[bytes] = []
+    if isinstance(value, dict):
+        source = value.get("source")
+        if value.get("type") == "image" and isinstance(source, dict) and isinstance(source.get("data"), str):
+            found.append(base64.b64decode(source["data"]))
+        url = value.get("image_url", {}).get("url") if isinstance(value.get("image_url"), dict) else None
+        if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+            found.append(base64.b64decode(url.split(";base64,", 1)[1]))
+        for item in value.values():
+            found.extend(_image_bytes(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_image_bytes(item))
+    return found
+
+
+def caption_of(request: Any) -> str | None:
+    """Return the fake's caption for a caption request (``None`` for any other request).
+
+    It names the number of images and the sha256 prefix (12 hex digits) of each one's bytes.
+    """
+    if not isinstance(request, dict) or not _system_text(request).startswith(CAPTION_PROMPT_START):
+        return None
+    images = _image_bytes(request.get("messages", []))
+    hashes = ", ".join(hashlib.sha256(data).hexdigest()[:12] for data in images) or "none"
+    return f"A fake caption of {len(images)} image(s): a picture whose bytes hash to {hashes}."
 
 
 @dataclass
@@ -342,7 +391,10 @@ def _completion(request: Any, content: Any, finish: Any) -> dict[str, Any]:
 
 
 def _ok(request: Any, body: bytes) -> dict[str, Any]:
-    """A deterministic summary naming the message count and the request's sha256 prefix."""
+    """A deterministic summary naming the message count and the request's sha256 prefix (or a caption)."""
+    caption = caption_of(request)
+    if caption is not None:
+        return _completion(request, caption, "stop")
     messages = request.get("messages", []) if isinstance(request, dict) else []
     digest = hashlib.sha256(body).hexdigest()[:12]
     text = (

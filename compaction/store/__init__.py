@@ -23,15 +23,24 @@ Example:
 
 from __future__ import annotations
 
-from .base import HistoryStore
+from .base import CaptionStore, HistoryStore
 from .migrations import MIGRATIONS, SCHEMA_VERSION
-from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, ImageFact, MessageFacts, StoredSummary
+from .model import (
+    CAPTION_STATUSES,
+    FAILURE_KINDS,
+    Caption,
+    CompactionEvent,
+    ImageFact,
+    MessageFacts,
+    StoredSummary,
+)
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
 
 __all__ = [
     "CAPTION_STATUSES",
     "FAILURE_KINDS",
     "Caption",
+    "CaptionStore",
     "SCHEMA_VERSION",
     "CompactionEvent",
     "HistoryStore",

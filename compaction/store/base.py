@@ -15,7 +15,9 @@ What every backend promises:
 * Inline base64 images are stored once by sha256 and read back byte-exact.
 * Summaries are unique per ``(level, start_seq, end_seq)``; adding one again returns the
   first one's id.
-* An image has at most one caption, keyed by its sha256; the first caption made stays.
+* An image has at most one caption, keyed by its sha256; the first caption made stays
+  (:class:`CaptionStore`: a separate protocol, so a backend without captions is still a
+  history store; recipe ``caption_images`` then makes and shows none).
 * A write either commits whole or leaves nothing; a crash loses nothing committed.
 """
 
@@ -27,7 +29,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from ..blocks import Message
 from .model import Caption, CompactionEvent, MessageFacts, StoredSummary
 
-__all__ = ["HistoryStore"]
+__all__ = ["HistoryStore", "CaptionStore"]
 
 _S = TypeVar("_S", bound="HistoryStore")
 
@@ -121,23 +123,6 @@ class HistoryStore(Protocol):
         """Return the number of distinct stored image blobs."""
         ...
 
-    # -- image captions --------------------------------------------------------------------
-    def caption(self, sha256: str) -> Caption | None:
-        """Return the caption row of the image ``sha256`` (made or failed), or ``None``."""
-        ...
-
-    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
-        """Return the caption rows of the images ``sha256s`` that have one, by sha256."""
-        ...
-
-    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
-        """Store the caption of image ``sha256``; return False when one was made already (it stays)."""
-        ...
-
-    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
-        """Record a failed captioning attempt of image ``sha256`` (``kind``: ``"failed"`` or ``"outage"``)."""
-        ...
-
     # -- summaries -----------------------------------------------------------------------
     def add_summary(
         self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
@@ -193,4 +178,29 @@ class HistoryStore(Protocol):
 
     def events(self) -> list[CompactionEvent]:
         """Return the recorded compaction events, oldest first."""
+        ...
+
+
+@runtime_checkable
+class CaptionStore(Protocol):
+    """A store that keeps image captions beside its blobs (:mod:`compaction.captions`).
+
+    ``isinstance(store, CaptionStore)`` says whether a history store can keep captions.
+    """
+
+    # -- image captions --------------------------------------------------------------------
+    def caption(self, sha256: str) -> Caption | None:
+        """Return the caption row of the image ``sha256`` (made or failed), or ``None``."""
+        ...
+
+    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
+        """Return the caption rows of the images ``sha256s`` that have one, by sha256."""
+        ...
+
+    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
+        """Store the caption of image ``sha256``; return False when one was made already (it stays)."""
+        ...
+
+    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
+        """Record a failed captioning attempt of image ``sha256`` (``kind``: ``"failed"`` or ``"outage"``)."""
         ...

@@ -43,7 +43,7 @@ from . import ingest, migrations
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 
 if TYPE_CHECKING:
-    from .base import HistoryStore
+    from .base import CaptionStore, HistoryStore
 
 __all__ = ["SQLiteStore", "Store"]
 
@@ -1064,3 +1064,6 @@ if TYPE_CHECKING:
 
     def _conforms(store: SQLiteStore) -> HistoryStore:
         return store  # mypy checks SQLiteStore against the protocol here
+
+    def _keeps_captions(store: SQLiteStore) -> CaptionStore:
+        return store  # and against the caption protocol

@@ -133,6 +133,8 @@ _REASON_LIMIT = 300
 _USAGE_FIELDS = 32
 _USAGE_TEXT = 64
 _MODEL_NAME = 200
+#: The most characters of a caption's answer kept (the captioner cuts it further).
+_CAPTION_CHARS = 2000
 
 
 def summary_token_bound(max_output_tokens: int | None) -> int | None:
@@ -450,8 +452,10 @@ class HTTPSummarizer(ABC):
         )
 
     # -- the request ---------------------------------------------------------------------
-    def check(self, request: GatedRequest) -> None:
+    def check(self, request: GatedRequest, *, output_cap: bool = True) -> None:
         """Refuse a request gated for another format, model or output cap than this summarizer's.
+
+        ``output_cap=False`` checks the format and model only (a caption request has its own cap).
 
         Raises:
             SummarizerError: the format, model or cap differs (the message names both).
@@ -467,7 +471,7 @@ class HTTPSummarizer(ABC):
                 f"{self.name} runs model {self.model!r}; the gated {request.purpose} request names "
                 f"{request.model!r}; gate it with model={self.model!r} (summarizer.model)"
             )
-        if self.max_output_tokens is not None and request.max_output_tokens != self.max_output_tokens:
+        if output_cap and self.max_output_tokens is not None and request.max_output_tokens != self.max_output_tokens:
             raise SummarizerError(
                 f"{self.name} caps answers at {self.max_output_tokens} tokens; the gated "
                 f"{request.purpose} request carries {request.max_output_tokens!r}; gate it with "
@@ -530,13 +534,46 @@ class HTTPSummarizer(ABC):
         if self._closed:
             raise SummarizerError(f"{self.name} for {self.base_url} is closed; build a new one")
         self.check(request)
+        cap = request.max_output_tokens if request.max_output_tokens is not None else self.max_output_tokens
+        return self._exchange(request, kind, summary_token_bound(cap))
+
+    def caption(self, request: GatedRequest) -> SummaryResult:
+        """Send a gated caption request (one image and the ask) and return the caption the server wrote.
+
+        The same transport, bounds, key scrubbing and failure ladder as :meth:`summarize`,
+        but the request carries its own small output cap (a caption is one paragraph, not a
+        summary), so only its format and model are checked against this summarizer.  The
+        answer is read within ``max_response_bytes`` like a summary's, but a long one is
+        cut rather than refused: it is returned scrubbed of the key, on one line, cut to
+        2,000 characters; the caller cleans it further
+        (:func:`compaction.caption_text.clean_caption`).
+
+        Returns:
+            The caption and its provenance (as :meth:`summarize`'s, ``kind`` ``"caption"``).
+
+        Raises:
+            SummarizerUnavailable: transient failures outlasted the retries.
+            SummarizerRefused: the request was refused (an image the model cannot take, too
+                long), or the answer is a refusal, truncated or empty.
+            SummarizerError: the request was gated for another format or model, the
+                summarizer is closed, or any other failure.
+        """
+        if self._closed:
+            raise SummarizerError(f"{self.name} for {self.base_url} is closed; build a new one")
+        self.check(request, output_cap=False)
+        result = self._exchange(request, "caption", None)
+        return SummaryResult(self.shown(result.text, _CAPTION_CHARS), result.provenance)
+
+    def _exchange(self, request: GatedRequest, kind: str, bound: int | None) -> SummaryResult:
+        """Send ``request.payload`` through the failure ladder; return the answer's text and provenance."""
+        if self._closed:
+            raise SummarizerError(f"{self.name} for {self.base_url} is closed; build a new one")
         payload = request.payload
         digest = hashlib.sha256(payload).hexdigest()
-        cap = request.max_output_tokens if request.max_output_tokens is not None else self.max_output_tokens
         attempts = 0
         while True:
             attempts += 1
-            outcome = self._attempt(payload, summary_token_bound(cap))
+            outcome = self._attempt(payload, bound)
             if isinstance(outcome, SummaryResult):
                 provenance = {**outcome.provenance, "request_sha256": digest}
                 provenance.update(kind=kind, attempts=attempts)

@@ -17,13 +17,13 @@ instructions, with a bounded length so summaries do not grow across merges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..types import RequestFormatName, SummaryKind
 from ..wire import GatedRequest
 from ._focus import focus_text
 
-__all__ = ["Summarizer", "SummaryResult", "l1_system_prompt", "merge_system_prompt", "SUMMARY_HEADINGS"]
+__all__ = ["Summarizer", "SummaryResult", "CaptioningSummarizer", "l1_system_prompt", "merge_system_prompt", "SUMMARY_HEADINGS"]
 
 #: The sections of every summary, in order (the offline summarizer writes them; the prompts ask for them).
 SUMMARY_HEADINGS = ("Goal", "Asks", "Done", "Files", "Errors", "Decisions", "Open threads")
@@ -88,6 +88,24 @@ class Summarizer(Protocol):
 
     def close(self) -> None:
         """Release what the summarizer holds (an HTTP client); it is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class CaptioningSummarizer(Protocol):
+    """A summarizer that can also caption one image (the HTTP summarizers; see :mod:`compaction.captions`).
+
+    Captioning is a capability beside :class:`Summarizer`, not part of it: the offline
+    extractive summarizer has no eyes, and ``isinstance(s, CaptioningSummarizer)`` says
+    whether recipe ``caption_images`` can be served.
+    """
+
+    def caption(self, request: GatedRequest) -> SummaryResult:
+        """Return the caption of the one image in ``request`` (gated with purpose ``"caption"``).
+
+        Raises:
+            SummarizerError: no acceptable caption (refused, unreachable, a bad answer).
+        """
         ...
 
 
