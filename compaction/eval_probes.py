@@ -67,7 +67,6 @@ identifiers when the identifier appears.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
@@ -85,7 +84,7 @@ from .eval_text import (
     word_counts,
 )
 from .eval_tool_probes import error_probes, file_probes
-from .evidence import PLAN_TOOL, checklist_items, decision_sentences, plan_items
+from .evidence import PLAN_TOOL, checklist_items, decision_sentences, identifiers, plan_items
 
 __all__ = [
     "ProbeKind",
@@ -99,18 +98,6 @@ __all__ = [
 
 ASK_WORDS = 8
 
-_IDENTIFIER = re.compile(
-    r"https?://[^\s<>\"'`)\]}]+"
-    r"|\b[A-Z][A-Z0-9]{1,9}-\d+\b"
-    r"|\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
-    r"|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
-    r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
-    r"|\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b"
-    r"|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"
-    r"|(?<=\bdef )\w+|(?<=\bfunction )\w+|(?<=\bfn )\w+|(?<=\bfunc )\w+"
-)
-_NOT_TICKETS = frozenset({"UTF", "SHA", "ISO", "GPT", "MD", "X", "P"})
-MIN_IDENTIFIER = 5
 IDENTIFIER_MESSAGES = 3
 HARNESS_REPEATS = 3
 
@@ -157,13 +144,7 @@ def _identifiers(message: Message) -> set[str]:
     ]
     texts += [s for b in message.content if b.get("type") == "tool_use" for s in strings_of(b.get("input"))]
     for text in texts:
-        for match in _IDENTIFIER.finditer(text):
-            token = match.group(0).rstrip(".,;:")
-            if len(token) < MIN_IDENTIFIER:
-                continue
-            if re.fullmatch(r"[A-Z][A-Z0-9]{1,9}-\d+", token) and token.split("-")[0] in _NOT_TICKETS:
-                continue
-            found.add(token)
+        found.update(identifiers(text))
     return found
 
 

@@ -18,6 +18,12 @@ found nothing (``grep``, ``rg``, ``diff``, ``test`` exiting with 1) is not an er
 identified by :func:`call_key`: the tool and its path, or the head of its command, so a later
 successful run of the same key resolves an earlier error.
 
+Names.  :func:`identifiers` yields the names a text mentions: ``snake_case`` and
+``camelCase`` names, ``SCREAMING_CASE`` constants, names defined as ``def name``
+(``function``, ``fn``, ``func``), tickets (``ABC-123``), URLs and commit hashes (7-40 hex
+digits with a digit and a letter), five characters at least.  ``compaction eval`` probes
+the ones that recur; the offline summary lists the most frequent of each stretch.
+
 Plans.  :func:`decision_sentences` returns the sentences of an assistant's text that state a
 plan ("I'll", "I will", "We should", "I need to", "Plan:", "Next, …", …) and its checklist
 items; :func:`plan_items` the items of a todo or plan tool's input.
@@ -38,6 +44,8 @@ __all__ = [
     "ERROR_LINE",
     "EXIT_CODE",
     "PLAN_TOOL",
+    "IDENTIFIER",
+    "MIN_IDENTIFIER",
     "is_file",
     "command_paths",
     "input_paths",
@@ -48,6 +56,7 @@ __all__ = [
     "decision_sentences",
     "checklist_items",
     "plan_items",
+    "identifiers",
 ]
 
 PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "notebook_path", "target_file", "paths"})
@@ -97,6 +106,23 @@ _CHECKBOX = re.compile(r"^\s*[-*] \[([ xX])\] (.+)$", re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?:])\s+")
 #: A tool whose input is a todo list or a plan (``TodoWrite``, ``update_plan``).
 PLAN_TOOL = re.compile(r"todo|plan", re.IGNORECASE)
+
+#: A name (see :func:`identifiers`): a URL, a ticket, a commit hash, a snake, camel or
+#: screaming-case name, or the name after ``def``, ``function``, ``fn`` or ``func``.
+IDENTIFIER = re.compile(
+    r"https?://[^\s<>\"'`)\]}]+"
+    r"|\b[A-Z][A-Z0-9]{1,9}-\d+\b"
+    r"|\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
+    r"|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
+    r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
+    r"|\b[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b"
+    r"|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"
+    r"|(?<=\bdef )\w+|(?<=\bfunction )\w+|(?<=\bfn )\w+|(?<=\bfunc )\w+"
+)
+#: The shortest name worth a probe or a place in a summary (characters).
+MIN_IDENTIFIER = 5
+_TICKET = re.compile(r"[A-Z][A-Z0-9]{1,9}-\d+")
+_NOT_TICKETS = frozenset({"UTF", "SHA", "ISO", "GPT", "MD", "X", "P"})
 
 
 # -- files --------------------------------------------------------------------------------
@@ -237,3 +263,21 @@ def plan_items(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for item in value:
             yield from plan_items(item)
+
+
+# -- names --------------------------------------------------------------------------------
+
+
+def identifiers(text: str) -> Iterator[str]:
+    """Yield each name ``text`` mentions, in order, repeats included (see the module docstring).
+
+    Trailing ``.,;:`` are cut; names under :data:`MIN_IDENTIFIER` characters and look-alike
+    tickets (``UTF-8``, ``SHA-256``) are left out.
+    """
+    for match in IDENTIFIER.finditer(text):
+        token = match.group(0).rstrip(".,;:")
+        if len(token) < MIN_IDENTIFIER:
+            continue
+        if _TICKET.fullmatch(token) and token.split("-")[0] in _NOT_TICKETS:
+            continue
+        yield token
