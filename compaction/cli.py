@@ -18,13 +18,14 @@ from typing import Any
 import click
 
 from . import __version__
+from .captions import CaptionReport
 from .compactor import Compactor, quarantined_chunks
 from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
 from .events import compile_current
 from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
-from .pipeline import compress_and_compile, import_transcript, run_pipeline
+from .pipeline import caption_before_compile, compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import Store, describe_sqlite_error
 from .summarizers._focus import focus_text
@@ -211,7 +212,8 @@ def import_command(
     "as_json",
     is_flag=True,
     help="Print a JSON report: l1_added, merged (level -> count), failures, quarantined, requests sent, "
-    "max_request_tokens, and with --budget the fitted request's tokens.",
+    "max_request_tokens, with --budget the fitted request's tokens, and with caption_images the captions "
+    "made, failed and waiting.",
 )
 def compress(
     store_path: str,
@@ -229,6 +231,7 @@ def compress(
     with _errors(), Store(store_path, create=False) as store, _progress("compressing") as progress:
         recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget, summary_focus=focus)
         fitted = None
+        captions = _caption_images(store, recipe)
         if budget is not None:
             fitted, reports = compress_and_compile(store, recipe, progress=progress)
         else:
@@ -256,16 +259,31 @@ def compress(
     }
     if fitted is not None:
         data["request_tokens"] = fitted.tokens
+    if captions is not None:
+        data["captions"] = captions.to_json()
     if as_json:
         click.echo(json.dumps(data))
         return
     levels = ", ".join(f"L{k}: {v}" for k, v in sorted(merged.items())) or "none"
     line = f"L1 summaries added: {data['l1_added']}; merges: {levels}; failures: {data['failures']}"
+    if captions is not None and captions.note is None:
+        line += f"; image captions made: {captions.made}, failed: {captions.failed}, waiting: {captions.pending}"
     if data["quarantined"]:
         line += f"; quarantined: {data['quarantined']} (offline stand-in summaries; see compaction stats)"
     if fitted is not None:
         line += f"; a request now fits in {fitted.tokens:,} of {budget:,} tokens"
     click.echo(line)
+
+
+def _caption_images(store: Store, recipe: Recipe) -> CaptionReport | None:
+    """Caption up to 32 live images without a caption when the recipe asks (``caption_images``)."""
+    if not recipe.caption_images:
+        return None
+    summarizer = summarizer_from_recipe(recipe)
+    try:
+        return caption_before_compile(store, recipe, summarizer, limit=32)
+    finally:
+        summarizer.close()
 
 
 def _write_request(compiled: CompiledRequest, out: str | None) -> None:

@@ -16,8 +16,11 @@ import hashlib
 import json
 import logging
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -434,3 +437,50 @@ def test_caption_rows_round_trip_and_refuse_bad_input(store: Store) -> None:
         store.add_caption("cd" * 32, "  ", {})
     with pytest.raises(StoreError, match="kind must be one of"):
         store.record_caption_failure("cd" * 32, "x", kind="ok")
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "compaction", *args], capture_output=True, text=True, timeout=120)
+
+
+def _transcript(tmp_path: Path, count: int) -> Path:
+    messages, _hashes = screenshots(count)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"messages": [{"role": m.role, "content": list(m.content)} for m in messages]}))
+    return path
+
+
+def test_compress_with_the_extractive_summarizer_says_one_clear_line(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    assert _cli("import", str(_transcript(tmp_path, 1)), "--store", db, "--format", "anthropic").returncode == 0
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("caption_images = true\nvision = false\n")
+    done = _cli("compress", "--store", db, "--recipe", str(recipe), "--budget", "50000")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "compaction: caption_images = true, but the extractive summarizer cannot caption images; no captions "
+        "are made and images keep plain placeholders (set [summarizer] kind = 'openai' or 'anthropic' with a "
+        "vision-capable model)"
+    ]
+    assert done.stdout.startswith("L1 summaries added: ")
+
+
+def test_compress_captions_and_compile_shows_them(provider: Provider, tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    assert _cli("import", str(_transcript(tmp_path, 2)), "--store", db, "--format", "anthropic").returncode == 0
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("caption_images = true\nvision = false\n" + provider.recipe_toml())
+    done = _cli("compress", "--store", db, "--recipe", str(recipe), "--budget", "50000", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["captions"]
+    assert (report["made"], report["failed"], report["requests"], report["pending"]) == (2, 0, 2, 0)
+    again = _cli("compress", "--store", db, "--recipe", str(recipe), "--budget", "50000")
+    assert "image captions made: 0, failed: 0, waiting: 0" in again.stdout
+    assert len(caption_requests(provider)) == 2  # made once
+    shown = _cli("compile", "--store", db, "--recipe", str(recipe), "--budget", "50000")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("Caption by fake-summarizer") == 2
