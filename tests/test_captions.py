@@ -484,3 +484,19 @@ def test_compress_captions_and_compile_shows_them(provider: Provider, tmp_path: 
     shown = _cli("compile", "--store", db, "--recipe", str(recipe), "--budget", "50000")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count("Caption by fake-summarizer") == 2
+
+
+def test_between_events_a_captioned_request_only_grows_at_its_end(provider: Provider, store: Store) -> None:
+    """Captions are made before the compile of the turn that first sees the image, so a shown
+    placeholder never changes afterwards and the prompt cache keeps the prefix."""
+    messages, hashes = screenshots(5)
+    recipe = caption_recipe(provider, output_format="openai", budget_tokens=20_000)
+    previous: list[Any] = []
+    for index in range(0, len(messages), 2):
+        store.append(messages[index : index + 2])
+        compiled, _ = compress_and_compile(store, recipe)
+        shipped = compiled.request.body()["messages"]
+        assert shipped[: len(previous)] == previous
+        previous = shipped
+    assert sum("Caption by fake-summarizer" in json.dumps(m) for m in previous) == 5
+    assert len(caption_requests(provider)) == 5
