@@ -27,7 +27,8 @@ from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
 from .pipeline import caption_before_compile, compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
-from .store import Store, describe_sqlite_error
+from .store import HistoryStore, describe_sqlite_error
+from .store.factory import compaction_claim, open_store
 from .summarizers._focus import focus_text
 from .summarizers.factory import summarizer_from_recipe
 from .tools import parse_tools_json
@@ -144,7 +145,8 @@ recipe_option = click.option(
     "--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings."
 )
 store_option = click.option(
-    "--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file."
+    "--store", "store_path", required=True, type=click.Path(dir_okay=False),
+    help="SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
 )
 focus_option = click.option(
     "--focus",
@@ -167,7 +169,7 @@ def import_command(
     transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool
 ) -> None:
     """Append a transcript's messages to a store (importing it again adds nothing)."""
-    with _errors(), Store(store_path) as store:
+    with _errors(), open_store(store_path) as store:
         parsed, added = import_transcript(store, transcript, format=input_format, lenient=lenient)
         store.check_location()
         report = {
@@ -228,7 +230,7 @@ def compress(
 
     With --budget, compress only as much as a request of that many tokens needs.
     """
-    with _errors(), Store(store_path, create=False) as store, _progress("compressing") as progress:
+    with _errors(), open_store(store_path, create=False) as store, compaction_claim(store), _progress("compressing") as progress:
         recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget, summary_focus=focus)
         fitted = None
         captions = _caption_images(store, recipe)
@@ -275,7 +277,7 @@ def compress(
     click.echo(line)
 
 
-def _caption_images(store: Store, recipe: Recipe) -> CaptionReport | None:
+def _caption_images(store: HistoryStore, recipe: Recipe) -> CaptionReport | None:
     """Caption up to 32 live images without a caption when the recipe asks (``caption_images``)."""
     if not recipe.caption_images:
         return None
@@ -316,7 +318,7 @@ def compile_command(
 ) -> None:
     """Compile the store into the next model request within the token budget."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
-    with _errors(), Store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False) as store:
         recipe = _recipe(recipe_path, **target)
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
@@ -330,7 +332,7 @@ def compile_command(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
     """Show what a store holds: messages, tokens, summaries per level, images, failures, quarantined chunks."""
-    with _errors(), Store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}
         store_summaries = store.summaries()
@@ -580,6 +582,9 @@ from .inspect_cli import inspect_command, show_command  # noqa: E402  (they impo
 main.add_command(inspect_command)
 main.add_command(show_command)
 
+from .fuzz_cli import fuzz_command  # noqa: E402  (it imports this module lazily)
+
+main.add_command(fuzz_command)
 
 from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
 

@@ -24,6 +24,7 @@ from .imageinfo import image_size
 from .summarizers import ExtractiveSummarizer
 from .tokens.encodings import get_encoding
 from .tokens.image_pricing import price_image
+from .types import RequestFormatName
 
 __all__ = [
     "png_bytes",
@@ -70,7 +71,7 @@ class CapturingSummarizer:
 
     encoding: str = "o200k_base"
     name: str = "capturing"
-    request_format: str = "openai"
+    request_format: RequestFormatName = "openai"
     model: str | None = None
     max_output_tokens: int | None = None
     requests: list[tuple[str, bytes]] = field(default_factory=list)
