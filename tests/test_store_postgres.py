@@ -315,3 +315,32 @@ def test_text_that_is_no_unicode_at_all_fails_the_same_way_on_both_backends(tmp_
 def test_the_test_server_is_configured() -> None:
     """CI exports the server's URL; without it every PostgreSQL test fails (none skips)."""
     assert postgres_server().startswith("postgresql://")
+
+
+# -- the command line ------------------------------------------------------------------------
+def test_the_cli_imports_compresses_compiles_and_reports_a_postgres_store(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from compaction.cli import main
+
+    url = new_postgres_url()
+    runner = CliRunner()
+    try:
+        missing = runner.invoke(main, ["stats", "--store", url])
+        assert missing.exit_code == 1 and "no store there" in missing.output
+        first = runner.invoke(main, ["import", str(PI), "--store", url, "--json"])
+        assert first.exit_code == 0, first.output
+        again = runner.invoke(main, ["import", str(PI), "--store", url, "--json"])
+        assert again.exit_code == 0 and json.loads(again.output)["added"] == 0
+        compressed = runner.invoke(main, ["compress", "--store", url, "--budget", "16000", "--json"])
+        assert compressed.exit_code == 0, compressed.output
+        out = tmp_path / "request.json"
+        compiled = runner.invoke(main, ["compile", "--store", url, "--budget", "16000", "--out", str(out)])
+        assert compiled.exit_code == 0, compiled.output
+        stats = json.loads(runner.invoke(main, ["stats", "--store", url, "--json"]).output)
+        with open_store(url, create=False) as store:
+            assert stats["messages"] == len(store) == len(load_transcript(PI).messages)
+            assert store.summaries() and len(store.events()) == 1
+        assert json.loads(out.read_text())["messages"]
+    finally:
+        drop_postgres_store(url)
