@@ -586,10 +586,6 @@ from .fuzz_cli import fuzz_command  # noqa: E402  (it imports this module lazily
 
 main.add_command(fuzz_command)
 
-from .fuzz_cli import fuzz_command  # noqa: E402  (it imports this module lazily)
-
-main.add_command(fuzz_command)
-
 from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
 
 main.add_command(serve_command)
