@@ -15,7 +15,7 @@ from typing import Any, Literal
 from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
 from .compile import CompiledRequest, raw_history_tokens, require_budget
-from .errors import ImageError, InvalidArgument, found
+from .errors import ImageError, InvalidArgument, RecipeError, found
 from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
@@ -46,10 +46,16 @@ def caption_before_compile(store: HistoryStore, recipe: Recipe, summarizer: Summ
         StoreError: the store refused a write.
     """
     report = caption_live_images(store, recipe, summarizer, limit=limit)
-    if report.note and report.note not in _NOTED:
-        _NOTED.add(report.note)
-        _log.warning("compaction: %s", report.note)
+    if report.note:
+        _say_once(report.note)
     return report
+
+
+def _say_once(note: str) -> None:
+    """Log ``note`` as a warning on the ``compaction`` logger, once per process."""
+    if note not in _NOTED:
+        _NOTED.add(note)
+        _log.warning("compaction: %s", note)
 
 
 @dataclass
@@ -175,7 +181,12 @@ def compress_and_compile(
 
     try:
         if recipe.caption_images:  # captions first: this turn's placeholders and summaries show them
-            caption_before_compile(store, recipe, make_summarizer())
+            try:
+                captioner = make_summarizer()
+            except RecipeError as err:  # said once; the turn goes on with plain placeholders
+                _say_once(f"caption_images = true, but no summarizer could be built, so no captions are made: {err}")
+            else:
+                caption_before_compile(store, recipe, captioner)
         if mode == "events":
             compiled, ticks = compile_in_events(store, recipe, make_summarizer, progress=progress, tools=tools)
         else:

@@ -500,3 +500,22 @@ def test_between_events_a_captioned_request_only_grows_at_its_end(provider: Prov
         previous = shipped
     assert sum("Caption by fake-summarizer" in json.dumps(m) for m in previous) == 5
     assert len(caption_requests(provider)) == 5
+
+
+def test_a_summarizer_that_cannot_be_built_leaves_plain_placeholders(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from compaction.recipe import SummarizerSettings
+
+    monkeypatch.delenv("COMPACTION_TEST_CAPTION_KEY", raising=False)
+    messages, _hashes = screenshots(1)
+    store.append(messages)
+    table = SummarizerSettings(
+        kind="openai", base_url="http://127.0.0.1:9/v1", model="m", api_key_env="COMPACTION_TEST_CAPTION_KEY"
+    )
+    recipe = Recipe(budget_tokens=50_000, caption_images=True, vision=False, summarizer=table)
+    with caplog.at_level(logging.WARNING, logger="compaction"):
+        compiled, ticks = compress_and_compile(store, recipe)
+    assert ticks == [] and "[image not shown: image/png" in compiled.request.payload.decode()
+    said = [r.getMessage() for r in caplog.records if "no summarizer could be built" in r.getMessage()]
+    assert len(said) == 1 and "COMPACTION_TEST_CAPTION_KEY is not set" in said[0]
