@@ -11,8 +11,11 @@ Modules:
 * :mod:`.sqlite`: :class:`SQLiteStore`, the embedded backend (``Store`` is its public name).
 * :mod:`.migrations`: the SQLite schema as recorded migrations (:data:`SCHEMA_VERSION`).
 
-A server backend (PostgreSQL) is a new module implementing :class:`HistoryStore` on top of
-:mod:`.ingest`; nothing that takes a store changes.
+* :mod:`.postgres`: :class:`PostgresStore`, the shared backend (several processes and hosts;
+  one store per schema of a database, named by ``postgresql://host/db?store=NAME``), with
+  its own recorded migrations (:mod:`.postgres_schema`) and the append walk of :mod:`.sync`.
+* :mod:`.factory`: :func:`open_store` (a path or a ``postgresql://`` URL, what ``--store``
+  takes) and :func:`compaction_claim` (one worker compresses a store at a time).
 
 Example:
     >>> from compaction.store import Store
@@ -24,6 +27,7 @@ Example:
 from __future__ import annotations
 
 from .base import CaptionStore, HistoryStore
+from .factory import compaction_claim, open_store
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 from .model import (
     CAPTION_STATUSES,
@@ -34,6 +38,7 @@ from .model import (
     MessageFacts,
     StoredSummary,
 )
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
 
 __all__ = [
@@ -46,8 +51,11 @@ __all__ = [
     "HistoryStore",
     "ImageFact",
     "MessageFacts",
+    "PostgresStore",
     "SQLiteStore",
     "Store",
+    "compaction_claim",
+    "open_store",
     "StoredSummary",
     "describe_sqlite_error",
 ]
