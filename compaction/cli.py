@@ -586,6 +586,10 @@ from .fuzz_cli import fuzz_command  # noqa: E402  (it imports this module lazily
 
 main.add_command(fuzz_command)
 
+from .bench_cli import bench_command  # noqa: E402  (it imports this module lazily)
+
+main.add_command(bench_command)
+
 from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
 
 main.add_command(serve_command)
