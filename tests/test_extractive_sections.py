@@ -318,6 +318,8 @@ _records = st.builds(
     errors=st.lists(_errors, max_size=6),
     decisions=st.lists(_words, max_size=6),
     open=st.lists(_words, max_size=4),
+    names=st.dictionaries(st.from_regex(r"[a-z]{2,6}_[a-z0-9]{1,6}|[a-z]{2,5}[A-Z][a-z]{1,5}", fullmatch=True),
+                          st.integers(1, 40), max_size=40).map(Counter),
 )
 
 
@@ -330,6 +332,10 @@ def test_any_merge_renders_within_its_bound_and_reads_back(records: list[Record]
     assert count_text(out, ENCODING) <= bound
     assert out.strip()
     again = parse_record(out)
+    assert set(again.names) <= set(combined.names)  # names shown are the most frequent, counts kept
+    assert all(again.names[n] == combined.names[n] for n in again.names)
+    ranked = [n for n, _count in combined.ranked_names()]
+    assert ranked[: len(again.names)] == list(again.names)
     for error in again.errors:  # an error shown keeps a status merged from its records
         assert error.status in ("open", "resolved")
     assert render(again, bound, ENCODING) == render(parse_record(out), bound, ENCODING)

@@ -22,6 +22,9 @@ One pass over the messages, in order:
   at the end of a turn (its first sentence), and the completed items of its todo list.
 - **Open threads**: the last todo or plan state (items not completed), the assistant's last
   question when no ask followed it, the last stated plan, and runs of tests still failing.
+- **Names**: the names (:func:`compaction.evidence.identifiers`, 80 characters at most) in the asks, the
+  assistant's text and the tool calls' arguments, with how often each occurs; tool outputs
+  are not read for names (a file dump names thousands).
 
 Tool arguments are read decoded (dicts, or JSON strings parsed), never shown as escaped JSON.
 For a split part (one tool round cut into flat text), :func:`unflatten` first rebuilds the
@@ -50,6 +53,7 @@ from ..evidence import (
     command_paths,
     decision_sentences,
     error_fragment,
+    identifiers,
     is_file,
 )
 from ._record import ACTION_PAST, ErrorItem, Record, clip, clip_words
@@ -61,6 +65,8 @@ ASK_WORDS = 15
 GOAL_WORDS = 25
 #: Characters of tool output scanned for errors at each end (the middle is content).
 _SCAN_CHARS = 20_000
+#: The longest name the Names section takes (characters; a longer URL costs more than it says).
+MAX_NAME_CHARS = 80
 
 _RANGE = re.compile(r"messages? (\d+)(?:–(\d+))?")
 _DATA_URI = re.compile(r"data:image/[\w.+-]*;base64,[A-Za-z0-9+/=]*")
@@ -140,6 +146,22 @@ def _decoded_input(block: Block) -> dict[str, Any]:
         except ValueError:
             return {"input": value}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Yield every string inside a tool input (dicts, lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _names(text: str) -> Iterator[str]:
+    return (name for name in identifiers(text) if len(name) <= MAX_NAME_CHARS)
 
 
 def _error_line(fragment: str) -> str:
@@ -358,6 +380,7 @@ class _Reader:
         if ask is None or (joined.startswith("[") and "summar" in joined[:80].lower()):
             return
         self.last_text = None  # an ask answers the assistant's open question
+        self.record.names.update(_names(ask))
         if not self.record.goal:
             self.record.goal = clip_words(ask, GOAL_WORDS)
         self.record.asks.setdefault(seq, clip_words(ask, ASK_WORDS))
@@ -395,6 +418,8 @@ class _Reader:
             calls = True
             name = str(block.get("name", ""))
             tool_input = _decoded_input(block)
+            for value in _strings(tool_input):
+                self.record.names.update(_names(value))
             call = _Call(name, tool_input)
             self.calls[str(block.get("id", ""))] = call
             if call.plan:
@@ -403,6 +428,7 @@ class _Reader:
                     self.plan = state
         if not text:
             return
+        self.record.names.update(_names(text))
         sentences = [clip_words(s, 30, 220) for s in decision_sentences(text)]
         for sentence in sentences:
             self.record.add_decision(sentence)

@@ -17,6 +17,8 @@ followed by ``- item`` lines::
     - I'll keep the old reader behind a flag until the migration lands.
     Open threads:
     - todo: document the flag
+    Names:
+    - fetch_rows ×6, StoreReader ×4, LEGACY_SEQ ×2, migrate_v3
 
 Items keep a parseable shape, so records merge without a model: an error line names its
 status, the action and its subject (``run `cmd```: the command's head identifies it;
@@ -25,11 +27,14 @@ sections of consecutive records, oldest first: asks by message, files by path (o
 two spellings is one entry), errors by what failed, with the newest status winning -- an
 error open in an older record is resolved when a newer one shows the same action on the same
 subject succeed (a ``Done`` line ``ran `…` → ok``, or a ``Files`` entry).  Open threads come
-from the newest record that has them.
+from the newest record that has them.  Names carry how often the stretch named them (``×N``;
+none: once), so a merge adds the counts up and keeps the most frequent.
 
 :func:`render` writes a record within a token bound, dropping the least important lines
 first (see :func:`_priority`) and saying how many it left out, per section; left-out counts
-of merged records add up, so a record at any level says how much its stretch lost.
+of merged records add up, so a record at any level says how much its stretch lost.  Names
+are the first to go, the least frequent first, one name at a time; at most
+:data:`MAX_NAMES` are shown, on one or two lines.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..evidence import command_head, same_file
+from ..evidence import command_head, identifiers, same_file
 from ..tokens.counting import count_text
 from .base import SUMMARY_HEADINGS
 
@@ -54,11 +59,12 @@ __all__ = [
     "clip_words",
     "range_label",
     "ACTION_PAST",
+    "MAX_NAMES",
 ]
 
-GOAL, ASKS, DONE, FILES, ERRORS, DECISIONS, OPEN = SUMMARY_HEADINGS
+GOAL, ASKS, DONE, FILES, ERRORS, DECISIONS, OPEN, NAMES = SUMMARY_HEADINGS
 #: Headings of records written by earlier versions (and often by models), read as today's.
-_LEGACY = {"Asked": ASKS, "Open": OPEN, "Open threads": OPEN, "Goal": GOAL}
+_LEGACY = {"Asked": ASKS, "Open": OPEN, "Open threads": OPEN, "Goal": GOAL, "Identifiers": NAMES}
 
 #: The action of a call (its key's verb) and how a file entry says it happened.
 ACTION_PAST = {
@@ -79,6 +85,10 @@ _FILE_ITEM = re.compile(r"^(.+?) — ((?:\w+(?: ×\d+)?)(?:, \w+(?: ×\d+)?)*)$"
 _ASK_ITEM = re.compile(r"^message (\d+): ")
 _LEFT_OUT = re.compile(r"^… (\d+) more left out$")
 _LEFT_OUT_LINE = re.compile(r"^Left out: (.*)\.$")
+_NAME_ITEM = re.compile(r"^(\S+?)(?: ×(\d+))?$")
+#: The most names a record shows, and how many go on one line.
+MAX_NAMES = 24
+NAMES_PER_LINE = 12
 #: Starts the line naming files whose lines were left out.
 ALSO_TOUCHED = "Also touched: "
 #: A word of a focus or of a line: letters, digits, ``_`` and ``-``, starting with a letter (``module_3``).
@@ -158,6 +168,7 @@ class Record:
     errors: list[ErrorItem] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     open: list[str] = field(default_factory=list)
+    names: Counter[str] = field(default_factory=Counter)
     omitted: Counter[str] = field(default_factory=Counter)
 
     def add_file(self, path: str, action: str, count: int = 1) -> None:
@@ -190,6 +201,10 @@ class Record:
         self.errors = [e for e in self.errors if (e.key, e.text) != (error.key, error.text)]
         self.errors.append(error)
 
+    def ranked_names(self) -> list[tuple[str, int]]:
+        """Return ``(name, count)`` of every name, the most frequent first (ties: first seen)."""
+        return sorted(self.names.items(), key=lambda item: -item[1])
+
     def successes(self) -> set[tuple[str, str]]:
         """Return the keys of calls this record shows succeeding (``Done`` and ``Files``)."""
         keys: set[tuple[str, str]] = set()
@@ -212,7 +227,12 @@ class Record:
             ERRORS: [e.line() for e in self.errors],
             DECISIONS: list(self.decisions),
             OPEN: list(self.open),
+            NAMES: [name if n == 1 else f"{name} ×{n}" for name, n in self.ranked_names()[:MAX_NAMES]],
         }
+
+    def has_facts(self) -> bool:
+        """Return whether any section but the names holds something."""
+        return any(items for heading, items in self.sections().items() if heading != NAMES)
 
 
 def _actions(actions: Counter[str]) -> str:
@@ -235,9 +255,6 @@ def parse_record(text: str) -> Record:
         name = stripped[:-1] if stripped.endswith(":") else None
         if name is not None and (name in SUMMARY_HEADINGS or name in _LEGACY):
             heading, headed = _LEGACY.get(name, name), True
-            continue
-        if name is not None and name == "Identifiers":
-            heading, headed = None, True
             continue
         if stripped.startswith(ALSO_TOUCHED):
             for name in stripped[len(ALSO_TOUCHED) :].rstrip(".").split(", "):
@@ -297,6 +314,14 @@ def _place(record: Record, heading: str, item: str) -> None:
         record.add_decision(item)
     elif heading == OPEN and item not in record.open:
         record.open.append(item)
+    elif heading == NAMES:
+        for part in item.split(", "):
+            match = _NAME_ITEM.match(part.strip().strip("`"))
+            name = match.group(1) if match else ""
+            if match and (name.isidentifier() or [name] == list(identifiers(name))):
+                record.names[name] += int(match.group(2) or 1)
+            else:  # a line in another shape (a model's, or an older record's paths): its names, once each
+                record.names.update(identifiers(part))
 
 
 def merge_records(records: Sequence[Record]) -> Record:
@@ -317,6 +342,7 @@ def merge_records(records: Sequence[Record]) -> Record:
             origin[id(error)] = index
         for line in record.decisions:
             merged.add_decision(line)
+        merged.names.update(record.names)
         merged.omitted.update(record.omitted)
     successes = [r.successes() for r in records]
     for error in merged.errors:
@@ -340,11 +366,13 @@ def _still_failing(line: str, still_open: set[str]) -> bool:
 # -- the bound --------------------------------------------------------------------------------
 
 #: How much each section matters when lines must go (higher stays longer).
-_WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 55, DECISIONS: 50, DONE: 35, ERRORS: 40}
+_WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 55, DECISIONS: 50, DONE: 35, ERRORS: 40, NAMES: 0}
 
 
 def _priority(heading: str, item: str, position: int, count: int, focus: frozenset[str]) -> float:
     """Return how much a line matters: its section, open errors over resolved, newer over older, focus."""
+    if heading == NAMES:  # below every other line; the least frequent (the last) go first
+        return 10 * (1 - position / count)
     weight = float(_WEIGHT[heading])
     if heading == ERRORS and item.startswith("[open]"):
         weight = 80 if " `?`, " not in item else 58  # output with no command: never known to be resolved
@@ -385,8 +413,10 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
     """
     sections = record.sections()
     omitted = Counter(record.omitted)
+    omitted[NAMES] += max(0, len(record.names) - MAX_NAMES)
     kept: dict[str, list[str]] = {h: list(items) for h, items in sections.items()}
     costs = {h: [count_text(f"- {i}\n", encoding) for i in items] for h, items in kept.items()}
+    costs[NAMES] = [count_text(f"{i}, ", encoding) for i in kept[NAMES]]
     order = sorted(
         (
             (_priority(h, item, n, len(items), focus), h, n)
@@ -409,7 +439,11 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
                     lost.append(f"{heading} {gone}")
                 continue
             out.append(f"{heading}:")
-            out.extend(f"- {item}" for item in items)
+            if heading == NAMES:
+                lines = (items[at : at + NAMES_PER_LINE] for at in range(0, len(items), NAMES_PER_LINE))
+                out.extend(f"- {', '.join(line)}" for line in lines)
+            else:
+                out.extend(f"- {item}" for item in items)
             if gone:
                 out.append(f"- … {gone} more left out")
         if lost:

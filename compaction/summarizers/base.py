@@ -26,7 +26,7 @@ from ._focus import focus_text
 __all__ = ["Summarizer", "SummaryResult", "CaptioningSummarizer", "l1_system_prompt", "merge_system_prompt", "SUMMARY_HEADINGS"]
 
 #: The sections of every summary, in order (the offline summarizer writes them; the prompts ask for them).
-SUMMARY_HEADINGS = ("Goal", "Asks", "Done", "Files", "Errors", "Decisions", "Open threads")
+SUMMARY_HEADINGS = ("Goal", "Asks", "Done", "Files", "Errors", "Decisions", "Open threads", "Names")
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,10 @@ _SECTIONS = (
     "a later run of the same call succeeded). "
     "Decisions: the plans and decisions the agent stated, with their reasons. "
     "Open threads: the last plan or todo-list state, questions to the user still unanswered, "
-    "failing tests."
+    "failing tests. "
+    "Names: the key names the stretch mentions (functions, classes, variables, constants, tickets "
+    "such as ABC-123, URLs, commit hashes), exactly as written, most frequent first, comma-separated "
+    "on one or two lines; this section goes first when the bound is tight."
 )
 _FORM = (
     "Write each section as its heading line ({headings}, each followed by a colon) and short "

@@ -4,8 +4,9 @@ For a chunk of raw messages (``kind`` ``"l1"``, or ``"split"``: one part of a to
 too large to send whole) it writes, under the headings of
 :data:`~compaction.summarizers.base.SUMMARY_HEADINGS`: the goal; the user's asks, by message
 and first words; what was done, with outcomes; each file and what happened to it; the real
-errors, each ``[open]`` or ``[resolved]``; the decisions the agent stated; and the open
-threads (the last todo or plan state, an unanswered question, failing tests).  What counts
+errors, each ``[open]`` or ``[resolved]``; the decisions the agent stated; the open
+threads (the last todo or plan state, an unanswered question, failing tests); and the names
+it mentions most (functions, constants, tickets, URLs…), most frequent first.  What counts
 as each is :mod:`._extract`'s (which shares its detectors with ``compaction eval``:
 :mod:`compaction.evidence`).  For ``"merge"`` and ``"stitch"`` it reads the records it is
 given back and combines them section by section, the newest status winning (:mod:`._record`).
@@ -126,7 +127,7 @@ class ExtractiveSummarizer:
         # system messages in the range are not sent; they are pinned, so they come first
         first = span[0] + max(0, span[1] - span[0] + 1 - len(body)) if span else 0
         record = extract(body, first)
-        if not any(record.sections().values()):
+        if not record.has_facts():
             # only an assistant statement (a chunk split down to one message) still gets a
             # record, or the whole chunk would stay raw as a summarizer failure
             texts = [b.get("text", "") for _r, blocks in body for b in blocks if b.get("type") == "text"]
@@ -144,7 +145,7 @@ class ExtractiveSummarizer:
         header = blocks[0].get("text", "") if blocks[0].get("type") == "text" else ""
         span = message_range(header)
         record = extract(unflatten(blocks[1:]), span[0] if span else 0, one_message=True)
-        if not any(record.sections().values()):
+        if not record.has_facts():
             part = header.split(" of the history", 1)[0]
             lines = sum(b.get("text", "").count("\n") + 1 for b in blocks[1:] if b.get("type") == "text")
             record.add_done(f"{part}: {lines} lines of output, no call, error or file in it")
