@@ -21,7 +21,7 @@ BOOL = click.Choice(["true", "false"], case_sensitive=False)
 
 
 @click.command("inspect")
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file.")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file, or a postgresql:// store URL.")
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request (default: the recipe's).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
@@ -57,11 +57,11 @@ def inspect_command(
     """
     from .cli import _errors, _load_tools, _recipe
     from .inspect_html import render_html
-    from .store import Store
+    from .store.factory import open_store
 
     if not html_path and not as_json:
         raise click.UsageError("say what to write: --html FILE, --json, or both")
-    with _errors(), Store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False) as store:
         recipe = _recipe(
             recipe_path, budget_tokens=budget, output_format=output_format, model=model, vision=vision
         )
@@ -80,7 +80,7 @@ def inspect_command(
 
 
 @click.command("show")
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file.")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file, or a postgresql:// store URL.")
 @click.argument("summary_id", required=False, type=int)
 @click.option("--seq", type=click.IntRange(min=0), help="Show the stored message at this seq instead.")
 @click.option("--full", is_flag=True, help=f"Print the whole text (default: the first {TEXT_LIMIT:,} characters).")
@@ -92,12 +92,12 @@ def show_command(store_path: str, summary_id: int | None, seq: int | None, full:
     characters of stored text are printed as \\xNN, so no escape sequence reaches the terminal.
     """
     from .cli import _errors
-    from .store import Store
+    from .store.factory import open_store
 
     if (summary_id is None) == (seq is None):
         raise click.UsageError("give either a SUMMARY_ID or --seq N")
     limit = None if full else TEXT_LIMIT
-    with _errors(), Store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False) as store:
         if summary_id is not None:
             summary = find_summary(store, summary_id)
             text = summary.text if limit is None else truncate(summary.text, limit)
