@@ -177,6 +177,7 @@ def import_command(
             "messages": len(parsed.messages),
             "added": added,
             "skipped": parsed.skipped,
+            "unknown_blocks": parsed.unknown_blocks,
             "store_messages": len(store),
         }
     if as_json:
@@ -186,6 +187,9 @@ def import_command(
         f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
         f"({report['store_messages']} in the store)"
     )
+    if parsed.unknown_blocks:  # kept verbatim, rendered by the loud default rule: say so
+        kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
+        click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)
     if parsed.skipped:
         click.echo(f"skipped {parsed.skipped} malformed lines:", err=True)
         for problem in parsed.problems:  # every skipped line, named: --lenient loses nothing silently
@@ -458,6 +462,7 @@ def run(
         "format": result.transcript.format,
         "messages": compiled.total_messages,
         "skipped": result.transcript.skipped,
+        "unknown_blocks": result.transcript.unknown_blocks,
         "tokens_before": result.tokens_before,
         "tokens_after": compiled.tokens,
         "budget": compiled.budget,

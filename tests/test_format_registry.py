@@ -40,6 +40,9 @@ SAMPLES: dict[str, list[Path]] = {
     "gemini-cli": [FORMAT_DATA / "gemini-cli__stream-json-tool-session.jsonl"],
     "craft-agents": [FORMAT_DATA / "craft-agents__session.jsonl"],
     "inspect-ai": [FORMAT_DATA / "inspect-ai__log_images.json", FORMAT_DATA / "inspect-ai__browser.json"],
+    "openai-responses": [FORMAT_DATA / "openai-responses__agent-input-items.json"],
+    "langchain": [FORMAT_DATA / "langchain__messages_to_dict.json", FORMAT_DATA / "langgraph__state_dumpd.json"],
+    "cline": [FORMAT_DATA / "cline__api_conversation_history.json"],
 }
 GENERIC = ("anthropic", "openai")
 

@@ -3,17 +3,20 @@
 Each format lives in its own module whose docstring describes the source format and the
 mapping to :class:`~compaction.blocks.Message`:
 
-================  ============================================================
-``openai``        OpenAI Chat Completions messages (JSON array, ``{"messages"}``, JSONL)
-``anthropic``     Anthropic Messages (same containers; top-level ``system``)
-``pi``            pi coding-agent session JSONL (tree-shaped; active branch)
-``claude-code``   Claude Code session JSONL (split assistant lines joined)
-``codex``         Codex CLI rollout JSONL (``response_item`` records)
-``agent-tars``    Agent TARS event stream (JSON array of events)
-``swe-agent``     SWE-agent ``.traj`` (``history`` of Chat Completions messages)
-``openhands``     OpenHands evaluation ``output.jsonl`` (runs concatenated)
-``aider``         aider ``.aider.chat.history.md``
-================  ============================================================
+======================  ============================================================
+``openai``              OpenAI Chat Completions messages (JSON array, ``{"messages"}``, JSONL)
+``anthropic``           Anthropic Messages (same containers; top-level ``system``)
+``pi``                  pi coding-agent session JSONL (tree-shaped; active branch)
+``claude-code``         Claude Code session JSONL (split assistant lines joined)
+``codex``               Codex CLI rollout JSONL (``response_item`` records)
+``agent-tars``          Agent TARS event stream (JSON array of events)
+``swe-agent``           SWE-agent ``.traj`` (``history`` of Chat Completions messages)
+``openhands``           OpenHands evaluation ``output.jsonl`` (runs concatenated)
+``aider``               aider ``.aider.chat.history.md``
+``openai-responses``    OpenAI Responses API input items (array, request body, JSONL)
+``langchain``           LangChain / LangGraph message dumps (three serialized shapes)
+``cline``               Cline / Roo Code ``api_conversation_history.json``
+======================  ============================================================
 
 Each module also offers ``FORMAT``, a :class:`TranscriptFormat`: its name, a priority and a
 sniffer that recognises the format from the content.  ``_registry`` lists the modules;
@@ -47,7 +50,7 @@ from typing import Any
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, UnknownFormat, found
 from . import anthropic, openai
-from ._common import Context, Draft, Item, finish
+from ._common import Context, Draft, Item, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
 from ._sniff import TranscriptFormat
 
@@ -59,6 +62,7 @@ __all__ = [
     "detect_format",
     "load_transcript",
     "parse_messages",
+    "unknown_block_counts",
 ]
 
 _HEAD_BYTES = 64 * 1024
@@ -109,12 +113,16 @@ class ParsedTranscript:
         format: the format name used (one of :data:`FORMATS`).
         skipped: malformed lines or messages skipped (only under ``lenient=True``).
         problems: one ``"path:line: what is wrong"`` line per skipped item.
+        unknown_blocks: how many blocks of each type no request format knows were imported
+            (kept verbatim, rendered by the loud default rule), largest count first; empty
+            when there are none.
     """
 
     messages: list[Message]
     format: str
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
+    unknown_blocks: dict[str, int] = field(default_factory=dict)
 
 
 def _decode(data: bytes, path: str | None) -> str:
@@ -196,7 +204,11 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     if chosen is not None and not messages:
         raise _nothing_read(chosen, data, text, ctx)
     return ParsedTranscript(
-        messages=messages, format=transcript_format.name, skipped=ctx.skipped, problems=ctx.problems
+        messages=messages,
+        format=transcript_format.name,
+        skipped=ctx.skipped,
+        problems=ctx.problems,
+        unknown_blocks=unknown_block_counts(messages),
     )
 
 

@@ -23,7 +23,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..blocks import MAX_BLOCK_DEPTH, MAX_JSON_DEPTH, Block, Message, json_depth, validate_block
+from ..blocks import (
+    KNOWN_BLOCK_TYPES,
+    MAX_BLOCK_DEPTH,
+    MAX_JSON_DEPTH,
+    Block,
+    Message,
+    json_depth,
+    validate_block,
+)
 from ..errors import ImageError, InvalidMessage, InvalidTranscript
 from ..imageinfo import info_from_block
 
@@ -44,6 +52,7 @@ __all__ = [
     "tool_result",
     "tool_use",
     "uniquify_tool_ids",
+    "unknown_block_counts",
 ]
 
 
@@ -414,3 +423,31 @@ def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
         Message(role=draft.role, content=tuple(draft.content), source_id=draft.source_id, meta=draft.meta)
         for draft in valid
     ]
+
+
+#: Block types the parsers make on purpose beside the known ones: the request formats drop
+#: them by rule (``dropped_block_types``), so they are no unknown content.
+_HANDLED_BLOCK_TYPES = KNOWN_BLOCK_TYPES | {"encrypted_reasoning"}
+
+
+def unknown_block_counts(messages: Iterable[Message]) -> dict[str, int]:
+    """Return how many blocks of each unknown type ``messages`` hold, tool-result contents included.
+
+    An unknown block is one whose type is none of :data:`~compaction.blocks.KNOWN_BLOCK_TYPES`
+    (nor ``encrypted_reasoning``, which every request format drops by rule): it is kept
+    verbatim and rendered by the loud default rule, so the import reports it.  The counts are
+    ordered by count (largest first), then type.
+    """
+    counts: dict[str, int] = {}
+    stack: list[Any] = [block for message in messages for block in message.content]
+    while stack:
+        block = stack.pop()
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            stack.extend(block["content"])
+        elif kind not in _HANDLED_BLOCK_TYPES:
+            name = kind if isinstance(kind, str) else repr(kind)
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))

@@ -38,6 +38,9 @@ _MODULES = (
     "gemini_cli",
     "inspect_ai",
     "craft_agents",
+    "openai_responses",
+    "langchain",
+    "cline",
 )
 
 

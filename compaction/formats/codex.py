@@ -38,12 +38,12 @@ from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments, too
 from ._sniff import Sample, TranscriptFormat
 from .openai import content_parts
 
-__all__ = ["FORMAT", "NAME", "parse", "sniff"]
+__all__ = ["FORMAT", "NAME", "call_block", "output_block", "parse", "reasoning_blocks", "sniff"]
 
 NAME = "codex"
 
-_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
-_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 _RECORDS = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
 
 
@@ -54,7 +54,8 @@ def _call_id(item: dict[str, Any]) -> str:
     return call_id
 
 
-def _reasoning(item: dict[str, Any]) -> list[Block]:
+def reasoning_blocks(item: dict[str, Any]) -> list[Block]:
+    """Return a ``reasoning`` item as ``thinking`` blocks and an ``encrypted_reasoning`` block."""
     blocks: list[Block] = []
     for key in ("summary", "content"):
         parts = item.get(key) or []
@@ -70,7 +71,8 @@ def _reasoning(item: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-def _tool_use(item: dict[str, Any]) -> Block:
+def call_block(item: dict[str, Any]) -> Block:
+    """Return a ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` item as a ``tool_use`` block."""
     kind = item["type"]
     if kind == "function_call":
         name, tool_input = item.get("name"), parse_arguments(item.get("arguments"))
@@ -85,7 +87,8 @@ def _tool_use(item: dict[str, Any]) -> Block:
     return tool_use(_call_id(item), name, tool_input)
 
 
-def _tool_result(item: dict[str, Any]) -> Block:
+def output_block(item: dict[str, Any]) -> Block:
+    """Return a ``*_call_output`` item as a ``tool_result`` block."""
     output = item.get("output")
     if isinstance(output, dict) and "content" in output:
         output = output["content"]
@@ -131,11 +134,11 @@ def parse(text: str, ctx: Context) -> list[Draft]:
                     )
                 draft = Draft("user" if role == "user" else "system", content_parts(payload.get("content")))
             elif item_type == "reasoning":
-                blocks = _reasoning(payload)
-            elif item_type in _CALLS:
-                blocks = [_tool_use(payload)]
-            elif item_type in _OUTPUTS:
-                draft = Draft("user", [_tool_result(payload)])
+                blocks = reasoning_blocks(payload)
+            elif item_type in CALLS:
+                blocks = [call_block(payload)]
+            elif item_type in OUTPUTS:
+                draft = Draft("user", [output_block(payload)])
             else:
                 continue
         except Malformed as err:
