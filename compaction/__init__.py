@@ -34,6 +34,7 @@ from .errors import (
     UnknownFormat,
 )
 from .formats import load_transcript
+from .loop import append_anthropic, append_openai, append_responses
 from .pipeline import RunResult, compress_and_compile, run_pipeline
 from .policy import ImageSettings
 from .recipe import Recipe, load_recipe
@@ -56,6 +57,9 @@ __all__ = [
     "compress_and_compile",
     "RunResult",
     "load_transcript",
+    "append_openai",
+    "append_anthropic",
+    "append_responses",
     "ImageSettings",
     "ExtractiveSummarizer",
     "GatedRequest",

@@ -33,6 +33,9 @@ from compaction import (
     RecipeError,
     Store,
     StoreError,
+    append_anthropic,
+    append_openai,
+    append_responses,
     compile_request,
     compress_and_compile,
     count_text,
@@ -271,6 +274,13 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
     "Compactor": (_compactor, {"recipe": Recipe(), "summarizer": _Quiet()}, set()),
     "Compactor.tick": (_ticked, {"keep_tail_tokens": 0, "close_tail": False, "progress": None}, set()),
     "load_transcript": (load_transcript, {"path": TRANSCRIPT, "format": None, "lenient": False}, {"path"}),
+    "append_openai": (_on_store(append_openai), {"messages": [{"role": "user", "content": "hi"}]}, set()),
+    "append_anthropic": (
+        _on_store(append_anthropic),
+        {"messages": [{"role": "user", "content": "hi"}], "system": "Be brief."},
+        set(),
+    ),
+    "append_responses": (_on_store(append_responses), {"items": [{"role": "user", "content": "hi"}]}, set()),
     "ImageSettings": (
         ImageSettings,
         {"policy": "live", "max_images": None, "max_bytes": None, "assumed_url_image_bytes": 1_000_000},
