@@ -294,7 +294,8 @@ def plan_compile(
             least = _least_masking(plan, masked, cut, system, tool_tokens)
             attempts = [least, *((masked, c) for c in masked_fitting), *attempts]
         if not masked_fitting:
-            smallest = (masked, masked_candidates[0])
+            if masked_candidates[0][2] < smallest[1][2]:  # name the smaller of the two renderings
+                smallest = (masked, masked_candidates[0])
     if not attempts:
         shortest_plan, (cut, cover, total) = smallest
         return CompilePlan(None, _shortfall(shortest_plan, system, tool_tokens, cut, cover, total))

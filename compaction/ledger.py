@@ -169,7 +169,9 @@ def head_tail(text: str, cap: int, encoding: str, seq: int) -> str:
 
 
 def _entry(ask: Ask, shown: str) -> str:
-    return f"[Message {ask.seq}] {shown}"
+    """Return one ledger entry: ``[Message N]`` at the start of a line, the ask's own lines
+    indented, so no ask can forge an entry or a note of the ledger."""
+    return f"[Message {ask.seq}] " + "\n  ".join(shown.split("\n"))
 
 
 def _short(ask: Ask, encoding: str) -> str:
@@ -212,10 +214,11 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
                 f"[{len(left)} older asks ({_seq_range(left)}) are left out of this list: it would pass its share "
                 f"of the token budget; the summaries below cover them]"
             )
-        if shortened:
+        cut_short = [asks[i] for i in range(n_left_out, n_left_out + n_short) if short[i] != whole[i]]
+        if cut_short:
             lines.append(
-                f"[The asks in {_seq_range(shortened)} are shortened to their first words to keep this list within "
-                f"its share of the token budget; the summaries below cover them]"
+                f"[{len(cut_short)} of the asks in {_seq_range(shortened)} are shortened to their first words "
+                f"(marked […]) to keep this list within its share of the token budget; the summaries below cover them]"
             )
         lines.extend(short[n_left_out : n_left_out + n_short])
         lines.extend(whole[n_left_out + n_short :])

@@ -37,6 +37,7 @@ _EXIT = re.compile(r"(?i)\b(?:exit(?:ed with)?(?: code|_code| status)?[:= ]\s*|r
 _FIRST_LINE_CHARS = 120
 _HEAD_CHARS = 65_536
 _ARGUMENT_CHARS = 80
+_NAME_CHARS = 60
 
 
 def tool_calls(messages: Iterable[Message]) -> dict[str, tuple[str, Any]]:
@@ -75,21 +76,27 @@ def _output_parts(content: Any) -> tuple[str, int]:
     return "\n".join(texts), images
 
 
+def _one_line(value: str, limit: int) -> str:
+    """Return ``value`` on one line, its image data URIs named, cut to ``limit`` characters."""
+    shown = " ".join(DATA_URI_RE.sub("[image data URI]", value[: 4 * limit + 4096]).split())
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    # A cut may leave the head of a URI the pattern no longer sees whole: name it too.
+    return shown.replace(";base64,", ";base64…") if "data:" in shown else shown
+
+
 def _key_argument(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit
             return ""
     if not isinstance(arguments, Mapping):
         return ""
     for key in KEY_ARGUMENTS:
         value = arguments.get(key)
         if isinstance(value, str) and value.strip():
-            shown = " ".join(value.split())
-            if len(shown) > _ARGUMENT_CHARS:
-                shown = shown[: _ARGUMENT_CHARS - 1] + "…"
-            return f" {key}={shown!r}"
+            return f" {key}={_one_line(value, _ARGUMENT_CHARS)!r}"
     return ""
 
 
@@ -122,10 +129,8 @@ def masked_placeholder(
         parts.append(f"{images} image{'s' if images > 1 else ''}")
     head = text[:_HEAD_CHARS]  # the first line is near the start; a 10 MB output is not split whole
     lines_of = (DATA_URI_RE.sub("[image data URI]", line).strip() for line in head.splitlines())
-    first = next((line for line in lines_of if line), "")
-    if len(first) > _FIRST_LINE_CHARS:
-        first = first[: _FIRST_LINE_CHARS - 1] + "…"
-    call = f"{name or 'tool'}{_key_argument(arguments)}"
+    first = _one_line(next((line for line in lines_of if line), ""), _FIRST_LINE_CHARS)
+    call = f"{_one_line(name, _NAME_CHARS) if name else 'tool'}{_key_argument(arguments)}"
     where = f"; message {seq} holds it whole" if seq is not None else "; the store holds it whole"
     shown_first = f"; first line: {json.dumps(first, ensure_ascii=False)}" if first else ""
     return f"[tool output masked to save context: {call} {', '.join(parts)}{shown_first}{where}]"
@@ -140,8 +145,8 @@ def mask_blocks(
 ) -> tuple[Block, ...] | None:
     """Return ``blocks`` with each long ``tool_result`` masked, or ``None`` when none is.
 
-    A result is masked when its tool is not in ``never_mask`` and it holds an image or at
-    least :data:`MIN_MASKED_CHARS` characters of text.  The block keeps its type, its
+    A result is masked when its tool is not in ``never_mask`` and it holds an image, or
+    at least :data:`MIN_MASKED_CHARS` characters of text and more than its placeholder.  The block keeps its type, its
     ``tool_use_id`` and its ``is_error``; its content becomes the placeholder text.
     Every other block is returned as it is (the same object).
     """
@@ -161,6 +166,9 @@ def mask_blocks(
         placeholder = masked_placeholder(
             text, images, name=name, arguments=arguments, is_error=bool(block.get("is_error")), seq=seq
         )
+        if not images and len(placeholder) >= len(text):
+            out.append(block)  # the placeholder would not be shorter than what it stands for
+            continue
         out.append({**block, "content": placeholder})
         changed = True
     return tuple(out) if changed else None

@@ -98,6 +98,8 @@ class OpenAIChat(RequestFormat):
         # must follow it directly, and a user turn's tool messages come before its other parts.
         merged: list[tuple[str, list[Block]]] = []
         for role, blocks in messages:
+            if blocks_were_all_dropped(blocks, self.dropped_block_types):
+                blocks = (DROPPED_STAND_IN,)  # counted so; it must ship so, even merged into a turn
             if role in ("assistant", "user") and merged and merged[-1][0] == role:
                 merged[-1][1].extend(blocks)
             else:
@@ -117,6 +119,8 @@ class OpenAIChat(RequestFormat):
         parts: list[dict[str, Any]] = []
         for block in blocks:
             kind = block.get("type")
+            if kind in OpenAIChat.dropped_block_types:
+                continue  # not carried, not counted (see dropped_block_types)
             if kind == "tool_result":
                 text, images = tool_result_parts(block.get("content", ""))
                 if block.get("is_error"):

@@ -143,7 +143,7 @@ def _decoded_input(block: Block) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit
             return {"input": value}
     return value if isinstance(value, dict) else {"input": value}
 
