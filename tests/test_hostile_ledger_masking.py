@@ -1,4 +1,4 @@
-"""Defects found by attacking the ask ledger, observation masking and per-format counting.
+"""Hostile inputs against the ask ledger, observation masking and per-format counts (each a defect found by attack, now fixed)."""
 
 Each test fails on the engine as found and passes once the defect is fixed; each is small.
 """
