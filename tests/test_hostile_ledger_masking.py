@@ -1,4 +1,4 @@
-"""Hostile inputs against the ask ledger, observation masking and per-format counts (each a defect found by attack, now fixed)."""
+"""Hostile inputs against the ask ledger, observation masking and per-format counts.
 
 Each test fails on the engine as found and passes once the defect is fixed; each is small.
 """
