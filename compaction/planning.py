@@ -10,6 +10,7 @@ gate counts it.  :mod:`compaction.compile` chooses among the candidates it price
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 
 from .blocks import Block, Message
@@ -54,6 +55,29 @@ def summary_block(summary: StoredSummary) -> Block:
     }
 
 
+_MaskedCache = dict[int, "tuple[tuple[Block, ...], int] | None"]
+_MASKED: weakref.WeakKeyDictionary[object, dict[tuple[object, ...], _MaskedCache]] = weakref.WeakKeyDictionary()
+_MASKED_LIMIT = 65_536
+
+
+def _masked_cache(store: HistoryStore, key: tuple[object, ...]) -> _MaskedCache:
+    """Return the masked renderings made for ``store`` under ``key`` (kept per store object).
+
+    Stored messages never change, so a message masked for one turn's compile is the same on
+    every later turn: between compaction events each turn reuses them instead of reading and
+    masking the whole masked stretch again.  A store that cannot be weakly referenced gets a
+    fresh cache each time; a cache past :data:`_MASKED_LIMIT` entries starts over.
+    """
+    try:
+        per_store = _MASKED.setdefault(store, {})
+    except TypeError:
+        return {}
+    cache = per_store.setdefault(key, {})
+    if len(cache) > _MASKED_LIMIT:
+        cache.clear()
+    return cache
+
+
 class MaskedView:
     """The masked rendering of stored messages, read once and shared by the planners of one compile.
 
@@ -74,7 +98,7 @@ class MaskedView:
         self.never_mask = tuple(never_mask)
         self.dropped = fmt.dropped_block_types if fmt is not None else frozenset()
         self._messages: dict[int, Message] = {}
-        self._masked: dict[int, tuple[tuple[Block, ...], int] | None] = {}
+        self._masked = _masked_cache(store, (encoding, self.never_mask, self.dropped))
 
     def message(self, seq: int) -> Message:
         """Return the stored message ``seq`` (read with its page)."""
