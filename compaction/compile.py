@@ -32,6 +32,7 @@ from .planning import (
     keep_boundary,
     live_image_settings,
     refine_cover,
+    stored_messages,
     summary_block,
 )
 from .policy import Decision
@@ -439,7 +440,7 @@ def _emit(
         messages.append(("user", tuple(blocks)))
         hints.append(plan.summary_message_cost(cover))
     masked: list[int] = []
-    for message in store.messages(cut, plan.n):
+    for message in stored_messages(store, cut, plan.n):
         if message.role == "system":
             continue
         seq = message.seq

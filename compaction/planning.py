@@ -55,6 +55,48 @@ def summary_block(summary: StoredSummary) -> Block:
     }
 
 
+_MESSAGES: weakref.WeakKeyDictionary[object, dict[int, Message]] = weakref.WeakKeyDictionary()
+_MESSAGES_LIMIT = 32_768
+
+
+def stored_messages(store: HistoryStore, start: int, end: int) -> list[Message]:
+    """Return the stored messages ``[start, end)``, read once per store object and kept.
+
+    Between compaction events every turn shows the same live window plus a little, so
+    reading (and JSON-decoding) it again on every turn is most of a turn's cost.  Stored
+    messages never change, except that an import may complete the newest stored message
+    (a transcript snapshot cut inside it), so the newest one is never kept.  A store that
+    cannot be weakly referenced is read every time; the cache starts over past
+    :data:`_MESSAGES_LIMIT` messages.
+    """
+    try:
+        cache = _MESSAGES.setdefault(store, {})
+    except TypeError:
+        return store.messages(start, end)
+    if len(cache) > _MESSAGES_LIMIT:
+        cache.clear()
+    out: list[Message] = []
+    position = start
+    while position < end:
+        if position in cache:
+            out.append(cache[position])
+            position += 1
+            continue
+        stop = position
+        while stop < end and stop not in cache:
+            stop += 1
+        read = store.messages(position, stop)
+        newest = store.next_seq() - 1
+        for offset, message in enumerate(read):
+            if position + offset < newest:
+                cache[position + offset] = message
+        out.extend(read)
+        if len(read) < stop - position:  # the store holds fewer messages than asked for
+            break
+        position = stop
+    return out
+
+
 _MaskedCache = dict[int, "tuple[tuple[Block, ...], int] | None"]
 _MASKED: weakref.WeakKeyDictionary[object, dict[tuple[object, ...], _MaskedCache]] = weakref.WeakKeyDictionary()
 _MASKED_LIMIT = 65_536
@@ -106,7 +148,7 @@ class MaskedView:
             start = max(0, seq - self.PAGE + 1)
             while start in self._messages and start < seq:
                 start += 1
-            for offset, message in enumerate(self.store.messages(start, seq + 1)):
+            for offset, message in enumerate(stored_messages(self.store, start, seq + 1)):
                 self._messages.setdefault(start + offset, message)
         return self._messages[seq]
 
