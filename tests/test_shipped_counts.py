@@ -164,3 +164,30 @@ def test_compile_for_openai_neither_counts_nor_ships_thinking_and_plan_equals_ga
     shipped = store.facts(0, 3, encoding="o200k_base", dropped=frozenset({"thinking", "redacted_thinking"}))
     assert [f.text_tokens for f in shipped][0::2] == [f.text_tokens for f in plain][0::2]
     assert shipped[1].text_tokens < plain[1].text_tokens - 350
+
+
+def test_anthropic_ships_a_block_type_it_does_not_know_as_counted_loud_text() -> None:
+    """Another provider's block (an OpenAI ``web_search_call``) would make Anthropic refuse the request."""
+    from compaction import Message, Recipe, Store, compile_request
+    from compaction.outputs.anthropic_messages import AnthropicMessages
+
+    store = Store(":memory:")
+    store.append(
+        [
+            Message("user", ({"type": "text", "text": "search the docs"},)),
+            Message(
+                "assistant",
+                ({"type": "web_search_call", "id": "ws_1", "status": "completed"}, {"type": "text", "text": "found it"}),
+            ),
+            Message("user", ({"type": "text", "text": "thanks"},)),
+        ]
+    )
+    compiled = compile_request(store, Recipe(budget_tokens=5000, output_format="anthropic"))
+    body = compiled.request.body()
+    assistant = body["messages"][1]["content"]
+    assert [b["type"] for b in assistant] == ["text", "text"]
+    assert assistant[0]["text"].startswith("[content block of type 'web_search_call' not supported by this format:")
+    assert compiled.planned_tokens == compiled.tokens
+    assert AnthropicMessages().grammar_problems(
+        {"messages": [{"role": "user", "content": [{"type": "web_search_call"}]}]}
+    ) == ["message 0: block types Anthropic does not take: web_search_call"]

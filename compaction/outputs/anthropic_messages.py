@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..blocks import canonical_json
+from ..blocks import canonical_json, unknown_block_text
 from ..tokens.counting import DROPPED_STAND_IN, blocks_text_tokens, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
@@ -33,10 +33,27 @@ CACHE_CONTROL = {"type": "ephemeral"}
 UNSIGNED_THINKING = "[earlier reasoning, not signed, sent as text] "
 
 
+#: Content block types the Anthropic Messages API takes in a request (its own server-tool
+#: blocks included, which Claude Code transcripts carry); any other type ships as loud text.
+ANTHROPIC_BLOCK_TYPES = frozenset(
+    {
+        "text", "image", "document", "search_result", "tool_use", "tool_result", "thinking",
+        "redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+        "code_execution_tool_result", "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload",
+    }
+)  # fmt: skip
+
+
 def _sendable(block: dict[str, Any]) -> dict[str, Any]:
-    """Return ``block`` as Anthropic accepts it: an unsigned thinking block becomes loud text."""
-    if block.get("type") == "thinking" and not block.get("signature"):
+    """Return ``block`` as Anthropic accepts it: an unsigned thinking block becomes loud text, and
+    so does a block of a type Anthropic does not know (another provider's ``web_search_call``,
+    a converted trajectory's ``tool_call``), counted as that text."""
+    kind = block.get("type")
+    if kind == "thinking" and not block.get("signature"):
         return {"type": "text", "text": UNSIGNED_THINKING + str(block.get("thinking", ""))}
+    if kind not in ANTHROPIC_BLOCK_TYPES:
+        return {"type": "text", "text": unknown_block_text(block)}
     return block
 
 
@@ -121,6 +138,9 @@ class AnthropicMessages(RequestFormat):
             if index and messages[index - 1].get("role") == role:
                 problems.append(f"message {index}: two {role} turns in a row")
             kinds = [b.get("type") for b in content]
+            unknown = sorted({str(k) for k in kinds if k not in ANTHROPIC_BLOCK_TYPES})
+            if unknown:
+                problems.append(f"message {index}: block types Anthropic does not take: {', '.join(unknown)}")
             if not content:
                 problems.append(f"message {index}: an empty {role} turn")
             if role == "user":
