@@ -27,8 +27,7 @@ from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
 from .pipeline import caption_before_compile, compress_and_compile, import_transcript, run_pipeline
 from .recipe import Recipe, load_recipe
-from .store import HistoryStore, describe_sqlite_error
-from .store.factory import compaction_claim, open_store
+from .store import HistoryStore, compaction_claim, describe_sqlite_error, open_store
 from .summarizers._focus import focus_text
 from .summarizers.factory import summarizer_from_recipe
 from .tools import parse_tools_json
