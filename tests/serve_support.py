@@ -143,3 +143,162 @@ def make_app(tmp_path: Path, upstream: MockUpstream | None = None, **options: An
     """The app over ``upstream`` (a :class:`MockUpstream`), or over the network when ``None``."""
     transport = upstream.transport() if upstream is not None else None
     return create_app(settings(tmp_path, **options), transport=transport)
+
+
+class RecordingUpstream:
+    """A loopback upstream speaking both APIs that records every request body it receives.
+
+    ``POST /v1/chat/completions`` and ``POST /v1/messages`` answer in the API's shape, whole or
+    as SSE when the body says ``stream: true`` (OpenAI usage only with
+    ``stream_options.include_usage``).  The answer is a tool call (``bash``, id
+    ``call_<n>`` / ``toolu_<n>``) when the newest user text ends with ``[tool]``, else the text
+    ``ack: <the newest user text's last paragraph, last 60 characters>``, so each answer names its own
+    conversation (a compiled request may put summaries ahead of the newest ask in one message).  :attr:`received` holds ``(path, body)`` in arrival order.
+    """
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._calls = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer._lock:
+                    outer.received.append((self.path, body))
+                    outer._calls += 1
+                    number = outer._calls
+                api = "anthropic" if self.path.endswith("/messages") else "openai"
+                stream = body.get("stream") is True
+                payload = outer.answer(api, body, number, stream)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> RecordingUpstream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def newest_user_text(api: str, body: dict[str, Any]) -> str:
+        """The text of the newest user message of a request body, its text parts joined by blank lines."""
+        for message in reversed(body.get("messages") or []):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+            if texts:
+                return "\n\n".join(texts)
+            if api == "openai":
+                return ""
+        return ""
+
+    def answer(self, api: str, body: dict[str, Any], number: int, stream: bool) -> bytes:
+        """The answer to one request, JSON or SSE bytes."""
+        ask = self.newest_user_text(api, body).rsplit("\n\n", 1)[-1]  # the ask, after any summaries
+        tool = ask.endswith("[tool]")
+        text = "" if tool else f"ack: {ask[-60:]}"
+        args = {"cmd": f"echo {number}"}
+        if api == "openai":
+            return _openai_bytes(text, f"call_{number}" if tool else None, args, body, stream)
+        return _anthropic_bytes(text, f"toolu_{number}" if tool else None, args, stream)
+
+
+def _sse_bytes(events: list[tuple[str | None, Any]]) -> bytes:
+    out = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        out.append(f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n")
+    return "".join(out).encode()
+
+
+def _openai_bytes(text: str, call: str | None, args: dict[str, Any], body: dict[str, Any], stream: bool) -> bytes:
+    usage = {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}
+    calls = [{"id": call, "type": "function", "function": {"name": "bash", "arguments": json.dumps(args)}}] if call else None
+    finish = "tool_calls" if call else "stop"
+    if not stream:
+        answer = openai_answer(text, tool_calls=calls)
+        answer["choices"][0]["finish_reason"] = finish
+        if call:
+            answer["choices"][0]["message"]["content"] = None
+        return json.dumps(answer).encode()
+    head = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o"}
+    events: list[tuple[str | None, Any]] = [(None, {**head, "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": text[:5]}, "finish_reason": None}]})]
+    if text[5:]:
+        events.append((None, {**head, "choices": [{"index": 0, "delta": {"content": text[5:]}, "finish_reason": None}]}))
+    if call:
+        arguments = json.dumps(args)
+        events.append((None, {**head, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+            {"index": 0, "id": call, "type": "function", "function": {"name": "bash", "arguments": arguments[:6]}}]}}]}))
+        events.append((None, {**head, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": arguments[6:]}}]}}]}))
+    events.append((None, {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append((None, {**head, "choices": [], "usage": usage}))
+    events.append((None, "[DONE]"))
+    return _sse_bytes(events)
+
+
+def _anthropic_bytes(text: str, call: str | None, args: dict[str, Any], stream: bool) -> bytes:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if call:
+        content.append({"type": "tool_use", "id": call, "name": "bash", "input": args})
+    if not stream:
+        answer = anthropic_answer(content)
+        answer["stop_reason"] = "tool_use" if call else "end_turn"
+        return json.dumps(answer).encode()
+    start = {"id": "msg_s", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5",
+             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}}
+    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            for piece in (block["text"][:5], block["text"][5:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "text_delta", "text": piece}}))
+        else:
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": "bash", "input": {}}}))
+            arguments = json.dumps(block["input"])
+            for piece in (arguments[:6], arguments[6:]):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta", "usage": {"output_tokens": 5},
+                                     "delta": {"stop_reason": "tool_use" if call else "end_turn", "stop_sequence": None}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return _sse_bytes(events)
+
+
+@contextmanager
+def served_app(store_dir: Path, upstream: str, *, budget: int | None = None, recipe: Recipe | None = None) -> Iterator[str]:
+    """The proxy over ``upstream`` under uvicorn on loopback; yields its base URL (``.../v1``)."""
+    app = create_app(ServeSettings(upstream=upstream, store_dir=store_dir, recipe=recipe or Recipe(), budget=budget))
+    with live_server(app) as base:
+        yield base
