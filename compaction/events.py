@@ -41,7 +41,7 @@ from .compile import (
 )
 from .errors import OverBudget
 from .recipe import Recipe
-from .store import HistoryStore
+from .store import HistoryStore, compaction_claim
 from .summarizers.base import Summarizer
 
 __all__ = ["Frame", "latest_frame", "compact_to", "compile_in_events", "compile_current", "still_over"]
@@ -275,18 +275,54 @@ def compile_in_events(
     """
     budget = require_budget(recipe.budget_tokens)
     high = min(budget, recipe.high_water_tokens or budget)
+    done = _append_only(store, recipe, budget, high, tools)
+    if done is not None:
+        return done, []
+    # One worker compacts a store at a time (a PostgreSQL store's claim; SQLite needs none):
+    # a worker that waited finds the other's event and appends to it instead.
+    with compaction_claim(store):
+        done = _append_only(store, recipe, budget, high, tools)
+        if done is not None:
+            return done, []
+        return _event(store, recipe, summarizer, budget, high, progress, tools)
+
+
+def _append_only(
+    store: HistoryStore, recipe: Recipe, budget: int, high: int, tools: Sequence[dict[str, Any]]
+) -> CompiledRequest | None:
+    """Return the request on the current frame (or a fresh plan, adopted) when it fits ``high``, else ``None``."""
     frame = latest_frame(store)
     if frame is not None:
         plan = frame.compile(store, recipe, budget=high, tools=tools)
     else:
         plan = plan_compile(store, recipe, budget=high, tools=tools)
-    if plan.compiled is not None:
-        compiled = plan.compiled
-        if frame is None and (compiled.summaries or compiled.masked_seqs):  # adopt the shape a fresh plan found, so it holds
-            store.record_event(compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True})
-        return _at_budget(compiled, budget), []
-    assert plan.shortfall is not None
-    before = plan.shortfall.needed
+    if plan.compiled is None:
+        return None
+    compiled = plan.compiled
+    if frame is None and (compiled.summaries or compiled.masked_seqs):  # adopt the shape a fresh plan found
+        store.record_event(
+            compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True}
+        )
+    return _at_budget(compiled, budget)
+
+
+def _event(
+    store: HistoryStore,
+    recipe: Recipe,
+    summarizer: Callable[[], Summarizer],
+    budget: int,
+    high: int,
+    progress: Progress | None,
+    tools: Sequence[dict[str, Any]],
+) -> tuple[CompiledRequest, list[TickReport]]:
+    """Hold one compaction event: summarize down to the low-water mark, record the new frame."""
+    frame = latest_frame(store)
+    if frame is not None:
+        current = frame.compile(store, recipe, budget=high, tools=tools)
+    else:
+        current = plan_compile(store, recipe, budget=high, tools=tools)
+    assert current.shortfall is not None
+    before = current.shortfall.needed
     failed_before = len(store.failures())
     low = max(1, min(high, int(budget * recipe.low_water_ratio)))
     built: list[Compactor] = []

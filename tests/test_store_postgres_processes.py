@@ -228,3 +228,51 @@ def test_a_killed_writer_leaves_a_store_that_opens_with_everything_committed(tmp
     finally:
         drop_postgres_store(reference)
         drop_postgres_store(url)
+
+
+# -- two agents compacting in events ------------------------------------------------------------
+EVENTS_RECIPE = Recipe(budget_tokens=2500, chunk_target_tokens=300, merge_fanout=3)
+
+
+def events_worker(url: str, workdir: str, name: str) -> None:
+    """Append ``name``'s history a turn at a time, calling compress_and_compile after each (the agent loop)."""
+    from compaction.pipeline import compress_and_compile
+
+    work = Path(workdir)
+    (work / f"ready-{name}").touch()
+    while not (work / "go").exists():
+        time.sleep(0.005)
+    made = {"l1": 0, "merged": 0, "over": 0}
+    with open_store(url, create=False) as store:
+        for index, turn in enumerate(turns(name, 40)):
+            store.append(turn, chain_seed=f"{name}-{index}")
+            compiled, ticks = compress_and_compile(store, EVENTS_RECIPE)
+            made["over"] += compiled.tokens > 2500
+            made["l1"] += sum(t.l1_added for t in ticks)
+            made["merged"] += sum(sum(t.merged.values()) for t in ticks)
+    print(json.dumps(made))
+
+
+def test_two_agents_compacting_one_store_in_events_make_no_summary_twice(tmp_path: Path) -> None:
+    """compress_and_compile takes the store's claim for an event: a worker that waited appends to the other's."""
+    url = new_postgres_url()
+    try:
+        open_store(url).close()
+        workers = {name: _spawn("events_worker", url, str(tmp_path), name) for name in ("A", "B")}
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"ready-{n}").exists() for n in workers):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
+        results = {name: process.communicate(timeout=240) for name, process in workers.items()}
+        assert {name: p.returncode for name, p in workers.items()} == {"A": 0, "B": 0}, results
+        made = {name: json.loads(out) for name, (out, _err) in results.items()}
+        with open_store(url, create=False) as store:
+            summaries = store.summaries()
+            assert len(store) == 2 * 40 * 4
+        l1 = sum(1 for s in summaries if s.level == 1)
+        assert l1 > 0 and made["A"]["l1"] + made["B"]["l1"] == l1, f"level-1 summaries made twice: {made}, {l1}"
+        assert made["A"]["merged"] + made["B"]["merged"] == len(summaries) - l1
+        assert made["A"]["over"] == made["B"]["over"] == 0
+    finally:
+        drop_postgres_store(url)
