@@ -19,7 +19,7 @@ from .errors import ImageError, InvalidArgument, RecipeError, found
 from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
-from .store import HistoryStore, Store
+from .store import HistoryStore, open_store
 from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
@@ -235,7 +235,7 @@ def run_pipeline(
     if not isinstance(transcript, (str, Path)):
         raise InvalidArgument(f"the transcript path must be a str or a Path; found {found(transcript)}")
     require_budget(recipe.budget_tokens)
-    store = Store(store_path, encoding=recipe.encoding)
+    store = open_store(store_path, encoding=recipe.encoding)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
         compiled, ticks = compress_and_compile(
