@@ -1,7 +1,8 @@
 """``compaction serve``: an OpenAI Chat / Anthropic Messages proxy that compacts each conversation.
 
 Routes: ``POST /v1/chat/completions`` (forwarded to ``{upstream}/chat/completions``),
-``POST /v1/messages`` (to ``{upstream}/messages``), ``GET /healthz``.
+``POST /v1/messages`` (to ``{upstream}/messages``), ``GET /healthz``, ``GET /metrics``
+(Prometheus text: :mod:`.metrics`).
 
 Per request: read the body (bounded), find the conversation and append what is new
 (:mod:`.conversations`), compile with the recipe in events mode under the budget (``--budget``,
@@ -43,7 +44,8 @@ from starlette.routing import Route
 from ..blocks import Message, escape_lone_surrogates
 from ..errors import CompactionError, OverBudget, StoreError
 from ..pipeline import compress_and_compile
-from ..recipe import Recipe
+from ..recipe import Recipe, SummarizerSettings
+from ..tokens.counting import blocks_text_tokens
 from ._errors import BadRequest, ServeError, UpstreamError
 from .answers import SSEAssembler, Usage, answer_from_body, usage_from_body
 from .budget import request_budget
@@ -58,6 +60,7 @@ from .conversations import (
 )
 from .forwarding import Limits, Upstream, credentials, response_headers
 from .ledger import Ledger, RequestRecord
+from .metrics import Metrics
 
 __all__ = ["ServeSettings", "create_app", "CONVERSATION_HEADER"]
 
@@ -104,6 +107,7 @@ class _Prepared:
     body: bytes
     tokens: int
     events: int
+    tokens_in: int
 
 
 class _KeyedLocks:
@@ -170,6 +174,7 @@ class _Proxy:
         self.ledger = Ledger(Path(settings.store_dir) / "requests.sqlite")
         self.upstream = Upstream(settings.upstream, settings.limits, transport=transport)
         self.locks = _KeyedLocks()
+        self.metrics = Metrics()
 
     async def close(self) -> None:
         await self.upstream.aclose()
@@ -192,9 +197,21 @@ class _Proxy:
         recipe = self.settings.recipe.replace(**changes)
         with self.book.open(resolved.conversation) as store:
             before = len(store.events())
-            compiled, _ = compress_and_compile(store, recipe, mode="events", tools=tools)
+            try:
+                compiled, _ = compress_and_compile(store, recipe, mode="events", tools=tools)
+            except OverBudget as err:
+                if recipe.summarizer.kind == "extractive":
+                    raise
+                # the recipe's summarizer failed or could not do enough: a request is never held
+                # up by it, so this turn compacts with the offline summarizer (413 if even that fails)
+                logger.warning("conversation %s: the summarizer could not make the request fit (%s); "
+                               "compacting this turn offline", resolved.conversation, str(err)[:200])
+                offline = recipe.replace(summarizer=SummarizerSettings())
+                compiled, _ = compress_and_compile(store, offline, mode="events", tools=tools)
             events = len(store.events()) - before
-        return _Prepared(resolved, outgoing_body(body, compiled.request.payload), compiled.tokens, events)
+        new = messages[len(messages) - resolved.appended:] if resolved.appended else []
+        tokens_in = sum(blocks_text_tokens(m.content, recipe.encoding) for m in new)
+        return _Prepared(resolved, outgoing_body(body, compiled.request.payload), compiled.tokens, events, tokens_in)
 
     # -- one request ------------------------------------------------------------------------
     async def handle(self, request: Request, api: Api) -> Response:
@@ -221,6 +238,7 @@ class _Proxy:
 
     def _finish(self, record: RequestRecord) -> None:
         logger.info(record.log_line())
+        self.metrics.observe(record)
         try:
             self.ledger.add(record)
         except Exception as err:  # the ledger is bookkeeping: never fail a request over it
@@ -251,6 +269,7 @@ class _Proxy:
         return _Parsed(body, messages, conversation_id(api, messages, header_conversation(header)), budget)
 
     async def _handle(self, request: Request, api: Api, record: RequestRecord) -> Response:
+        began = time.monotonic()
         data = await self._read_body(request)
         keys = credentials(request.headers)
         header = request.headers.get(CONVERSATION_HEADER)
@@ -264,8 +283,10 @@ class _Proxy:
         resolved = prepared.resolved
         record.conversation, record.appended, record.stored = resolved.conversation, resolved.appended, resolved.stored
         record.tokens_shipped, record.events = prepared.tokens, prepared.events
+        record.tokens_in = prepared.tokens_in
 
         started = time.monotonic()
+        record.overhead_ms = (started - began) * 1000
         upstream = await self.upstream.open(_PATHS[api], request.url.query, prepared.body, request.headers)
         record.status = upstream.status_code
         headers = response_headers(upstream.headers)
@@ -355,6 +376,9 @@ def create_app(settings: ServeSettings, *, transport: httpx.AsyncBaseTransport |
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def metrics(request: Request) -> Response:
+        return Response(proxy.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -365,6 +389,7 @@ def create_app(settings: ServeSettings, *, transport: httpx.AsyncBaseTransport |
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

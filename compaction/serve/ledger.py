@@ -44,6 +44,9 @@ CREATE INDEX IF NOT EXISTS requests_conversation ON requests (conversation);
 """
 
 
+_NOT_STORED = ("tokens_in", "overhead_ms")
+
+
 @dataclass
 class RequestRecord:
     """One request as the ledger keeps it (``None``: not known, e.g. refused before compiling)."""
@@ -66,11 +69,14 @@ class RequestRecord:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    #: Not in the ledger (metrics only): tokens of the appended messages, the proxy's own time.
+    tokens_in: int | None = None
+    overhead_ms: float | None = None
 
     def log_line(self) -> str:
         """Return the one log line of this request (no text, no credentials)."""
         parts = [f"{self.api}", f"status={self.status}", f"conversation={self.conversation or '-'}"]
-        for name in ("messages_in", "appended", "tokens_shipped", "budget", "events", "input_tokens", "output_tokens"):
+        for name in ("messages_in", "appended", "tokens_in", "tokens_shipped", "budget", "events", "input_tokens", "output_tokens"):
             value = getattr(self, name)
             if value is not None:
                 parts.append(f"{name}={value}")
@@ -106,6 +112,8 @@ class Ledger:
     def add(self, record: RequestRecord) -> None:
         """Append one request's row."""
         row = asdict(record)
+        for name in _NOT_STORED:
+            del row[name]
         row["stream"] = int(record.stream)
         row["answer_recorded"] = int(record.answer_recorded)
         row["at"] = time.time()
