@@ -57,6 +57,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .asks import ask_text
 from .blocks import Block, Message
 from .captions import with_captions
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
@@ -291,6 +292,12 @@ class Compactor:
         return self._report
 
     # -- level 1 --------------------------------------------------------------------------
+    def _holds_ask(self, fact: MessageFacts) -> bool:
+        """Whether the message ``fact`` describes is a user turn holding what a person typed."""
+        if fact.role != "user" or not self.store.prompt_seqs(fact.seq, fact.seq + 1):
+            return False
+        return ask_text(self.store.messages(fact.seq, fact.seq + 1)[0]) is not None
+
     def _sizes(self, facts: Sequence[MessageFacts]) -> list[int]:
         sizes = []
         for fact in facts:
@@ -312,10 +319,11 @@ class Compactor:
             return
         sizes = self._sizes(facts)
         safe = safe_boundaries(facts)
-        # The open tail: the newest message when it is the user's prompt or an unanswered
+        # The open tail: the newest message when it is the user's prompt (also one that
+        # answers calls and then asks, as Anthropic-shaped agents write it) or an unanswered
         # call, anything after the last safe boundary, and keep_tail_tokens of the newest.
         limit = len(facts)
-        if facts[-1].is_prompt or facts[-1].tool_uses:
+        if facts[-1].is_prompt or facts[-1].tool_uses or self._holds_ask(facts[-1]):
             limit -= 1
         tail = sum(sizes[limit:])
         while limit > 0 and (not safe[limit] or tail < keep_tail_tokens):

@@ -66,3 +66,44 @@ def test_summaries_that_do_not_shrink_the_request_stop_with_a_clear_error() -> N
             compress_and_compile(store, recipe, summarizer=_Verbose())
         assert caught.value.budget == 300 and caught.value.needed > 300
         assert store.messages() == before  # the store keeps every message
+
+
+@pytest.mark.parametrize("mode", ["events", "replan"])
+def test_a_newest_turn_that_answers_calls_and_then_asks_stays_raw(mode: str) -> None:
+    """Anthropic-shaped agents put the results and the next ask in one user turn: it is the prompt."""
+    with Store(":memory:") as store:
+        for turn in range(30):
+            store.append(
+                [
+                    Message(
+                        "user",
+                        (
+                            {"type": "tool_result", "tool_use_id": f"c{turn - 1}", "content": "ok " * 40},
+                            {"type": "text", "text": f"ask {turn}: now refactor module {turn}"},
+                        )
+                        if turn
+                        else ({"type": "text", "text": "ask 0: start the refactor"},),
+                    ),
+                    Message(
+                        "assistant",
+                        ({"type": "tool_use", "id": f"c{turn}", "name": "bash", "input": {"cmd": f"step {turn}"}},),
+                    ),
+                ]
+            )
+        store.append(
+            [
+                Message(
+                    "user",
+                    (
+                        {"type": "tool_result", "tool_use_id": "c29", "content": "ok " * 40},
+                        {"type": "text", "text": "ask 30: and the last one"},
+                    ),
+                )
+            ]
+        )
+        recipe = Recipe(budget_tokens=1200, chunk_target_tokens=200, output_format="anthropic")
+        compiled, ticks = compress_and_compile(store, recipe, mode=mode)  # type: ignore[arg-type]
+        assert ticks and compiled.summaries
+        assert compiled.live_start < store.next_seq() - 1
+        last = compiled.request.body()["messages"][-1]["content"]
+        assert [b["type"] for b in last] == ["tool_result", "text"] and last[1]["text"] == "ask 30: and the last one"
