@@ -594,9 +594,10 @@ from .bench_cli import bench_command  # noqa: E402  (it imports this module lazi
 
 main.add_command(bench_command)
 
-from .serve.command import serve_command  # noqa: E402  (imports Starlette only when it runs)
+from .serve.command import serve_command, serve_stats_command  # noqa: E402  (imports Starlette only when it runs)
 
 main.add_command(serve_command)
+main.add_command(serve_stats_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["serve_command"]
+__all__ = ["serve_command", "serve_stats_command"]
 
 
 @click.command("serve")
@@ -41,3 +41,27 @@ def serve_command(
         recipe = _recipe(recipe_path)
         run_server(upstream=upstream, store_dir=store_dir, host=host, port=port, recipe=recipe, budget=budget,
                    timeout_seconds=timeout_seconds)
+
+
+@click.command("serve-stats")
+@click.argument("store_dir", type=click.Path(file_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="Print a JSON list, one object per conversation.")
+def serve_stats_command(store_dir: str, json_out: bool) -> None:
+    """List the conversations of a compaction serve --store-dir.
+
+    One line per conversation: its id, messages, summaries, compaction events, requests and
+    when it was last used (UTC).  Reads only; safe beside a running proxy.
+    """
+    import json
+
+    from ..cli import _errors
+    from .stats import as_json, conversation_stats, format_stats
+
+    with _errors():
+        rows = conversation_stats(store_dir)
+    if json_out:
+        click.echo(json.dumps(as_json(rows)))
+    elif rows:
+        click.echo(format_stats(rows))
+    else:
+        click.echo(f"no conversations in {store_dir}", err=True)
