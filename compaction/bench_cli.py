@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
 __all__ = ["bench_command"]
+
+
+def _shown(path: str | None) -> str:
+    """Return ``path`` relative to the working directory when it is under it."""
+    if path is None:
+        return ""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _check_methods(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -83,7 +94,7 @@ def bench_command(
     if report.compile_ms is not None:
         click.echo(
             f"compile at {report.compile_budget:,} tokens: {report.compile_ms:.1f} ms (median of 5) on "
-            f"{report.compile_file}; compressing it first took {report.compress_s:.2f} s"
+            f"{_shown(report.compile_file)}; compressing it first took {report.compress_s:.2f} s"
         )
     if plot_path:
         click.echo(f"wrote {plot_path}")
