@@ -2,7 +2,8 @@
 
 The PostgreSQL server is the one ``COMPACTION_TEST_POSTGRES`` names
 (``postgresql://user@host:port/database``); ``.ci/run`` starts one with ``.ci/postgres``
-and exports it.  A test that needs it and finds it unset fails, it never skips.  Each
+and exports it, and without it the first test that needs one starts a throwaway server the
+same way (see :func:`postgres_server`).  A test that cannot get one fails, it never skips.  Each
 PostgreSQL store is a fresh schema (``?store=t_<random>``), dropped after the test, so
 tests share one database and never see each other's rows.
 
@@ -13,7 +14,11 @@ Use in a test module::
 
 from __future__ import annotations
 
+import atexit
 import os
+import socket
+import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,17 +35,36 @@ from compaction.store.postgres import PostgresStore
 BACKENDS = ("sqlite", "postgres")
 
 _ENV = "COMPACTION_TEST_POSTGRES"
+_POSTGRES_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "postgres"
 _admin: Any = None
 
 
 def postgres_server() -> str:
-    """Return the test server's URL (without ``?store``); fail the test when none is configured."""
+    """Return the test server's URL (without ``?store``).
+
+    ``COMPACTION_TEST_POSTGRES`` when set (``.ci/run`` exports one); otherwise a throwaway
+    server started once for this test run with ``.ci/postgres`` (which installs Debian's
+    ``postgresql`` when it is missing) and stopped when the run ends, so the README's test
+    command works on a fresh machine.  A server that cannot be started fails the test.
+    """
     url = os.environ.get(_ENV, "").strip()
-    if not url:
+    if url:
+        return url
+    directory = tempfile.mkdtemp(prefix="compaction-test-pg-")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = subprocess.run(
+        [str(_POSTGRES_SCRIPT), "start", directory, str(port)], capture_output=True, text=True, timeout=600
+    )
+    if started.returncode != 0 or not started.stdout.strip().startswith("postgresql://"):
         pytest.fail(
-            f"{_ENV} is not set: start a throwaway server with `.ci/postgres start /tmp/compaction-pg 54329` "
-            f"and export {_ENV}=<the URL it prints> (.ci/run does this)"
+            f"no PostgreSQL for the tests: {_ENV} is not set and `.ci/postgres start` failed "
+            f"({started.stderr.strip().splitlines()[-1:] or started.returncode}); start one and export {_ENV}"
         )
+    url = started.stdout.strip().splitlines()[-1]
+    os.environ[_ENV] = url  # subprocesses of later tests find the same server
+    atexit.register(subprocess.run, [str(_POSTGRES_SCRIPT), "stop", directory], capture_output=True, timeout=120)
     return url
 
 

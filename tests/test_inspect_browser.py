@@ -1,13 +1,15 @@
 """The inspector's page as a person sees it: rendered by headless Chromium (Debian's ``chromium``).
 
-Chromium is installed by ``.ci/run``; a missing browser fails these tests, it never skips
-them.  Chromium renders the page from a file URL with networking off and dumps the DOM it
+Chromium is installed by ``.ci/run``, or by the first test here when it is missing (Debian's
+package via apt-get), so the README's test command works on a fresh machine; a browser that
+cannot be had fails these tests, it never skips them.  Chromium renders the page from a file URL with networking off and dumps the DOM it
 built; its console (``--enable-logging=stderr``) must stay empty: no script error, no
 blocked request (the page's Content-Security-Policy refuses any load).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from html.parser import HTMLParser
@@ -22,9 +24,20 @@ CHROMIUM = Path("/usr/bin/chromium")
 CONSOLE = re.compile(r"CONSOLE|Uncaught|Refused to|net::ERR_", re.IGNORECASE)
 
 
+def _ensure_chromium() -> None:
+    """Install Debian's chromium when it is missing (as .ci/run does), so the README's test command
+    works on a fresh machine; fail, never skip, when it cannot be had."""
+    if CHROMIUM.exists():
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=900)
+    subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, env=env, timeout=1800)
+    assert CHROMIUM.exists(), "Debian's chromium is required and apt-get could not install it (apt-get install -y chromium)"
+
+
 def _chromium(page: Path, profile: Path, *extra: str) -> tuple[str, list[str]]:
     """Return the DOM Chromium built from ``page`` and its console lines."""
-    assert CHROMIUM.exists(), "Debian's chromium is required (apt-get install -y chromium; .ci/run installs it)"
+    _ensure_chromium()
     command = [
         str(CHROMIUM),
         "--headless",
