@@ -30,7 +30,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,12 +106,15 @@ class Case:
         recipe: the settings (``budget_tokens`` set).
         keep_tail: tokens the first compression round leaves unsummarized (the second leaves half).
         close_tail: the second round may close the open tail into a chunk.
+        origin: how a case from ``--transcript`` was made (the file, the window, each
+            mutation); empty for a generated history.
     """
 
     messages: tuple[Message, ...]
     recipe: Recipe
     keep_tail: int = 0
     close_tail: bool = False
+    origin: tuple[str, ...] = ()
 
 
 def _check(name: str, checked: list[str], test: Callable[[], bool]) -> None:
@@ -299,6 +302,7 @@ class FuzzReport:
 
     Attributes:
         cases: cases run (generated and, after a failure, shrinking steps).
+        source: ``"generated"`` histories, or ``"transcripts"`` (mutations of the user's).
         checked: per invariant, the cases it was checked on.
         over_budget: cases whose smallest request did not fit (a typed OverBudget, checked).
         seed: the seed of the run.
@@ -307,6 +311,7 @@ class FuzzReport:
     """
 
     cases: int = 0
+    source: str = "generated"
     checked: Counter[str] = field(default_factory=Counter)
     over_budget: int = 0
     seed: int = 0
@@ -321,10 +326,12 @@ class FuzzReport:
                 "invariant": self.failure.invariant,
                 "detail": self.failure.detail,
                 "messages": len(self.failure.case.messages),
+                "origin": list(self.failure.case.origin),
                 "saved": str(self.failure.saved) if self.failure.saved else None,
             }
         return {
             "cases": self.cases,
+            "source": self.source,
             "checked": {name: self.checked.get(name, 0) for name in INVARIANTS},
             "over_budget": self.over_budget,
             "seed": self.seed,
@@ -360,77 +367,122 @@ def _recipe_strategy(recipe: Recipe | None) -> Any:
     return drawn()
 
 
+class _TimeUp(BaseException):
+    """Raised inside the property when ``seconds`` have passed: hypothesis lets it through unshrunk."""
+
+
 def run_fuzz(
     recipe: Recipe | None = None,
     *,
     examples: int = 200,
+    seconds: float | None = None,
     seed: int = 0,
     out: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    transcripts: Sequence[Sequence[Message]] | None = None,
+    names: Sequence[str] = (),
 ) -> FuzzReport:
-    """Run ``examples`` generated cases through :func:`check_case`; shrink and save a failure.
+    """Run ``examples`` cases (or as many as fit in ``seconds``) through :func:`check_case`; shrink and save a failure.
 
     Args:
         recipe: the user's settings (``None``: random recipes); see :func:`_recipe_strategy`.
             The summarizer is always the offline extractive one (no network).
-        examples: generated cases to run (shrinking a failure runs more).
+        examples: cases to run (shrinking a failure runs more); ignored with ``seconds``.
+        seconds: run new cases until this much wall time has passed (seconds), then stop
+            (the case under way finishes); a failure is shrunk for at most as long again
+            after it is found, and the smallest failing case by then is the one reported.
         seed: the seed; the same seed runs the same cases.
         out: the directory a failing case is written to (:func:`write_case`); ``None`` keeps it unsaved.
-        progress: called as ``progress(done, examples)`` after each case.
+        progress: called as ``progress(done, total)`` after each case (cases, or whole
+            seconds with ``seconds``).
+        transcripts: the user's histories; each case is then a mutated window of one of
+            them (:func:`compaction.fuzz_strategies.transcript_mutations`) instead of a
+            generated history.
+        names: the transcripts' file names, for a saved case's ``origin``.
 
     Returns:
         The :class:`FuzzReport`; ``failure`` is the minimal failing case, or ``None``.
 
     Raises:
         CompactionError: hypothesis is not installed (:data:`HYPOTHESIS_MISSING`).
-        InvalidArgument: ``examples`` below 1, or ``recipe`` not a Recipe.
+        InvalidArgument: ``examples`` below 1, ``seconds`` not above 0, ``transcripts``
+            empty, or ``recipe`` not a Recipe.
     """
     if not isinstance(examples, int) or isinstance(examples, bool) or examples < 1:
         raise InvalidArgument(f"examples must be an integer >= 1; found {found(examples)}")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
+        raise InvalidArgument(f"seconds must be a number above 0; found {found(seconds)}")
+    if transcripts is not None and not any(transcripts):
+        raise InvalidArgument("transcripts must hold at least one message")
     if recipe is not None and not isinstance(recipe, Recipe):
         raise InvalidArgument(f"recipe must be a compaction.Recipe or None; found {found(recipe)}")
     try:
-        from hypothesis import HealthCheck, given, settings
+        from hypothesis import HealthCheck, Verbosity, given, settings
         from hypothesis import seed as hypothesis_seed
         from hypothesis import strategies as st
     except ImportError:
         raise CompactionError(HYPOTHESIS_MISSING) from None
-    from .fuzz_strategies import histories
+    from .fuzz_strategies import histories, transcript_mutations
 
-    report = FuzzReport(seed=seed)
+    report = FuzzReport(seed=seed, source="generated" if transcripts is None else "transcripts")
     last: list[tuple[InvariantBroken, Case]] = []
     started = time.perf_counter()
+    deadline = None if seconds is None else started + seconds
+    found_at: list[float] = []  # when the first failure was found
+    cases: Any
+    if transcripts is None:
+        cases = histories().map(lambda messages: (messages, ()))
+    else:
+        labels = [names[i] if i < len(names) else "" for i in range(len(transcripts))]
+        kept = [(t, name) for t, name in zip(transcripts, labels, strict=True) if t]
+        sources = tuple(tuple(Message(m.role, m.content) for m in t) for t, _name in kept)
+        cases = transcript_mutations(sources, names=tuple(name for _t, name in kept))
 
     @hypothesis_seed(seed)
     @settings(
-        max_examples=examples,
+        max_examples=examples if seconds is None else 10**9,
         deadline=None,
         database=None,
         print_blob=False,
         report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
         suppress_health_check=list(HealthCheck),
     )
     @given(
-        messages=histories(),
+        drawn_case=cases,
         drawn=_recipe_strategy(recipe),
         keep_tail=st.integers(min_value=0, max_value=3000),
         close_tail=st.booleans(),
     )
-    def prop(messages: list[Message], drawn: Recipe, keep_tail: int, close_tail: bool) -> None:
-        case = Case(tuple(messages), drawn, keep_tail, close_tail)
+    def prop(drawn_case: tuple[list[Message], tuple[str, ...]], drawn: Recipe, keep_tail: int, close_tail: bool) -> None:
+        if deadline is not None and time.perf_counter() >= (found_at[0] + (seconds or 0.0) if found_at else deadline):
+            raise _TimeUp
+        messages, origin = drawn_case
+        case = Case(tuple(messages), drawn, keep_tail, close_tail, origin)
         report.cases += 1
         try:
             outcome = check_case(case)
         except InvariantBroken as err:
             last.append((err, case))
+            if not found_at:
+                found_at.append(time.perf_counter())
             raise
         report.checked.update(outcome.checked)
         report.over_budget += outcome.over_budget
         if progress is not None:
-            progress(min(report.cases, examples), examples)
+            if seconds is None:
+                progress(min(report.cases, examples), examples)
+            else:
+                progress(min(int(time.perf_counter() - started), int(seconds)), int(seconds))
 
     try:
         prop()
+    except _TimeUp:
+        if last:  # shrinking ran out of time: the smallest failing case so far
+            err, case = last[-1]
+            report.failure = FuzzFailure(err.invariant, err.detail, case)
+            if out is not None:
+                report.failure.saved = write_case(case, out, err)
     except InvariantBroken:
         err, case = last[-1]
         report.failure = FuzzFailure(err.invariant, err.detail, case)
@@ -479,6 +531,7 @@ def write_case(case: Case, out: str | Path, error: InvariantBroken | None = None
     meta = {
         "keep_tail": case.keep_tail,
         "close_tail": case.close_tail,
+        "origin": list(case.origin),
         "invariant": error.invariant if error else None,
         "detail": error.detail if error else None,
         "replay": f"compaction fuzz --replay {directory}",
@@ -503,4 +556,5 @@ def replay_case(directory: str | Path) -> CaseOutcome:
     messages = load_transcript(directory / "transcript.json", format="anthropic").messages
     recipe = load_recipe(directory / "recipe.toml")
     meta = json.loads((directory / "case.json").read_text(encoding="utf-8"))
-    return check_case(Case(tuple(messages), recipe, int(meta["keep_tail"]), bool(meta["close_tail"])))
+    origin = tuple(str(step) for step in meta.get("origin", ()))
+    return check_case(Case(tuple(messages), recipe, int(meta["keep_tail"]), bool(meta["close_tail"]), origin))

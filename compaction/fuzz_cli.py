@@ -13,6 +13,11 @@ __all__ = ["fuzz_command"]
 
 @click.command("fuzz")
 @click.option("--examples", type=click.IntRange(min=1), default=200, show_default=True, help="Generated cases to run.")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True),
+              help="Run cases for this many seconds instead of --examples (a failure is shrunk for as long again).")
+@click.option("--transcript", "transcripts", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Fuzz mutations of this transcript of yours (repeatable): cut points, images, "
+                   "oversized outputs, parallel tool calls.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed; the same seed runs the same cases.")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Your recipe (default: random recipes).")
 @click.option(
@@ -25,7 +30,14 @@ __all__ = ["fuzz_command"]
 @click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), help="Run a saved case again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def fuzz_command(
-    examples: int, seed: int, recipe_path: str | None, out: str, replay_dir: str | None, as_json: bool
+    examples: int,
+    seconds: float | None,
+    transcripts: tuple[str, ...],
+    seed: int,
+    recipe_path: str | None,
+    out: str,
+    replay_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Check the split and cap invariants on generated agent histories; exit 1 on a failure.
 
@@ -35,9 +47,13 @@ def fuzz_command(
     grammar, budget (with an independent count), wire caps, no image under vision = false,
     loud placeholders, the store untouched, determinism. With --recipe your settings are kept
     and each case draws its budget (150 up to yours, at most 6,000: the histories are small)
-    and chunk size. A failure is shrunk by hypothesis to a minimal case, written under --out
-    as a transcript plus the recipe that breaks it; --replay DIR runs it again. Needs
-    hypothesis: pip install 'compaction[fuzz]'.
+    and chunk size. With --transcript each case is instead a window of one of your
+    transcripts (cut where no call is open at the start, anywhere at the end) with up to four
+    mutations: an image in a user message, an image nested in a tool result, an oversized tool
+    output, a round of parallel tool calls. --seconds N runs cases for N seconds instead of
+    --examples. A failure is shrunk by hypothesis to a minimal case, written under --out as a
+    transcript plus the recipe that breaks it (case.json says how it was made); --replay DIR
+    runs it again. Needs hypothesis: pip install 'compaction[fuzz]'.
     """
     from .cli import _errors, _progress
     from .fuzz import replay_case, run_fuzz
@@ -53,12 +69,22 @@ def fuzz_command(
         return
     with _errors(), _progress("fuzzing") as progress:
         recipe = load_recipe(recipe_path) if recipe_path else None
-        report = run_fuzz(recipe, examples=examples, seed=seed, out=out, progress=progress)
+        loaded = None
+        if transcripts:
+            from .formats import load_transcript
+
+            loaded = [load_transcript(path, lenient=True).messages for path in transcripts]
+            empty = [path for path, messages in zip(transcripts, loaded, strict=True) if not messages]
+            if empty:
+                raise CompactionError(f"{empty[0]}: no messages to fuzz")
+        report = run_fuzz(recipe, examples=examples, seconds=seconds, seed=seed, out=out, progress=progress,
+                          transcripts=loaded, names=transcripts)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     else:
+        made = f"mutations of {len(transcripts)} transcript{'s' * (len(transcripts) != 1)}, " if transcripts else ""
         click.echo(
-            f"{report.cases:,} cases run (seed {seed}) in {report.seconds:.1f} s; "
+            f"{report.cases:,} cases run ({made}seed {seed}) in {report.seconds:.1f} s; "
             f"{report.over_budget:,} over budget (a typed OverBudget, checked)"
         )
         for name, count in report.to_dict()["checked"].items():

@@ -16,7 +16,7 @@ from .blocks import Message
 from .fuzz_checks import png_b64
 from .recipe import Recipe
 
-__all__ = ["WORDS", "histories", "recipes"]
+__all__ = ["WORDS", "MUTATIONS", "histories", "recipes", "transcript_mutations"]
 
 # -- histories -------------------------------------------------------------------------------
 
@@ -192,3 +192,115 @@ def recipes(draw: Any) -> Recipe:
     )
 
 
+
+
+# -- mutations of a user's transcripts ---------------------------------------------------------
+
+#: What :func:`transcript_mutations` does to a window of a transcript.
+MUTATIONS = ("image", "nested image", "oversized output", "parallel calls")
+
+
+def _has(message: Message, kind: str) -> bool:
+    return any(b.get("type") == kind for b in message.content)
+
+
+def _mutation_ids(draw: Any) -> _Ids:
+    ids = _Ids()
+    ids.seeds = 1000
+    return ids
+
+
+def _fuzz_tool_id(ids: _Ids) -> str:
+    return "toolu_fuzz" + ids.tool().removeprefix("toolu_")
+
+
+def _calls_round(draw: Any, ids: _Ids, nested_image: bool = False) -> list[Message]:
+    """Return an assistant message of 2 to 4 parallel tool calls and the user message answering them."""
+    tool_ids = [_fuzz_tool_id(ids) for _ in range(draw(st.integers(min_value=2, max_value=4)))]
+    calls = [
+        {"type": "tool_use", "id": t, "name": draw(st.sampled_from(["read_file", "bash", "screenshot"])),
+         "input": {"path": draw(st.sampled_from(WORDS))}}
+        for t in tool_ids
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": t, "content": _tool_result_content(draw, ids), "is_error": False}
+        for t in tool_ids
+    ]
+    if nested_image:
+        results[0] = {**results[0], "content": [{"type": "text", "text": "screenshot"}, _image_block(draw, ids)]}
+    return [Message("assistant", tuple(calls)), Message("user", tuple(results))]
+
+
+def _with_result_content(message: Message, index: int, content: Any) -> Message:
+    blocks = list(message.content)
+    blocks[index] = {**blocks[index], "content": content}
+    return Message(message.role, tuple(blocks))
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or [])
+
+
+def _mutate(draw: Any, window: list[Message], kind: str, ids: _Ids) -> str:
+    """Apply one mutation to ``window`` in place; return what was done (for the recipe of the case)."""
+    results = [(i, j) for i, m in enumerate(window) for j, b in enumerate(m.content) if b.get("type") == "tool_result"]
+    if kind in ("nested image", "oversized output") and results:
+        i, j = draw(st.sampled_from(results))
+        block = window[i].content[j]
+        if kind == "nested image":
+            window[i] = _with_result_content(window[i], j, [*_as_blocks(block.get("content")), _image_block(draw, ids)])
+        else:
+            window[i] = _with_result_content(window[i], j, _oversized(draw))
+        return f"{kind} in message {i}, block {j}"
+    if kind == "image":
+        users = [i for i, m in enumerate(window) if m.role == "user"]
+        if users:
+            i = draw(st.sampled_from(users))
+            window[i] = Message("user", (*window[i].content, _image_block(draw, ids)))
+            return f"image appended to message {i}"
+        window.append(Message("user", ({"type": "text", "text": "see this"}, _image_block(draw, ids))))
+        return f"image in a new user message {len(window) - 1}"
+    if kind == "oversized output":  # no tool result in the window: an oversized text
+        window.append(Message("user", ({"type": "text", "text": _oversized(draw)},)))
+        return f"oversized text in a new user message {len(window) - 1}"
+    # parallel calls (and a nested image with no tool result to put it in): a new round where no call is open
+    slots = [p for p in range(len(window) + 1) if p == 0 or not _has(window[p - 1], "tool_use")]
+    p = draw(st.sampled_from(slots))
+    window[p:p] = _calls_round(draw, ids, nested_image=kind == "nested image")
+    return f"{kind} as a round of parallel calls at message {p}"
+
+
+@st.composite
+def transcript_mutations(
+    draw: Any, transcripts: tuple[tuple[Message, ...], ...], names: tuple[str, ...] = (), max_window: int = 40
+) -> tuple[list[Message], tuple[str, ...]]:
+    """Return a mutated window of one of ``transcripts`` and the steps that made it.
+
+    The window keeps the transcript's leading system messages, starts where no tool call is
+    open (the first message, or one that answers no call), ends anywhere (a cut point: a tool
+    call may be left open) and is at most ``max_window`` messages long.  Then up to four of
+    :data:`MUTATIONS`: an image in a user message, an image nested in a tool result, a tool
+    output replaced by an oversized one, a round of 2 to 4 parallel tool calls.  Everything
+    shrinks toward the first transcript, a one-message window and no mutation.  The steps
+    name the transcript (``names[i]``, or ``transcript i``), the window and each mutation.
+    """
+    index = draw(st.integers(min_value=0, max_value=len(transcripts) - 1))
+    source = transcripts[index]
+    pinned = 0
+    while pinned < len(source) and source[pinned].role == "system":
+        pinned += 1
+    body = source[pinned:]
+    steps = [names[index] if index < len(names) and names[index] else f"transcript {index}"]
+    window: list[Message] = []
+    if body:
+        starts = [i for i, m in enumerate(body) if i == 0 or (not _has(m, "tool_result") and not _has(body[i - 1], "tool_use"))]
+        start = draw(st.sampled_from(starts))
+        end = draw(st.integers(min_value=start + 1, max_value=min(len(body), start + max_window)))
+        window = [Message(m.role, m.content) for m in body[start:end]]
+        steps.append(f"messages {pinned + start} to {pinned + end - 1}")
+    ids = _mutation_ids(draw)
+    for kind in draw(st.lists(st.sampled_from(MUTATIONS), max_size=4)):
+        steps.append(_mutate(draw, window, kind, ids))
+    return [Message(m.role, m.content) for m in source[:pinned]] + window, tuple(steps)

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 import compaction.wire
 from compaction import Recipe, load_recipe
 from compaction.cli import main
+from compaction.formats import load_transcript
 from compaction.fuzz import INVARIANTS, InvariantBroken, recipe_toml, replay_case, run_fuzz
 from compaction.images import ImageSite, find_image_sites
 
@@ -102,3 +103,51 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     bad.write_text("budget_tokenz = 5\n", "utf-8")
     result = runner.invoke(main, ["fuzz", "--recipe", str(bad)])
     assert result.exit_code == 1 and result.output.count("\n") == 1 and "budget_tokenz" in result.output
+
+
+SMALL = Path(__file__).resolve().parent.parent / "examples" / "swe-agent__marshmallow-1867__function-calling.traj"
+
+
+def test_fuzz_seconds_on_a_shipped_transcript_holds(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["fuzz", "--seconds", "2", "--transcript", str(SMALL), "--json", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["source"] == "transcripts" and data["failure"] is None and data["cases"] > 0
+    assert data["checked"]["budget"] == data["checked"]["store untouched"] == data["cases"]
+    assert data["checked"]["determinism"] == data["cases"] - data["over_budget"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fuzz_transcript_mutations_find_the_planted_defect_and_save_a_reproducer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compaction.wire, "find_image_sites", _skip_nested_images)
+    runner = CliRunner()
+    result = runner.invoke(
+        main, ["fuzz", "--seconds", "3", "--seed", "1", "--transcript", str(SMALL), "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "cases run (mutations of 1 transcript, seed 1)" in result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("compaction: fuzz: ") and "minimal case written to" in line
+    saved = Path(line.rsplit("minimal case written to ", 1)[1])
+    assert sorted(p.name for p in saved.iterdir()) == ["case.json", "recipe.toml", "transcript.json"]
+    meta = json.loads((saved / "case.json").read_text("utf-8"))
+    assert meta["origin"][0] == str(SMALL) and meta["origin"][1].startswith("messages ")
+    assert any("nested image" in step for step in meta["origin"][2:])
+    transcript = json.loads((saved / "transcript.json").read_text("utf-8"))
+    nested = [
+        b for m in transcript["messages"] for b in m["content"]
+        if b.get("type") == "tool_result" and "image" in json.dumps(b.get("content"))
+    ]
+    assert nested and len(transcript["messages"]) <= 41
+    # the transcript's system prompt is kept in front of the window
+    system = load_transcript(SMALL, lenient=True).messages[0]
+    assert system.role == "system" and transcript["messages"][0]["content"] == list(system.content)
+    with pytest.raises(InvariantBroken) as caught:
+        replay_case(saved)
+    assert caught.value.invariant == meta["invariant"]
+    monkeypatch.undo()
+    assert "budget" in replay_case(saved).checked
