@@ -215,3 +215,32 @@ def test_an_agent_loop_appending_turn_by_turn_loses_nothing(store: Store) -> Non
     grown = [*turns, ("assistant", "done"), ("user", "ok")]
     assert store.append([text(role, words) for role, words in grown], chain_seed="") == 2
     assert [m.text() for m in store.messages()][-3:] == ["now do X", "done", "ok"]
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value", "named"),
+    [
+        ("messages", "content", "{not json", "message 1"),
+        ("messages", "content", "null", "message 1"),
+        ("messages", "tool_uses", "[", "message 1"),
+        ("summaries", "provenance", "[", "summary"),
+    ],
+)
+def test_a_damaged_row_is_one_clear_store_error(tmp_path, table: str, column: str, value: str, named: str) -> None:
+    import sqlite3
+
+    from compaction import Message, StoreError
+
+    path = tmp_path / "damaged.db"
+    with Store(path) as store:
+        store.append([Message("user", ({"type": "text", "text": f"ask {i}"},)) for i in range(3)])
+        store.add_summary(1, 0, 2, "summary of the first two", {"summarizer": "test"})
+    with sqlite3.connect(path) as db:
+        where = "seq = 1" if table == "messages" else "id = 1"
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (value,))
+    with Store(path) as store:
+        with pytest.raises(StoreError, match=rf"^{named}.*the stored row is damaged") as caught:
+            store.messages() if table == "messages" and column == "content" else (
+                store.facts(0, 3) if table == "messages" else store.summaries()
+            )
+        assert "\n" not in str(caught.value)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..blocks import Block, Message, canonical_json
@@ -358,11 +359,31 @@ def text_from_sql(value: str | bytes | None) -> str | None:
     return value
 
 
+@contextmanager
+def _row(what: str) -> Iterator[None]:
+    """Turn a stored row that cannot be read back (damaged JSON, a wrong shape) into one clear StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, InvalidMessage) as err:
+        raise StoreError(
+            f"{what}: the stored row is damaged and cannot be read back ({type(err).__name__}: "
+            f"{str(err)[:200]}); nothing was changed: restore the store from a copy, or import the transcript "
+            f"into a new store"
+        ) from err
+
+
 def message_from_row(
     seq: int, role: str, content: str, source_id: str | bytes | None, meta: str, load: BlobLoader
 ) -> Message:
-    """Rebuild a stored message (images rehydrated through ``load``)."""
-    return Message(role, hydrate(json.loads(content), load), seq, text_from_sql(source_id), json.loads(meta))
+    """Rebuild a stored message (images rehydrated through ``load``).
+
+    Raises:
+        StoreError: the row is damaged (its JSON does not parse or is not a message).
+    """
+    with _row(f"message {seq}"):
+        return Message(role, hydrate(json.loads(content), load), seq, text_from_sql(source_id), json.loads(meta))
 
 
 def facts_from_row(
@@ -374,23 +395,36 @@ def facts_from_row(
     text_tokens: int,
     kind: object,
 ) -> MessageFacts:
-    """Rebuild :class:`MessageFacts` from the stored columns (``kind``: ``meta["kind"]`` or None)."""
-    return MessageFacts(
-        seq,
-        role,
-        text_tokens,
-        tuple(json.loads(tool_uses)),
-        tuple(json.loads(tool_results)),
-        tuple(ImageSite.from_json(f) for f in json.loads(images)),
-        kind if isinstance(kind, str) else None,
-    )
+    """Rebuild :class:`MessageFacts` from the stored columns (``kind``: ``meta["kind"]`` or None).
+
+    Raises:
+        StoreError: the row is damaged.
+    """
+    with _row(f"message {seq}"):
+        return MessageFacts(
+            seq,
+            role,
+            text_tokens,
+            tuple(json.loads(tool_uses)),
+            tuple(json.loads(tool_results)),
+            tuple(ImageSite.from_json(f) for f in json.loads(images)),
+            kind if isinstance(kind, str) else None,
+        )
 
 
 def summary_from_row(
     id: int, level: int, start_seq: int, end_seq: int, text: str | bytes, provenance: str
 ) -> StoredSummary:
-    """Rebuild a :class:`StoredSummary` from its stored columns (provenance as JSON; see :func:`sql_text`)."""
-    return StoredSummary(id, level, start_seq, end_seq, text_from_sql(text) or "", json.loads(provenance))
+    """Rebuild a :class:`StoredSummary` from its stored columns (provenance as JSON; see :func:`sql_text`).
+
+    Raises:
+        StoreError: the row is damaged.
+    """
+    with _row(f"summary {id} (level {level}, messages {start_seq}–{end_seq - 1})"):
+        provenance_value = json.loads(provenance)
+        if not isinstance(provenance_value, dict):
+            raise TypeError(f"provenance is a {type(provenance_value).__name__}, not an object")
+        return StoredSummary(id, level, start_seq, end_seq, text_from_sql(text) or "", provenance_value)
 
 
 def check_summary(level: int, start_seq: int, end_seq: int, text: str) -> None:
