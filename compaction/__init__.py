@@ -31,6 +31,7 @@ from .errors import (
     RecipeError,
     StoreError,
     SummarizerError,
+    TranscriptUnreadable,
     UnknownFormat,
 )
 from .formats import load_transcript
@@ -71,6 +72,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidMessage",
     "InvalidTranscript",
+    "TranscriptUnreadable",
     "InvariantViolation",
     "OverBudget",
     "RecipeError",

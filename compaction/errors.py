@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CompactionError",
     "InvalidTranscript",
+    "TranscriptUnreadable",
     "UnknownFormat",
     "InvalidMessage",
     "StoreError",
@@ -55,6 +56,14 @@ class InvalidTranscript(ValueError, CompactionError):
         super().__init__(where + message)
         self.path = path
         self.line = line
+
+
+class TranscriptUnreadable(InvalidTranscript, OSError):
+    """The transcript file cannot be read at all (missing, a directory, no permission).
+
+    Both an :class:`InvalidTranscript` (so a :class:`CompactionError`) and an ``OSError``,
+    so either kind of ``except`` catches it.
+    """
 
 
 class UnknownFormat(InvalidTranscript):

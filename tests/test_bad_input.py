@@ -797,3 +797,14 @@ def test_errors_are_compaction_errors() -> None:
         ImageError,
     ):
         assert issubclass(error, CompactionError)
+
+
+@pytest.mark.parametrize("where", ["missing.jsonl", "."])
+def test_load_transcript_of_a_missing_file_or_a_directory_is_a_typed_error(tmp_path, where: str) -> None:
+    from compaction import CompactionError, TranscriptUnreadable, load_transcript
+
+    target = tmp_path / where
+    with pytest.raises(TranscriptUnreadable, match="cannot read the transcript") as caught:
+        load_transcript(target)
+    assert isinstance(caught.value, CompactionError) and isinstance(caught.value, OSError)
+    assert str(target) in str(caught.value)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..blocks import Message
-from ..errors import InvalidArgument, InvalidTranscript, UnknownFormat, found
+from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
 from . import anthropic, openai
 from ._common import Context, Draft, Item, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
@@ -178,6 +178,8 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     Raises:
         InvalidArgument: ``path`` is not a path, or ``format`` not a string.
         UnknownFormat: ``format`` is not a known name, or detection found none.
+        TranscriptUnreadable: the file cannot be read (missing, a directory, no permission);
+            an :class:`InvalidTranscript` and an ``OSError`` both.
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
             1-based line and what is wrong; or a whole-document JSON file that does not parse.
             When the format was detected rather than given, the message names the format
@@ -196,7 +198,10 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         raise InvalidArgument(f"format must be a format name (str) or None; found {found(format)}")
     name = str(path)
     chosen = format_named(format, name) if format is not None else None
-    data = Path(path).read_bytes()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:  # missing, a directory, unreadable: one typed error naming the file
+        raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
     transcript_format = chosen or detect(_head_of(data), name, lambda: _decode(data, name))
     text = _decode(data, name)
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
