@@ -244,3 +244,20 @@ def test_a_damaged_row_is_one_clear_store_error(tmp_path, table: str, column: st
                 store.facts(0, 3) if table == "messages" else store.summaries()
             )
         assert "\n" not in str(caught.value)
+
+
+def test_a_message_deleted_outside_compaction_is_one_clear_store_error(tmp_path) -> None:
+    import sqlite3
+
+    from compaction import Message, StoreError
+
+    path = tmp_path / "hole.db"
+    with Store(path) as store:
+        store.append([Message("user", ({"type": "text", "text": f"ask {i}"},)) for i in range(5)])
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM messages WHERE seq = 2")
+    with Store(path) as store:
+        for read in (lambda: store.messages(), lambda: store.facts(0, 5), lambda: store.messages(1, 4)):
+            with pytest.raises(StoreError, match="message 2 is missing from the store"):
+                read()
+        assert [m.seq for m in store.messages(3, 5)] == [3, 4]  # what is whole still reads

@@ -608,10 +608,23 @@ class SQLiteStore:
                 "SELECT seq, role, content, source_id, meta FROM messages WHERE seq >= ? AND seq < ? ORDER BY seq",
                 (start, end),
             ).fetchall()
+            self._check_dense([r[0] for r in rows], start, min(end, self.next_seq()))
             return [
                 ingest.message_from_row(seq, role, content, source_id, meta, self._blob_for_hydrate)
                 for seq, role, content, source_id, meta in rows
             ]
+
+    def _check_dense(self, seqs: list[int], start: int, end: int) -> None:
+        """Raise StoreError when a stored message is missing in ``[start, end)`` (seqs are dense by contract)."""
+        end = min(end, self.next_seq())
+        if len(seqs) == max(0, end - max(start, 0)):
+            return
+        present = set(seqs)
+        hole = next(seq for seq in range(max(start, 0), end) if seq not in present)
+        raise StoreError(
+            f"{self.path}: message {hole} is missing from the store (messages are numbered without gaps); "
+            "the store was edited outside compaction: restore it from a copy, or import the transcript into a new store"
+        )
 
     def iter_messages(self, batch: int = 512) -> Iterator[Message]:
         """Yield every message in order, reading ``batch`` at a time."""
@@ -674,6 +687,7 @@ class SQLiteStore:
                 " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
                 (*(f'"{t}"' for t in sorted(dropped)), key, plain, start, end),
             ).fetchall()
+        self._check_dense([r[0] for r in rows], start, end)
         missing = [r[0] for r in rows if r[5] is None]
         counted: dict[int, int] = {}
         if missing:
