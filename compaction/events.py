@@ -131,7 +131,9 @@ def still_over(short: Shortfall, ticks: Sequence[TickReport], store: HistoryStor
     if l1 or merged:
         made = "1 summary" if l1 + merged == 1 else f"{l1 + merged} summaries"
         kinds = f"{l1} level-1" + (f", {merged} merged" if merged else "")
-        done.append(f"compression added {made} ({kinds}) and kept {'it' if l1 + merged == 1 else 'them'} in the store")
+        kept = "it" if l1 + merged == 1 else "them"
+        where = "in the in-memory store (gone when it closes)" if store.path == ":memory:" else "in the store"
+        done.append(f"compression added {made} ({kinds}) and kept {kept} {where}")
     chunks = sorted({(f["level"], f["start_seq"], f["end_seq"]) for f in failures})
     if chunks:
         reasons = list(dict.fromkeys(str(f["reason"]) for f in failures))
