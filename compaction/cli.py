@@ -330,11 +330,29 @@ def compile_command(
 
 
 @main.command()
-@store_option
+@click.option(
+    "--store", "store_path", type=click.Path(dir_okay=False),
+    help="SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME.",
+)
+@click.option(
+    "--store-dir", "store_dir", type=click.Path(file_okay=False),
+    help="A compaction serve --store-dir: list its conversations instead (as compaction serve-stats does).",
+)
 @recipe_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def stats(store_path: str, recipe_path: str | None, as_json: bool) -> None:
-    """Show what a store holds: messages, tokens, summaries per level, images, failures, quarantined chunks."""
+def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None, as_json: bool) -> None:
+    """Show what a store holds: messages, tokens, summaries per level, images, failures, quarantined chunks.
+
+    With --store-dir, list the conversations of a compaction serve directory instead.
+    """
+    if (store_path is None) == (store_dir is None):
+        raise click.UsageError("give one of --store DB (a store) or --store-dir DIR (a compaction serve directory)")
+    if store_dir is not None:
+        from .serve.command import serve_stats_command
+
+        click.get_current_context().invoke(serve_stats_command, store_dir=store_dir, json_out=as_json)
+        return
+    assert store_path is not None
     with _errors(), open_store(store_path, create=False) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}

@@ -54,6 +54,10 @@ def test_serve_stats_lists_each_conversation(tmp_path: Path) -> None:
         used = dt.datetime.strptime(row["last_used"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
         assert int(began) <= used.timestamp() <= ended + 1
 
+    # `compaction stats --store-dir DIR` (the spelling) gives the same listing
+    again = CliRunner().invoke(main, ["stats", "--store-dir", str(tmp_path / "stores"), "--json"])
+    assert again.exit_code == 0 and json.loads(again.output) == json.loads(result.output)
+
     text = CliRunner().invoke(main, ["serve-stats", str(tmp_path / "stores")])
     assert text.exit_code == 0
     header, first, second = text.output.splitlines()
@@ -67,3 +71,9 @@ def test_serve_stats_on_a_missing_directory_fails_clearly(tmp_path: Path) -> Non
     result = CliRunner().invoke(main, ["serve-stats", str(tmp_path / "nowhere")])
     assert result.exit_code == 1
     assert "no such store directory" in result.output
+
+
+def test_stats_wants_exactly_one_of_store_and_store_dir(tmp_path: Path) -> None:
+    for args in ([], ["--store", str(tmp_path / "a.db"), "--store-dir", str(tmp_path)]):
+        result = CliRunner().invoke(main, ["stats", *args])
+        assert result.exit_code == 2 and "give one of --store DB" in result.output
