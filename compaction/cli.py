@@ -31,6 +31,7 @@ from .store import HistoryStore, compaction_claim, describe_sqlite_error, open_s
 from .summarizers._focus import focus_text
 from .summarizers.factory import summarizer_from_recipe
 from .tools import parse_tools_json
+from .wire import unknown_blocks_shipped
 
 BOOL = click.Choice(["true", "false"], case_sensitive=False)
 
@@ -474,6 +475,15 @@ def run(
     shown_levels: dict[int, int] = {}
     for summary in compiled.summaries:
         shown_levels[summary.level] = shown_levels.get(summary.level, 0) + 1
+    unknown_shipped = unknown_blocks_shipped(compiled.request, recipe.encoding)
+    unknown_tokens = sum(tokens for _count, tokens in unknown_shipped.values())
+    if compiled.tokens and unknown_tokens / compiled.tokens > 0.01:
+        kinds = ", ".join(f"{count} {kind}" for kind, (count, _tokens) in unknown_shipped.items())
+        click.echo(
+            f"warning: blocks of types no request format knows take {unknown_tokens:,} tokens "
+            f"({unknown_tokens / compiled.tokens:.1%} of the request): {kinds}; they ship as loud JSON text",
+            err=True,
+        )
     report = {
         "transcript": transcript,
         "format": result.transcript.format,
@@ -489,6 +499,9 @@ def run(
         "masked_messages": len(compiled.masked_seqs),
         "ask_ledger_tokens": compiled.ledger_tokens,
         "blocks_not_carried": _dropped_counts(compiled.request.dropped),
+        "unknown_blocks_shipped": {
+            kind: {"count": count, "tokens": tokens} for kind, (count, tokens) in unknown_shipped.items()
+        },
         "images_shown": compiled.request.images_shown,
         "images_replaced": compiled.request.images_replaced,
         "request_format": compiled.request.format,
@@ -515,6 +528,14 @@ def run(
         ("ask ledger", f"{compiled.ledger_tokens:,} tokens" if compiled.ledger_tokens else "none (no asks summarized)"),
         ("images shown / replaced", f"{request.images_shown} / {request.images_replaced}"),
     ]
+    if unknown_shipped:
+        rows.append(
+            (
+                "unknown blocks shipped as text",
+                f"{sum(c for c, _t in unknown_shipped.values())} ({unknown_tokens:,} tokens, "
+                f"{unknown_tokens / max(compiled.tokens, 1):.1%})",
+            )
+        )
     dropped = _dropped_counts(request.dropped)
     if dropped:
         rows.append(

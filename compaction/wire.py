@@ -29,17 +29,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .blocks import Block, escape_lone_surrogates
+from .blocks import KNOWN_BLOCK_TYPES, Block, escape_lone_surrogates
 from .errors import InvalidArgument, InvariantViolation, OverBudget, found
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
 from .outputs.anthropic_messages import CACHE_CONTROL
 from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
+from .tokens.counting import block_text_tokens
 from .tools import tools_tokens
 from .types import Purpose, RequestFormatName
 
-__all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images"]
+__all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images", "unknown_blocks_shipped"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,30 @@ def _mark_cache_points(
             out[index] = (role, marked)
             break
     return out
+
+
+def unknown_blocks_shipped(request: GatedRequest, encoding: str) -> dict[str, tuple[int, int]]:
+    """Return ``{block type: (count, tokens)}`` of the blocks of unknown type a gated request ships.
+
+    An unknown type (none of :data:`~compaction.blocks.KNOWN_BLOCK_TYPES`) is kept verbatim in
+    the store and shipped by the request format's loud default rule (its JSON as text), which
+    costs budget without telling the model much; ``compaction run`` reports the share and warns
+    past 1%.  Blocks the format drops are not shipped and not counted; blocks inside a
+    ``tool_result`` count too.  Tokens are each block's own (:func:`block_text_tokens`).
+    """
+    fmt = request_format(request.format)
+    found: dict[str, tuple[int, int]] = {}
+    pending = [block for _role, blocks in request.messages for block in blocks]
+    while pending:
+        block = pending.pop()
+        kind = str(block.get("type"))
+        if kind == "tool_result" and isinstance(block.get("content"), list):
+            pending.extend(b for b in block["content"] if isinstance(b, dict))
+        if kind in KNOWN_BLOCK_TYPES or kind in fmt.dropped_block_types:
+            continue
+        count, tokens = found.get(kind, (0, 0))
+        found[kind] = (count + 1, tokens + block_text_tokens(block, encoding))
+    return dict(sorted(found.items()))
 
 
 def count_wire_images(body: dict[str, Any], format: RequestFormatName | RequestFormat = "openai") -> int:

@@ -168,3 +168,21 @@ def test_compile_after_compress_keeps_the_events_frame(tmp_path: Path) -> None:
     tokens = int(compiled.output.split("wrote ")[1].split(": ")[1].split(" tokens")[0])
     assert f'"tokens": {tokens}' in compressed.output or str(tokens) in compressed.output
     assert tokens <= int(16000 * 0.6)  # the event's low-water request, not a re-planned one
+
+
+def test_run_reports_unknown_blocks_shipped_and_warns_past_one_percent() -> None:
+    """A block type no request format knows ships as its JSON in text: its share is said, loudly past 1%."""
+    sample = Path(__file__).parent / "data" / "formats" / "openai-responses__agent-input-items.json"
+    result = runner().invoke(main, ["run", str(sample), "--budget", "8000", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    shipped = report["unknown_blocks_shipped"]
+    assert list(shipped) == ["web_search_call"] and shipped["web_search_call"]["count"] == 1
+    tokens = shipped["web_search_call"]["tokens"]
+    assert 0 < tokens < report["tokens_after"]
+    assert tokens / report["tokens_after"] > 0.01
+    assert "warning: blocks of types no request format knows take" in result.stderr
+    clean = runner().invoke(main, ["run", str(EXAMPLES / "swe-agent__marshmallow-1867__function-calling.traj"),
+                                   "--budget", "8000", "--json"])
+    assert clean.exit_code == 0 and json.loads(clean.stdout)["unknown_blocks_shipped"] == {}
+    assert "warning" not in clean.stderr

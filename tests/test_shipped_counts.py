@@ -191,3 +191,35 @@ def test_anthropic_ships_a_block_type_it_does_not_know_as_counted_loud_text() ->
     assert AnthropicMessages().grammar_problems(
         {"messages": [{"role": "user", "content": [{"type": "web_search_call"}]}]}
     ) == ["message 0: block types Anthropic does not take: web_search_call"]
+
+
+def test_unknown_blocks_shipped_counts_nested_ones_and_not_dropped_ones() -> None:
+    from compaction import Message, Recipe, Store, compile_request
+    from compaction.wire import unknown_blocks_shipped
+
+    store = Store(":memory:")
+    store.append(
+        [
+            Message("user", ({"type": "text", "text": "look"},)),
+            Message(
+                "assistant",
+                (
+                    {"type": "encrypted_reasoning", "provider": "openai", "encrypted_content": "QUJD" * 50},
+                    {"type": "tool_use", "id": "t1", "name": "fetch", "input": {"url": "https://x"}},
+                ),
+            ),
+            Message(
+                "user",
+                (
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": "page"}, {"type": "web_page", "url": "https://x"}],
+                    },
+                ),
+            ),
+        ]
+    )
+    compiled = compile_request(store, Recipe(budget_tokens=5000))
+    shipped = unknown_blocks_shipped(compiled.request, "o200k_base")
+    assert list(shipped) == ["web_page"] and shipped["web_page"][0] == 1 and shipped["web_page"][1] > 5
