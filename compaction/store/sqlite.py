@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import Message, canonical_json
-from ..errors import EncodingDataMissing, ImageError, InvalidArgument, InvalidMessage, StoreError, found
+from ..errors import EncodingDataMissing, InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
 from . import ingest, migrations
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
+from .sync import append_batch
 
 if TYPE_CHECKING:
     from .base import CaptionStore, HistoryStore
@@ -457,107 +458,11 @@ class SQLiteStore:
             return self._append(batch, chain_seed)
 
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
-        next_seq = self.next_seq()
-        if chain_seed is None:  # append after the newest stored message: its chain goes on
-            row = self._db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
-            key = str(row[0]) if row is not None else ingest.seed_key("")
-        else:
-            key = ingest.seed_key(chain_seed)
-        stored_chain: str | None = None  # the stored chain's key where a completion made it differ
-        known = True  # every message so far was stored already
-        added = 0
-        for index, message in enumerate(batch):
-            try:
-                previous, previous_stored = key, stored_chain
-                key, stored_chain = ingest.chain_key(previous, message), None
-                if self._seq_of(key) is not None:
-                    continue
-                if previous_stored is not None:
-                    old = ingest.chain_key(previous_stored, message)
-                    seq = self._seq_of(old)
-                    if seq is not None:  # stored after a message this call completed: re-key it
-                        self._db.execute("UPDATE messages SET import_key = ? WHERE seq = ?", (key, seq))
-                        stored_chain = old
-                        continue
-                if known:
-                    completed = self._complete((previous, previous_stored), message, key, next_seq)
-                    if completed is not None:
-                        stored_chain, appended = completed
-                        next_seq += appended
-                        added += appended
-                        continue
-                    held = self._held((previous, previous_stored), message)
-                    if held is not None:  # an older snapshot: the store has this message, grown
-                        key = held
-                        continue
-                known = False
-                self._insert(next_seq, key, ingest.prepare(message, self.encoding))
-                next_seq += 1
-                added += 1
-            except ImageError as err:
-                raise ImageError(f"{_which(message, index, len(batch))}: {err}") from err
-            except UnicodeEncodeError as err:
-                raise InvalidMessage(
-                    f"{_which(message, index, len(batch))}: its text is not valid Unicode "
-                    f"({err.reason} at character {err.start}); a lone surrogate cannot be stored"
-                ) from err
-        return added
+        return append_batch(_SQLiteRows(self), batch, chain_seed)
 
     def _seq_of(self, import_key: str) -> int | None:
         row = self._db.execute("SELECT seq FROM messages WHERE import_key = ?", (import_key,)).fetchone()
         return None if row is None else int(row[0])
-
-    def _complete(
-        self, chains: tuple[str, str | None], message: Message, key: str, next_seq: int
-    ) -> tuple[str, int] | None:
-        """Complete the stored prefix of ``message`` (a snapshot's last message), if there is one.
-
-        Returns:
-            ``None`` when no stored message of this chain is a prefix of ``message``; else the
-            prefix's key (the stored chain goes on from it) and the messages appended (0: the
-            prefix was completed in place; 1: a summary covers it, so the missing blocks were
-            appended as a message of their own).
-        """
-        for chain in chains:
-            if chain is None:
-                continue
-            prefixes = ingest.prefix_keys(chain, message)
-            for length in range(len(prefixes), 0, -1):  # the longest stored prefix
-                old = prefixes[length - 1]
-                seq = self._seq_of(old)
-                if seq is None:
-                    continue
-                covered = self._db.execute(
-                    "SELECT 1 FROM summaries WHERE start_seq <= ? AND ? < end_seq LIMIT 1", (seq, seq)
-                ).fetchone()
-                if covered:
-                    rest = Message(message.role, message.content[length:], None, message.source_id, message.meta)
-                    self._insert(next_seq, key, ingest.prepare(rest, self.encoding))
-                    return old, 1
-                self._replace(seq, key, ingest.prepare(message, self.encoding))
-                return old, 0
-        return None
-
-    def _held(self, chains: tuple[str, str | None], message: Message) -> str | None:
-        """Return the key of the stored message that starts with all of ``message``'s blocks and
-        follows the same chain (an older snapshot re-imported after the grown file), else None."""
-        for chain in chains:
-            if chain is None:
-                continue
-            before = self._seq_of(chain)
-            if before is None:
-                continue
-            row = self._db.execute(
-                "SELECT seq, import_key FROM messages WHERE seq = ?", (before + 1,)
-            ).fetchone()
-            if row is None:
-                return None
-            (stored,) = self.messages(int(row[0]), int(row[0]) + 1)
-            grown = stored.role == message.role and len(stored.content) > len(message.content)
-            if grown and stored.content[: len(message.content)] == message.content:
-                if ingest.chain_key(chain, stored) == row[1]:
-                    return str(row[1])
-        return None
 
     def _insert(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
         self._store_blobs(row)
@@ -1065,12 +970,6 @@ def _check_optional_ints(**values: object) -> None:
     _check_ints(**{name: value for name, value in values.items() if value is not None})
 
 
-def _which(message: Message, index: int, total: int) -> str:
-    """Name message ``index`` of an append of ``total`` for an error message."""
-    source = f", source id {message.source_id!r}" if message.source_id else ""
-    return f"message {index} of the {total} appended ({message.role}{source})"
-
-
 #: The store's public name: the SQLite backend.
 Store = SQLiteStore
 
@@ -1081,3 +980,45 @@ if TYPE_CHECKING:
 
     def _keeps_captions(store: SQLiteStore) -> CaptionStore:
         return store  # and against the caption protocol
+
+
+class _SQLiteRows:
+    """The row operations :func:`~compaction.store.sync.append_batch` needs, on an SQLite store
+    inside its write transaction (the same algorithm :mod:`.postgres` runs)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self._db = store._db
+        self.encoding = store.encoding
+
+    def next_seq(self) -> int:
+        return self._store.next_seq()
+
+    def last_import_key(self) -> str | None:
+        row = self._db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def seq_of(self, import_key: str) -> int | None:
+        return self._store._seq_of(import_key)
+
+    def rekey(self, seq: int, import_key: str) -> None:
+        self._db.execute("UPDATE messages SET import_key = ? WHERE seq = ?", (import_key, seq))
+
+    def covered(self, seq: int) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM summaries WHERE start_seq <= ? AND ? < end_seq LIMIT 1", (seq, seq)
+        ).fetchone()
+        return row is not None
+
+    def row_at(self, seq: int) -> tuple[Message, str] | None:
+        row = self._db.execute("SELECT import_key FROM messages WHERE seq = ?", (seq,)).fetchone()
+        if row is None:
+            return None
+        (stored,) = self._store.messages(seq, seq + 1)
+        return stored, str(row[0])
+
+    def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        self._store._insert(seq, import_key, row)
+
+    def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        self._store._replace(seq, import_key, row)

@@ -5,7 +5,7 @@
 nothing for an older snapshot of a grown message), written against :class:`MessageRows`: the
 handful of row operations a backend supplies.  The backend calls it inside its write
 transaction, so the whole batch commits or nothing does.  It runs no SQL itself;
-:mod:`.postgres` uses it (SQLite keeps its own copy of the same steps in :mod:`.sqlite`).
+:mod:`.sqlite` and :mod:`.postgres` both use it.
 """
 
 from __future__ import annotations
