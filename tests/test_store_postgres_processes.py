@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from store_backends import drop_postgres_store, new_postgres_url
 
 from compaction import Compactor, Recipe
@@ -194,7 +193,6 @@ def _check_after_kill(url: str, log: Path) -> int:
     return n
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_killed_writer_leaves_a_store_that_opens_with_everything_committed(tmp_path: Path) -> None:
     reference, url = new_postgres_url(), new_postgres_url()
     try:
