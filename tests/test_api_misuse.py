@@ -291,11 +291,6 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
     "count_text": (count_text, {"text": "hello", "encoding": "o200k_base"}, set()),
 }
 
-#: (callable, argument) pairs whose fix belongs to another module's owner: a bare built-in error
-#: still escapes for some wrong-typed value.  Not strict: when the owner fixes one, it reports
-#: XPASS; then delete its line.
-OTHERS: dict[tuple[str, str], str] = {}
-
 #: Names of compaction.__all__ that are not callables to sweep: values, types of results, errors.
 NOT_SWEPT = {
     "TickReport",  # result records: constructed by the library
@@ -320,10 +315,7 @@ def _cases() -> list[Any]:
     cases = []
     for name, (_function, valid, _paths) in TARGETS.items():
         for argument in valid:
-            marks = []
-            if (name, argument) in OTHERS:
-                marks.append(pytest.mark.xfail(reason=OTHERS[name, argument], strict=False))
-            cases.append(pytest.param(name, argument, id=f"{name}-{argument}", marks=marks))
+            cases.append(pytest.param(name, argument, id=f"{name}-{argument}"))
     return cases
 
 
