@@ -4,7 +4,12 @@ A content block is a plain ``dict`` (JSON-compatible) with a ``"type"`` key:
 
 * ``{"type": "text", "text": str}``
 * ``{"type": "image", "source": {"type": "base64", "media_type": str, "data": str}}`` or
-  ``{"type": "image", "source": {"type": "url", "url": str}}``
+  ``{"type": "image", "source": {"type": "url", "url": str}}`` or, for an image the
+  transcript names but does not hold (``blob:sha256:...``, an ``attachment://`` the log
+  lacks, a file path, a provider file id), an **image reference**
+  ``{"type": "image", "source": {"type": "reference", "reference": str, "media_type": str}}``
+  (``media_type`` optional): kept in the store, priced as the model's documented maximum,
+  never shipped as an image (see :mod:`compaction.images`)
 * ``{"type": "tool_use", "id": str, "name": str, "input": dict}``
 * ``{"type": "tool_result", "tool_use_id": str, "content": str | list[block], "is_error": bool}``
 * ``{"type": "thinking", "thinking": str, "signature": str}``
@@ -34,6 +39,8 @@ __all__ = [
     "KNOWN_BLOCK_TYPES",
     "text_block",
     "image_block",
+    "image_reference_block",
+    "IMAGE_SOURCE_TYPES",
     "validate_block",
     "iter_blocks_deep",
     "tool_use_ids",
@@ -51,6 +58,9 @@ Block = dict[str, Any]
 
 ROLES = ("system", "user", "assistant")
 KNOWN_BLOCK_TYPES = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+#: The source types an ``image`` block may have: inline bytes, a URL the provider fetches, or
+#: a reference to bytes the transcript does not hold (never shipped as an image).
+IMAGE_SOURCE_TYPES = ("base64", "url", "reference")
 
 #: A base64 ``data:`` URI of an image inside text.  Group 1 is the media subtype,
 #: group 2 the base64 payload.
@@ -207,6 +217,24 @@ def image_block(media_type: str, data_b64: str) -> Block:
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data_b64}}
 
 
+def image_reference_block(reference: str, media_type: str | None = None) -> Block:
+    """Return an ``image`` block that names an image whose bytes the transcript does not hold.
+
+    Args:
+        reference: how the source names the image: ``blob:sha256:<hex>``, an
+            ``attachment://<hash>`` the log lacks, a file path, a provider file id.
+        media_type: the media type the source declares, if any.
+
+    Example:
+        >>> image_reference_block("blob:sha256:ab12", "image/png")["source"]["type"]
+        'reference'
+    """
+    source: dict[str, Any] = {"type": "reference", "reference": reference}
+    if media_type is not None:
+        source["media_type"] = media_type
+    return {"type": "image", "source": source}
+
+
 def validate_block(block: Any, *, where: str = "block") -> None:
     """Check the shape of one content block and of the blocks nested in it.
 
@@ -254,14 +282,24 @@ def _check_one_block(block: Any, where: str) -> list[Any] | None:
             raise InvalidMessage(f"{where}: a text block needs a string 'text'")
     elif kind == "image":
         source = block.get("source")
-        if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
-            raise InvalidMessage(f"{where}: an image block needs a source of type 'base64' or 'url'")
+        if not isinstance(source, dict) or source.get("type") not in IMAGE_SOURCE_TYPES:
+            raise InvalidMessage(
+                f"{where}: an image block needs a source of type 'base64', 'url' or 'reference'"
+            )
         if source["type"] == "base64" and not (
             isinstance(source.get("data"), str) and isinstance(source.get("media_type"), str)
         ):
             raise InvalidMessage(f"{where}: a base64 image source needs 'media_type' and 'data' strings")
         if source["type"] == "url" and not isinstance(source.get("url"), str):
             raise InvalidMessage(f"{where}: a url image source needs a string 'url'")
+        if source["type"] == "reference" and not (
+            isinstance(source.get("reference"), str)
+            and source["reference"]
+            and isinstance(source.get("media_type", ""), str)
+        ):
+            raise InvalidMessage(
+                f"{where}: a reference image source needs a non-empty string 'reference' (and a string 'media_type' if any)"
+            )
     elif kind == "tool_use":
         if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
             raise InvalidMessage(f"{where}: a tool_use block needs string 'id' and 'name'")

@@ -89,8 +89,11 @@ class ImageInfo:
         height: pixels, ``None`` likewise.
         byte_size: bytes of the decoded image; ``None`` for URL images.
         sha256: hex digest of the decoded bytes; ``None`` for URL images.
-        source: ``"base64"``, ``"url"`` or ``"data-uri"``.
+        source: ``"base64"``, ``"url"``, ``"data-uri"`` or ``"reference"`` (an image the
+            transcript names but does not hold: no bytes, no size).
         url: the URL of a ``"url"`` image, else ``None``.
+        reference: how a ``"reference"`` image is named (``blob:sha256:...``, an
+            ``attachment://`` id, a file path), else ``None``.
     """
 
     media_type: str | None
@@ -100,6 +103,7 @@ class ImageInfo:
     sha256: str | None
     source: str
     url: str | None = None
+    reference: str | None = None
 
     @property
     def short_hash(self) -> str:
@@ -417,12 +421,14 @@ def info_from_block(block: dict[str, Any]) -> ImageInfo:
     """Describe the image of an image content block.
 
     Accepts the Anthropic shape (``{"type": "image", "source": {"type": "base64" | "url",
-    ...}}``) and, for convenience, the OpenAI Chat shape (``{"type": "image_url",
+    ...}}``), an image reference (``"source": {"type": "reference", "reference": ...}``) and,
+    for convenience, the OpenAI Chat shape (``{"type": "image_url",
     "image_url": {"url": ...}}``).  A ``url`` that is a ``data:`` URI is read as one.
 
     Returns:
         An :class:`ImageInfo`; for remote URLs only ``url`` and a media type guessed from
-        the path's extension are known (no bytes are fetched).
+        the path's extension are known (no bytes are fetched); for a reference only the
+        reference and its declared media type (nothing is read from it).
 
     Raises:
         ImageError: the block is not an image block, its source is malformed, or its
@@ -454,7 +460,21 @@ def info_from_block(block: dict[str, Any]) -> ImageInfo:
         if not isinstance(url, str):
             raise ImageError("a url image source needs a string 'url'")
         return _info_from_url(url)
-    raise ImageError(f"an image source must be of type 'base64' or 'url'; found {source_type!r}")
+    if source_type == "reference":
+        reference = source.get("reference")
+        declared = source.get("media_type")
+        if not isinstance(reference, str) or not reference:
+            raise ImageError("a reference image source needs a non-empty string 'reference'")
+        return ImageInfo(
+            media_type=declared if isinstance(declared, str) else None,
+            width=None,
+            height=None,
+            byte_size=None,
+            sha256=None,
+            source="reference",
+            reference=reference,
+        )
+    raise ImageError(f"an image source must be of type 'base64', 'url' or 'reference'; found {source_type!r}")
 
 
 def _info_from_url(url: str) -> ImageInfo:

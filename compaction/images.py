@@ -61,6 +61,7 @@ __all__ = [
     "DAMAGED_DATA_URI",
     "DAMAGED_IMAGE",
     "IN_TOOL_ARGUMENTS",
+    "NOT_IN_TRANSCRIPT",
 ]
 
 #: Where an image sits in a message: a top-level image block, an image block inside a
@@ -75,6 +76,11 @@ DAMAGED_DATA_URI = "the data: URI does not hold a readable image (cut, damaged o
 DAMAGED_IMAGE = "the image data is damaged or of an unknown format"
 #: Why an image inside tool-call arguments is never shipped as an image.
 IN_TOOL_ARGUMENTS = "inside tool call arguments, which cannot carry images"
+#: Why an image reference (``blob:sha256:...``, an ``attachment://`` the log lacks, a file
+#: path) is never shipped as an image, whatever the policy.
+NOT_IN_TRANSCRIPT = "its bytes are not in the transcript, only a reference to them, so it cannot be shown"
+#: The longest reference a placeholder quotes whole (characters); longer ones are cut.
+_REFERENCE_SHOWN = 200
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class ImageSite(ImageInfo):
     @property
     def forced_reason(self) -> str | None:
         """Return why this image can never ship as an image whatever the policy, or ``None``."""
+        if self.source == "reference":
+            return NOT_IN_TRANSCRIPT
         if self.source == "data-uri" and not self.has_size:
             return DAMAGED_DATA_URI
         if self.location == "tool_arguments":
@@ -118,6 +126,7 @@ class ImageSite(ImageInfo):
             sha256=data.get("sha256"),
             source=data["source"],
             url=data.get("url"),
+            reference=data.get("reference"),
             location=data.get("location", "block"),
         )
 
@@ -171,7 +180,9 @@ def find_image_sites(blocks: Sequence[Block]) -> list[ImageSite]:
         ImageError: an image block's base64 is invalid.
     """
     return [
-        _data_uri_site(found, location) if isinstance(found, re.Match) else ImageSite.at(info_from_block(found), location)
+        _data_uri_site(found, location)
+        if isinstance(found, re.Match)
+        else ImageSite.at(info_from_block(found), location)
         for location, found in _walk(blocks)
     ]
 
@@ -206,11 +217,15 @@ class ImageDecider:
             role: the role of the image's message; only user turns carry images (both
                 OpenAI Chat and Anthropic Messages refuse an image in an assistant turn).
         """
+        if site.source == "reference":  # never shown, under any policy: say why it cannot be
+            return Decision(False, NOT_IN_TRANSCRIPT)
         if self.settings.policy != "placeholders":
             forced = site.forced_reason
             if forced is None and role != "user":
-                forced = f"in an {role} turn, which cannot carry images" if role == "assistant" else (
-                    f"in a {role} message, which cannot carry images"
+                forced = (
+                    f"in an {role} turn, which cannot carry images"
+                    if role == "assistant"
+                    else (f"in a {role} message, which cannot carry images")
                 )
             if forced is not None:
                 return self._captioned(site, Decision(False, forced))
@@ -241,12 +256,20 @@ def caption_note(caption: Caption) -> str:
 def placeholder_for(image: ImageInfo, reason: str, caption: Caption | None = None) -> str:
     """Return the loud text that stands for an image that is not shown (never empty).
 
-    It names the media type, pixel size, bytes, a short content hash (or the URL) and
+    It names the media type, pixel size, bytes, a short content hash (or the URL, or the
+    reference of an image the transcript does not hold, cut to 200 characters) and
     ``reason``, then the image's caption when one is given (cleaned and bounded:
-    :func:`~compaction.caption_text.clean_caption`), and says the image is kept in the store.
+    :func:`~compaction.caption_text.clean_caption`), and says the image (for a reference:
+    the reference) is kept in the store.
     """
     size = f"{image.width}x{image.height} px" if image.width and image.height else "size unknown"
     media_type = image.media_type
+    if image.source == "reference":
+        reference = image.reference or ""
+        if len(reference) > _REFERENCE_SHOWN:
+            reference = reference[: _REFERENCE_SHOWN - 3] + "..."
+        what = f"image given by reference {reference!r} ({media_type or 'media type unknown'}, {size})"
+        return f"[image not shown: {what}; reason: {reason}. The reference is kept in the store.]"
     if image.source == "url":
         what = f"image from URL {image.url} ({media_type or 'media type unknown'}, {size})"
     else:
@@ -350,7 +373,11 @@ class _Rebuild:
 
     def image_block(self, block: Block) -> Block:
         site, decision = self.next()
-        return block if decision.keep else {"type": "text", "text": placeholder_for(site, decision.reason, decision.caption)}
+        return (
+            block
+            if decision.keep
+            else {"type": "text", "text": placeholder_for(site, decision.reason, decision.caption)}
+        )
 
     def blocks(self, blocks: Sequence[Block]) -> list[Block]:
         out: list[Block] = []

@@ -46,16 +46,17 @@ def test_detection_reads_the_whole_pretty_printed_log() -> None:
     assert detect_format(IMAGES) == "inspect-ai" and detect_format(BROWSER) == "inspect-ai"
 
 
-def test_a_missing_attachment_is_a_loud_placeholder_and_the_text_stays(tmp_path: Path) -> None:
+def test_a_missing_attachment_is_an_image_reference_and_the_text_stays(tmp_path: Path) -> None:
     log = json.loads(IMAGES.read_text())
     log["samples"][0]["attachments"] = {}
     path = tmp_path / "log.json"
     path.write_text(json.dumps(log))
     user = load_transcript(path).messages[1]
     assert user.content[0]["text"] == "What is this a picture of?"
-    placeholder = user.content[1]["text"]
-    assert placeholder.startswith("[image not included: 'attachment://734b3dc396aa9924b5f2a48de42561d2'")
-    assert "cannot be shown" in placeholder
+    assert user.content[1] == {
+        "type": "image",
+        "source": {"type": "reference", "reference": "attachment://734b3dc396aa9924b5f2a48de42561d2"},
+    }
 
 
 def test_tool_errors_are_kept_in_the_result(tmp_path: Path) -> None:

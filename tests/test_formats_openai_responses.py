@@ -76,8 +76,8 @@ def test_images_by_url_and_by_file_id_and_unknown_items_are_kept_loudly() -> Non
     screenshot = parsed.messages[7]
     assert screenshot.content[1]["source"]["media_type"] == "image/png"
     assert screenshot.content[2] == {
-        "type": "text",
-        "text": "[image not included: 'file-7Qm2preview' is an OpenAI file id, not image data; it cannot be shown]",
+        "type": "image",
+        "source": {"type": "reference", "reference": "file-7Qm2preview"},
     }
     assert parsed.messages[6].content[0]["type"] == "web_search_call"
     assert parsed.unknown_blocks == {"web_search_call": 1}

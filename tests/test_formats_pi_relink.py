@@ -67,7 +67,7 @@ def test_an_abandoned_branch_stays_out_and_the_active_one_is_whole(tmp_path: Pat
     assert parsed.problems == []
 
 
-def test_a_blob_image_reference_is_a_loud_placeholder_and_its_text_stays(tmp_path: Path) -> None:
+def test_a_blob_image_reference_is_kept_as_a_reference_and_its_text_stays(tmp_path: Path) -> None:
     result = {
         "role": "toolResult",
         "toolCallId": "c1",
@@ -89,8 +89,10 @@ def test_a_blob_image_reference_is_a_loud_placeholder_and_its_text_stays(tmp_pat
     messages = load_transcript(_write(tmp_path, lines)).messages
     content = messages[1].content[0]["content"]
     assert content[0] == {"type": "text", "text": "Took a screenshot of the page."}
-    assert content[1]["type"] == "text" and "'blob:sha256:9f2c0d5e7a1b'" in content[1]["text"]
-    assert content[1]["text"].startswith("[image not included: image/png given by reference")
+    assert content[1] == {
+        "type": "image",
+        "source": {"type": "reference", "reference": "blob:sha256:9f2c0d5e7a1b", "media_type": "image/png"},
+    }
 
 
 @settings(max_examples=60, deadline=None)

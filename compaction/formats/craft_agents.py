@@ -8,8 +8,9 @@ jsonl.ts``, ``types.ts`` and ``packages/core/src/types/message.ts``): line 1 is 
 
 * ``user`` -> a user message: its text, then each attachment: an image attachment with
   ``resizedBase64`` (else ``thumbnailBase64``) -> an image block (a pasted screenshot);
-  an attachment without bytes (only its ``storedPath``) -> a loud text placeholder naming
-  the file, so the reference is kept and never rejected;
+  an image attachment without bytes (only its ``storedPath``) -> an image reference to that
+  path (kept, shown as a loud placeholder, never rejected); any other attachment without
+  bytes (a PDF) -> a loud text placeholder naming the file;
 * ``assistant`` -> assistant text (``isIntermediate`` commentary included);
 * ``tool`` (``toolName``, ``toolUseId``, ``toolInput``, ``toolResult``, ``isError`` /
   ``toolStatus: "error"``) -> a ``tool_use`` block in the assistant message it belongs to,
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..blocks import Block
+from ..blocks import Block, image_reference_block
 from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use
 from ._sniff import Sample, TranscriptFormat
 
@@ -49,6 +50,9 @@ def _attachment(attachment: Any, index: int) -> Block:
         media = media_type if attachment.get("resizedBase64") else "image/png"  # thumbnails are PNG
         return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
     where = attachment.get("markdownPath") or attachment.get("storedPath")
+    stored = attachment.get("storedPath") or where
+    if attachment.get("type") == "image" and isinstance(stored, str) and stored:
+        return image_reference_block(stored, media_type if isinstance(media_type, str) else None)
     return {
         "type": "text",
         "text": f"[attachment not included: {name!r} ({media_type or 'unknown type'}, "

@@ -27,15 +27,16 @@ Messages (``role`` ``system`` / ``user`` / ``assistant`` / ``tool``):
   appended to its text).
 
 **References, not rejections.**  An image whose reference cannot be resolved (an
-``attachment://`` missing from the log, a file path) becomes a loud text placeholder that
-names the reference and why it cannot be shown; the rest of the message is kept.
+``attachment://`` missing from the log, a file path) becomes an image reference block
+(:func:`~compaction.blocks.image_reference_block`): kept in the store, priced as the model's
+maximum, shown as a loud placeholder naming the reference; the rest of the message is kept.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..blocks import Block
+from ..blocks import Block, image_reference_block
 from ._common import (
     Context,
     Draft,
@@ -49,17 +50,12 @@ from ._common import (
 )
 from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["FORMAT", "NAME", "image_reference_placeholder", "parse", "sniff"]
+__all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
 NAME = "inspect-ai"
 
 _ATTACHMENT = "attachment://"
 _KEPT_VERBATIM = frozenset({"audio", "video", "document", "data"})
-
-
-def image_reference_placeholder(reference: str, why: str) -> Block:
-    """Return the loud text block that stands for an image given only by reference."""
-    return {"type": "text", "text": f"[image not included: {reference!r} {why}; it cannot be shown]"}
 
 
 class _Sample:
@@ -80,15 +76,12 @@ class _Sample:
             raise Malformed(
                 "an image needs a string 'image' (a data: URI, a URL or an attachment:// reference)"
             )
-        if value.startswith(_ATTACHMENT):
-            return image_reference_placeholder(value, "is an attachment this log does not hold")
         if value.startswith("data:") or value.startswith(("http://", "https://")):
             block = image_from_url(value)
             if block["source"]["type"] == "base64" or value.startswith("http"):
                 return block
-        return image_reference_placeholder(
-            value, "is a reference (a file path or an unknown scheme), not image data"
-        )
+        # an attachment:// the log does not hold, a file path, an unknown scheme
+        return image_reference_block(value)
 
     def content(self, content: Any) -> list[Block]:
         content = self.resolve(content)

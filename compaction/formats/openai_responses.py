@@ -10,8 +10,8 @@ converters (:mod:`compaction.formats.codex`):
   ``user``; ``system`` / ``developer`` become role ``system``; ``assistant`` joins the model's
   turn.  ``content`` is a string or a list of parts: ``input_text`` / ``output_text`` /
   ``refusal`` become text, ``input_image`` with an ``image_url`` an image; an ``input_image``
-  given only by ``file_id`` becomes a loud placeholder naming the file (its bytes are not in
-  the file); other parts (``input_file``, ``input_audio``) are kept verbatim;
+  given only by ``file_id`` becomes an image reference naming the file id (its bytes are not
+  in the file: kept, shown as a loud placeholder); other parts (``input_file``, ``input_audio``) are kept verbatim;
 * ``reasoning``: ``summary`` and ``content`` texts become ``thinking`` blocks (no signature),
   ``encrypted_content`` an opaque ``{"type": "encrypted_reasoning", "provider": "openai",
   "encrypted_content": ...}`` block that both request formats drop, exactly as for Codex;
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..blocks import Block
+from ..blocks import Block, image_reference_block
 from ._common import (
     Context,
     Draft,
@@ -49,7 +49,6 @@ from ._common import (
 )
 from ._sniff import Sample, TranscriptFormat
 from .codex import CALLS, OUTPUTS, call_block, output_block, reasoning_blocks
-from .inspect_ai import image_reference_placeholder
 from .openai import content_parts
 
 __all__ = ["FORMAT", "NAME", "convert_all", "parse", "sniff"]
@@ -69,7 +68,7 @@ def _parts(content: Any) -> list[Block]:
     """Convert a message's ``content``, keeping an ``input_image`` given by ``file_id`` loud."""
     if isinstance(content, list):
         content = [
-            image_reference_placeholder(str(part["file_id"]), "is an OpenAI file id, not image data")
+            image_reference_block(str(part["file_id"]))
             if isinstance(part, dict)
             and part.get("type") == "input_image"
             and not part.get("image_url")

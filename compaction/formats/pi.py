@@ -3,7 +3,9 @@
 One entry a line.  The first is the ``session`` header (``id``, ``cwd``, ``provider``,
 ``modelId``...).  ``message`` entries carry ``message`` with a role:
 
-* ``user``: ``content`` a string or blocks (``text``, ``image`` with ``data`` / ``mimeType``);
+* ``user``: ``content`` a string or blocks (``text``, ``image`` with ``data`` / ``mimeType``;
+  ``data`` that is a reference, such as ``blob:sha256:<hex>``, becomes an image reference
+  block: kept, never shown, see :func:`~compaction.blocks.image_reference_block`);
 * ``assistant``: blocks ``text``, ``thinking`` (``thinkingSignature`` becomes the block's
   ``signature``; ``redacted`` thinking becomes ``redacted_thinking``), ``toolCall``
   (``id``, ``name``, ``arguments``) -> ``tool_use``; plus ``model``, ``stopReason``;
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..blocks import Block
+from ..blocks import Block, image_reference_block
 from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use
 from ._sniff import Sample, TranscriptFormat
 
@@ -48,13 +50,8 @@ def _image(block: dict[str, Any]) -> Block:
         raise Malformed("an image block needs string 'data' and 'mimeType'")
     if data.startswith("blob:") or ":" in data[:80]:
         # A reference to bytes stored elsewhere (pi-derived stores write "blob:sha256:<hex>"):
-        # kept as a loud placeholder naming it, never refused as bad base64.
-        reference = data if len(data) <= 200 else data[:197] + "..."
-        return {
-            "type": "text",
-            "text": f"[image not included: {media_type} given by reference {reference!r}, whose bytes "
-            "are not in the transcript; it cannot be shown]",
-        }
+        # kept as an image reference, never refused as bad base64.
+        return image_reference_block(data, media_type)
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 

@@ -315,6 +315,16 @@ def _price_gemini(width: int, height: int) -> tuple[int, int, int]:
 def max_image_tokens(model: str) -> int:
     """Return the most tokens one image can cost on ``model`` (high detail for OpenAI).
 
+    This is the price of an image whose size cannot be known: a URL image, and an image
+    reference (``{"source": {"type": "reference"}}``: ``blob:sha256:...``, an
+    ``attachment://`` the log lacks, a file path), which the store keeps and prices at this
+    maximum although it is only ever shown as a placeholder.  The maxima are the documented
+    ones: Anthropic, https://docs.claude.com/en/docs/build-with-claude/vision#evaluate-image-size
+    (an image over ~1,600 tokens is scaled down until it fits); OpenAI,
+    https://platform.openai.com/docs/guides/images-vision#calculating-costs (an image is
+    scaled to fit 2048x2048 and then to a 768-px short side, so at most 8 tiles; patch
+    models cap an image at 1536 patches).
+
     * openai-tile: ``base + 8 * per_tile`` (a 2048x768 image after the resize covers
       4 x 2 tiles): 1445 for gpt-4o.
     * openai-patch: ``ceil(1536 * multiplier)``: 2489 for gpt-4.1-mini.
