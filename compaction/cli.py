@@ -638,6 +638,10 @@ from .serve.command import serve_command, serve_stats_command  # noqa: E402  (im
 main.add_command(serve_command)
 main.add_command(serve_stats_command)
 
+from .fleet.cli import fleet_command  # noqa: E402  (it imports this module lazily; dask only when it runs)
+
+main.add_command(fleet_command)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()
