@@ -93,6 +93,13 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
     return recipe.replace(**changes) if changes else recipe
 
 
+#: ``--encoding`` of run and compile (count has its own default).
+ENCODING_HELP = (
+    "Encoding of the counts: o200k_base, cl100k_base, or hf:/path/to/tokenizer.json for a local "
+    "model (append #llama3, #chatml, #mistral or #none to name its chat template; default: detected)."
+)
+
+
 def _request_settings(
     budget: int | None, output_format: str | None, model: str | None, vision: str | None, max_live_images: int | None
 ) -> dict[str, Any]:
@@ -308,6 +315,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
+@click.option("--encoding", help=ENCODING_HELP)
 @tools_option
 def compile_command(
     store_path: str,
@@ -318,12 +326,13 @@ def compile_command(
     vision: str | None,
     max_live_images: int | None,
     out: str | None,
+    encoding: str | None,
     tools_path: str | None,
 ) -> None:
     """Compile the store into the next model request within the token budget."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), open_store(store_path, create=False) as store:
-        recipe = _recipe(recipe_path, **target)
+        recipe = _recipe(recipe_path, **target, encoding=encoding)
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
@@ -438,6 +447,7 @@ def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None
 )
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--encoding", help=ENCODING_HELP)
 @tools_option
 @focus_option
 def run(
@@ -453,13 +463,14 @@ def run(
     store_path: str,
     lenient: bool,
     as_json: bool,
+    encoding: str | None,
     tools_path: str | None,
     focus: str | None,
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
     with _errors(), _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, **target, summary_focus=focus)
+        recipe = _recipe(recipe_path, **target, summary_focus=focus, encoding=encoding)
         result = run_pipeline(
             transcript,
             recipe,
@@ -572,7 +583,10 @@ def _dropped_counts(dropped: Any) -> dict[str, int]:
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
-    "--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True
+    "--encoding",
+    default="o200k_base",
+    show_default=True,
+    help="o200k_base, cl100k_base, or hf:/path/to/tokenizer.json (a local model's tokenizer).",
 )
 @click.option(
     "--method",

@@ -38,7 +38,7 @@ from .planning import (
 from .policy import Decision
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
-from .tokens.counting import MESSAGE_OVERHEAD, count_text
+from .tokens.counting import count_text, message_overhead
 from .tools import normalize_tools, tools_tokens
 from .types import RequestFormatName, Stage
 from .wire import GatedRequest, OutboundRequest, gate
@@ -394,7 +394,7 @@ def _shortfall(
         what = "the newest message" if cut == newest else f"the {plan.n - cut} newest messages ({cut}–{newest})"
         parts.append(f"{what}, shown raw, {tail}")
     if system:
-        parts.append(f"the pinned system messages {MESSAGE_OVERHEAD + count_text(system, plan.encoding)}")
+        parts.append(f"the pinned system messages {message_overhead(plan.encoding) + count_text(system, plan.encoding)}")
     if tool_tokens:
         parts.append(f"the tool definitions {tool_tokens}")
     if cover:

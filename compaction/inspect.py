@@ -39,7 +39,7 @@ from .outputs import request_format
 from .planning import WindowPlanner
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
-from .tokens.counting import MESSAGE_OVERHEAD, count_text
+from .tokens.counting import count_text, message_overhead
 
 __all__ = [
     "TEXT_LIMIT",
@@ -333,14 +333,14 @@ def inspect_compiled(
     # -- the fixed parts ---------------------------------------------------------------
     first_role = next((role for role, _blocks in request.messages if role != "system"), None)
     framing = fmt.framing_tokens(request.system, first_role, encoding)
-    system_tokens = MESSAGE_OVERHEAD + count_text(request.system, encoding) if request.system else 0
+    system_tokens = message_overhead(encoding) + count_text(request.system, encoding) if request.system else 0
     parts: list[Part] = [Part("request framing", framing - system_tokens), Part("system", system_tokens)]
     parts.append(Part("tools", tools_tokens(normalize_tools(tools), fmt.name, encoding)))
     ledger_text = planner.ledger(cut) if cover else None
     parts.append(Part("ask ledger", compiled.ledger_tokens))
     by_level: dict[int, int] = {}
     if cover:
-        parts.append(Part("summary framing", MESSAGE_OVERHEAD + count_text(SUMMARY_INTRO, encoding)))
+        parts.append(Part("summary framing", message_overhead(encoding) + count_text(SUMMARY_INTRO, encoding)))
         for summary in cover:
             by_level[summary.level] = by_level.get(summary.level, 0) + planner.summary_cost(summary)
     parts += [Part(f"summaries L{level}", tokens, level) for level, tokens in sorted(by_level.items())]

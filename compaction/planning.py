@@ -23,7 +23,7 @@ from .outputs import RequestFormat
 from .policy import ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
-from .tokens.counting import BLOCK_SEPARATOR, MESSAGE_OVERHEAD, blocks_text_tokens, count_text
+from .tokens.counting import BLOCK_SEPARATOR, blocks_text_tokens, count_text, message_overhead
 
 __all__ = [
     "WindowPlanner",
@@ -271,7 +271,7 @@ class WindowPlanner:
             return 0
         ledger = self.ledger_cost(cover[-1].end_seq)
         return (
-            MESSAGE_OVERHEAD
+            message_overhead(self.encoding)
             + ledger
             + count_text(SUMMARY_INTRO, self.encoding)
             + sum(self.summary_cost(s) for s in cover)

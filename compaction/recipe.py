@@ -251,7 +251,9 @@ class Recipe:
     """Every compaction setting, validated on construction.
 
     Attributes:
-        encoding: the tiktoken encoding for text counts: ``"o200k_base"`` or ``"cl100k_base"``.
+        encoding: the encoding for text counts: ``"o200k_base"``, ``"cl100k_base"``, or
+            ``"hf:/path/to/tokenizer.json"`` for a local model (a Hugging Face tokenizer file,
+            counted with the ``tokenizers`` library; never downloaded).
         model: the target model named in compiled requests; picks the image pricing family.
             ``None``: the output format's default model (see :attr:`target_model`).
         budget_tokens: the token budget of a compiled request; ``None`` when the caller
@@ -298,6 +300,10 @@ class Recipe:
             chunk is quarantined (shown raw or masked, not retried, reported).
         caption_images: caption each image once while it is live (a vision-capable
             summarizer is required) and show the caption in its later placeholder.
+        chat_template: the chat template whose per-message framing an ``hf:`` encoding counts:
+            ``"llama3"``, ``"chatml"``, ``"mistral"`` or ``"none"`` (``None``: detected from the
+            tokenizer's special tokens); only with an ``hf:`` encoding, whose name then carries
+            it (``hf:PATH#chatml``, see :mod:`compaction.tokens.hf`).
         summarizer: the ``[summarizer]`` table.
         source: where the recipe came from (a path, ``"<mapping>"``), used in errors.
     """
@@ -331,12 +337,13 @@ class Recipe:
     summary_focus: str | None = None
     quarantine_after: int = 3
     caption_images: bool = False
+    chat_template: str | None = None
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     source: str = field(default="<defaults>", repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check = _Checker(self.source)
-        check.choice("encoding", self.encoding, ENCODING_NAMES)
+        self._check_encoding(check)
         check.string("model", self.model, optional=True)
         check.integer("budget_tokens", self.budget_tokens, minimum=1, optional=True)
         check.boolean("vision", self.vision)
@@ -398,6 +405,28 @@ class Recipe:
     def image_policy(self) -> ImagePolicy:
         """Return ``"live"`` when the model sees images, else ``"placeholders"``."""
         return "live" if self.vision else "placeholders"
+
+    def _check_encoding(self, check: _Checker) -> None:
+        """Check ``encoding`` and ``chat_template``; an ``hf:`` name takes the template as its suffix."""
+        if not (isinstance(self.encoding, str) and self.encoding.startswith("hf:")):
+            check.choice("encoding", self.encoding, ENCODING_NAMES)
+            if self.chat_template is not None:
+                raise check.fail(
+                    "chat_template",
+                    f"applies only to an hf: encoding (a local model's tokenizer.json), not to {self.encoding!r}",
+                )
+            return
+        from .tokens.chat_templates import CHAT_TEMPLATE_NAMES
+        from .tokens.hf import TokenizerFileError, hf_encoding, load_tokenizer
+
+        if self.chat_template is not None:
+            check.choice("chat_template", self.chat_template, CHAT_TEMPLATE_NAMES)
+        try:
+            encoding = hf_encoding(self.encoding, self.chat_template)
+            load_tokenizer(encoding)
+        except TokenizerFileError as err:
+            raise check.fail("encoding", str(err)) from err
+        object.__setattr__(self, "encoding", encoding)
 
     @property
     def target_model(self) -> str:

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import DATA_URI_RE, Block
-from ..tokens.counting import MESSAGE_OVERHEAD, REQUEST_OVERHEAD, blocks_text_tokens, cache_key, count_text
+from ..tokens.counting import (
+    blocks_text_tokens,
+    cache_key,
+    count_text,
+    message_overhead,
+    request_overhead,
+)
 from ..tokens.image_pricing import price_image
 from ..types import RequestFormatName
 
@@ -136,11 +142,13 @@ class RequestFormat(ABC):
 
         The reply primer, and the system text with its message framing.  ``first_role`` is
         the role of the first non-system message (``None`` when there is none); a shape that
-        must open with a particular role adds the turn it inserts.
+        must open with a particular role adds the turn it inserts.  Under an ``hf:``
+        encoding the framing is the local model's chat template's
+        (:mod:`compaction.tokens.chat_templates`), counted with its tokenizer.
         """
-        tokens = REQUEST_OVERHEAD
+        tokens = request_overhead(encoding)
         if system:
-            tokens += MESSAGE_OVERHEAD + count_text(system, encoding)
+            tokens += message_overhead(encoding) + count_text(system, encoding)
         return tokens
 
     #: Block types the shape does not carry at all (rendering leaves them out, and

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..blocks import Message, canonical_json
-from ..errors import EncodingDataMissing, InvalidArgument, StoreError, found
-from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
+from ..errors import InvalidArgument, StoreError, found
+from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, sync
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
@@ -173,7 +173,7 @@ class PostgresStore:
             compaction store (or is missing and ``create`` is false), its schema version is
             newer than this code, or a write failed; the message says why.
         InvalidArgument: an argument of the wrong type.
-        EncodingDataMissing: an unknown encoding name.
+        EncodingDataMissing: an unknown encoding name, or an hf: tokenizer file that cannot be loaded.
 
     Example:
         >>> store = PostgresStore("postgresql://localhost/agents?store=alice")  # doctest: +SKIP
@@ -193,8 +193,7 @@ class PostgresStore:
             raise InvalidArgument(f"a PostgreSQL store URL must be a str; found {found(url)}")
         if not isinstance(encoding, str):
             raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding not in ENCODINGS:
-            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        check_encoding(encoding)  # a tiktoken name, or hf:PATH of a readable tokenizer.json
         if not isinstance(create, bool):
             raise InvalidArgument(f"create must be True or False; found {found(create)}")
         if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int) or connect_timeout < 1:
@@ -518,8 +517,8 @@ class PostgresStore:
         _check_optional_ints(end=end)
         if encoding is not None and not isinstance(encoding, str):
             raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding is not None and encoding not in ENCODINGS:
-            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if encoding is not None:
+            check_encoding(encoding)
         if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
             raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
         encoding = encoding or self.encoding

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import Message, canonical_json
-from ..errors import EncodingDataMissing, InvalidArgument, StoreError, found
-from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
+from ..errors import InvalidArgument, StoreError, found
+from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .sync import append_batch
@@ -168,7 +168,7 @@ class SQLiteStore:
             written; the message says why (a full disk, a read-only file, ...).
         InvalidArgument: a path, encoding, flag or tracer of the wrong type, or both
             ``path`` and ``connection``.
-        EncodingDataMissing: an unknown encoding name.
+        EncodingDataMissing: an unknown encoding name, or an hf: tokenizer file that cannot be loaded.
 
     Example:
         >>> store = Store(":memory:")
@@ -193,8 +193,7 @@ class SQLiteStore:
             raise InvalidArgument(f"connection must be an sqlite3.Connection; found {found(connection)}")
         if not isinstance(encoding, str):
             raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding not in ENCODINGS:
-            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        check_encoding(encoding)  # a tiktoken name, or hf:PATH of a readable tokenizer.json
         if not isinstance(create, bool):
             raise InvalidArgument(f"create must be True or False; found {found(create)}")
         if tracer is not None and not callable(tracer):
@@ -572,8 +571,8 @@ class SQLiteStore:
         _check_optional_ints(end=end)
         if encoding is not None and not isinstance(encoding, str):
             raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding is not None and encoding not in ENCODINGS:
-            raise EncodingDataMissing(f"unknown encoding {encoding!r}; expected one of: {', '.join(sorted(ENCODINGS))}")
+        if encoding is not None:
+            check_encoding(encoding)
         if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
             raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
         encoding = encoding or self.encoding

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..errors import CompactionError
+from ..errors import CompactionError, EncodingDataMissing
 from .encodings import DEFAULT_ENCODING, get_encoding
 
 __all__ = ["METHODS", "count_batch"]
@@ -24,7 +24,9 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING, method: 
 
     Args:
         texts: the texts (str).
-        encoding: ``"o200k_base"`` or ``"cl100k_base"``.
+        encoding: ``"o200k_base"``, ``"cl100k_base"`` or ``"hf:PATH"`` (a local
+            ``tokenizer.json``: ``exact`` and ``fast`` are both its exact count, and there is
+            no estimator for it).
         method: ``"exact"``, ``"fast"`` (default; equal to exact) or ``"estimate"``.
 
     Returns:
@@ -48,6 +50,8 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING, method: 
                 raise TypeError(f"count_batch() text {position} is a {type(text).__name__}, not a str")
             text = str.__str__(text)  # a str subclass (numpy.str_...): its characters, as a plain str
         items.append(text)
+    if isinstance(encoding, str) and encoding.startswith("hf:"):
+        return _count_batch_hf(items, encoding, method)
     if method == "exact":
         enc = get_encoding(encoding)
         counts = [len(t) for t in enc.encode_ordinary_batch(items)] if items else []
@@ -63,4 +67,19 @@ def count_batch(texts: Iterable[str], encoding: str = DEFAULT_ENCODING, method: 
         counts = [estimate_tokens(t, encoding) for t in items]
     else:
         raise CompactionError(f"method must be one of {', '.join(METHODS)}; found {method!r}")
+    return np.asarray(counts, dtype=np.int64)
+
+
+def _count_batch_hf(items: list[str], encoding: str, method: str) -> np.ndarray:
+    from .hf import load_tokenizer
+
+    if method not in METHODS:
+        raise CompactionError(f"method must be one of {', '.join(METHODS)}; found {method!r}")
+    if method == "estimate":
+        raise EncodingDataMissing(
+            f"no estimator table for encoding {encoding!r} (the estimator is fitted to o200k_base "
+            f"and cl100k_base); count it with --method fast"
+        )
+    tokenizer = load_tokenizer(encoding).tokenizer
+    counts = [len(e.ids) for e in tokenizer.encode_batch(items, add_special_tokens=False)] if items else []
     return np.asarray(counts, dtype=np.int64)

@@ -22,6 +22,7 @@ from ..blocks import DATA_URI_RE, Block, Message, canonical_json, unknown_block_
 from ..errors import EncodingDataMissing, InvalidArgument, found
 from .encodings import DEFAULT_ENCODING, get_encoding
 from .fast import count_tokens
+from .hf import HF_PREFIX
 
 __all__ = [
     "COUNTING_VERSION",
@@ -29,6 +30,8 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "REQUEST_OVERHEAD",
     "TOOL_CALL_OVERHEAD",
+    "message_overhead",
+    "request_overhead",
     "count_text",
     "count_texts",
     "strip_data_uris",
@@ -55,8 +58,17 @@ def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
         dropped: the block types the counts leave out (a request format's
             ``dropped_block_types``, see :func:`blocks_text_tokens`); counts that leave out
             different types are different facts, so they get different keys.  The default
-            key (nothing dropped) is the one stores have always used.
+            key (nothing dropped) is the one stores have always used.  An ``hf:`` encoding is keyed
+    by the sha256 of its ``tokenizer.json`` and its chat template
+    (:func:`compaction.tokens.hf.content_key`), never by its path.
+
+    Raises:
+        TokenizerFileError: an ``hf:`` encoding whose file cannot be loaded.
     """
+    if encoding.startswith(HF_PREFIX):
+        from .hf import content_key
+
+        encoding = content_key(encoding)
     if not dropped:
         return f"{encoding}@{COUNTING_VERSION}"
     return f"{encoding}@{COUNTING_VERSION}-{'+'.join(sorted(dropped))}"
@@ -66,6 +78,32 @@ def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
 MESSAGE_OVERHEAD = 4
 #: Tokens that prime the reply (``<|start|>assistant<|message|>``).
 REQUEST_OVERHEAD = 3
+
+
+def message_overhead(encoding: str) -> int:
+    """Return the framing tokens of one message in ``encoding`` (tokens).
+
+    :data:`MESSAGE_OVERHEAD` for a tiktoken encoding; for an ``hf:`` encoding, its chat
+    template's framing counted with its tokenizer (:mod:`compaction.tokens.chat_templates`).
+    """
+    if not encoding.startswith(HF_PREFIX):
+        return MESSAGE_OVERHEAD
+    from .hf import framing
+
+    return framing(encoding)[0]
+
+
+def request_overhead(encoding: str) -> int:
+    """Return the framing tokens of one request beyond its messages' in ``encoding`` (tokens).
+
+    :data:`REQUEST_OVERHEAD` (the reply primer) for a tiktoken encoding; for an ``hf:``
+    encoding, its chat template's begin-of-text and reply primer.
+    """
+    if not encoding.startswith(HF_PREFIX):
+        return REQUEST_OVERHEAD
+    from .hf import framing
+
+    return framing(encoding)[1]
 #: Framing of one tool call beyond its id, name and arguments (type, function wrapper).
 TOOL_CALL_OVERHEAD = 8
 #: Tokens a renderer may add where it joins two parts of one message into one string.
@@ -83,6 +121,10 @@ def _count_cached(text: str, encoding: str) -> int:
 
 
 def _count_fast(text: str, encoding: str) -> int:
+    if encoding.startswith(HF_PREFIX):
+        from .hf import count_hf
+
+        return count_hf(text, encoding)
     try:
         return count_tokens(text, encoding)
     except EncodingDataMissing:
@@ -99,15 +141,19 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
     Args:
         text: any string; special-token text is counted as ordinary text.
-        encoding: ``"o200k_base"`` (default) or ``"cl100k_base"``.
+        encoding: ``"o200k_base"`` (default), ``"cl100k_base"``, or ``"hf:PATH"`` naming a
+            Hugging Face ``tokenizer.json`` (see :mod:`compaction.tokens.hf`).
 
     Returns:
         The token count (tokens), equal to ``len(tiktoken_encoding.encode_ordinary(text))``;
-        counted by the exact fast path (:mod:`compaction.tokens.fast`).
+        counted by the exact fast path (:mod:`compaction.tokens.fast`).  Under ``hf:``,
+        ``len(tokenizer.encode(text, add_special_tokens=False).ids)``.
 
     Raises:
         InvalidArgument: ``text`` or ``encoding`` is not a string.
         EncodingDataMissing: unknown encoding or missing package data.
+        TokenizerFileError: an ``hf:`` file that is missing or not a ``tokenizer.json``
+            (an ``EncodingDataMissing``).
     """
     if not text:
         return 0
@@ -117,8 +163,8 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
         )
     if len(text) <= 4096:
         return _count_cached(text, encoding)
-    if len(text) <= SEGMENT_CHARS:
-        return _count_fast(text, encoding)
+    if len(text) <= SEGMENT_CHARS or encoding.startswith(HF_PREFIX):
+        return _count_fast(text, encoding)  # a local tokenizer's pre-tokenizer is its own
     return _count_segments(text, encoding)
 
 
@@ -192,7 +238,7 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
     Images (top-level, nested in ``tool_result`` or as ``data:`` URIs) count 0 here.
     An unknown block type is priced as its canonical JSON, so it is never free.
     """
-    return blocks_text_tokens((block,), encoding) - MESSAGE_OVERHEAD
+    return blocks_text_tokens((block,), encoding) - message_overhead(encoding)
 
 
 def _own_tokens(block: Block, encoding: str) -> int:
@@ -217,7 +263,7 @@ def _own_tokens(block: Block, encoding: str) -> int:
     if kind == "tool_result":
         content = block.get("content", "")
         tool_use_id = block.get("tool_use_id", "")
-        tokens = MESSAGE_OVERHEAD + count_text(tool_use_id, encoding)
+        tokens = message_overhead(encoding) + count_text(tool_use_id, encoding)
         if block.get("is_error"):
             tokens += count_text(TOOL_ERROR_PREFIX, encoding)  # OpenAI Chat marks the result so
         if isinstance(content, str):
@@ -274,7 +320,7 @@ def blocks_text_tokens(
     The blocks a ``tool_result`` holds are counted the same way, each list of them with its
     joins; the walk is iterative, so no nesting depth reaches Python's recursion limit.
     """
-    total = MESSAGE_OVERHEAD
+    total = message_overhead(encoding)
     shipped = [b for b in blocks if b.get("type") not in dropped] if dropped else list(blocks)
     if dropped and not shipped and blocks_were_all_dropped(blocks, dropped):
         shipped = [DROPPED_STAND_IN]  # the message ships as this line (see the renderers)

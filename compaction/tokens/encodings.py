@@ -29,7 +29,15 @@ from ..errors import EncodingDataMissing
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["ENCODINGS", "EncodingSpec", "get_encoding", "load_ranks", "rank_file", "DEFAULT_ENCODING"]
+__all__ = [
+    "ENCODINGS",
+    "EncodingSpec",
+    "check_encoding",
+    "get_encoding",
+    "load_ranks",
+    "rank_file",
+    "DEFAULT_ENCODING",
+]
 
 DEFAULT_ENCODING = "o200k_base"
 
@@ -109,6 +117,28 @@ def _spec(name: str) -> EncodingSpec:
     except KeyError:
         known = ", ".join(sorted(ENCODINGS))
         raise EncodingDataMissing(f"unknown encoding {name!r}; expected one of: {known}") from None
+
+
+def check_encoding(name: str) -> str:
+    """Return ``name`` if text can be counted in it, else raise.
+
+    A known tiktoken encoding (:data:`ENCODINGS`), or ``hf:PATH`` naming a readable Hugging
+    Face ``tokenizer.json`` (loaded here, once per process: :mod:`compaction.tokens.hf`).
+
+    Raises:
+        EncodingDataMissing: an unknown name.
+        TokenizerFileError: an ``hf:`` name whose file cannot be loaded (an
+            ``EncodingDataMissing`` naming the path).
+    """
+    if name in ENCODINGS:
+        return name
+    if isinstance(name, str) and name.startswith("hf:"):
+        from .hf import load_tokenizer
+
+        load_tokenizer(name)
+        return name
+    known = ", ".join(sorted(ENCODINGS))
+    raise EncodingDataMissing(f"unknown encoding {name!r}; expected one of: {known}, or hf:/path/to/tokenizer.json")
 
 
 def rank_file(name: str) -> bytes:
