@@ -368,7 +368,11 @@ def test_claude_code_edge_cases_strict_and_lenient() -> None:
     assert "no 'content'" in str(caught.value)
     parsed = load_transcript(path, lenient=True)
     assert parsed.skipped == 7
-    assert [int(p.split(":")[1]) for p in parsed.problems] == [10, 11, 13, 14, 15, 16, 18]
+    assert [int(p.split(":")[1]) for p in parsed.problems] == [10, 11, 13, 14, 15, 16, 17, 18]
+    assert parsed.problems[6].endswith(  # a note, not a skipped line: the chain broke, nothing is cut
+        ":17: parentUuid 'assistant_003' is in no event of the file (line 16 was skipped); "
+        "the events after it are kept in file order"
+    )
     assert all(p.startswith(f"{path}:") for p in parsed.problems)
     # line 12 repeats uuid edge_011 of the malformed line 11, and is the one kept
     assert [m.source_id for m in parsed.messages].count("edge_011") == 1

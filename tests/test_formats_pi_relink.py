@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction.cli import main
 from compaction.errors import InvalidTranscript
-from compaction.formats import load_transcript
+from compaction.formats import LenientLoss, load_transcript
 
 
 def _entry(index: int, parent: str | None, role: str = "user", text: str | None = None) -> dict:
@@ -64,7 +66,11 @@ def test_an_abandoned_branch_stays_out_and_the_active_one_is_whole(tmp_path: Pat
     lines.insert(3, json.dumps(_entry(90, "e0", "assistant", "abandoned answer")))  # a sibling of e1
     parsed = load_transcript(_write(tmp_path, lines))
     assert [m.content[0]["text"] for m in parsed.messages] == [f"message {i}" for i in range(4)]
-    assert parsed.problems == []
+    assert parsed.skipped == 0
+    assert [p.split(".jsonl:", 1)[1] for p in parsed.problems] == [
+        "4: 1 conversation entry on branches the session left (line 4) is not imported: "
+        "only the active branch, from the root to the last entry, is"
+    ]
 
 
 def test_a_blob_image_reference_is_kept_as_a_reference_and_its_text_stays(tmp_path: Path) -> None:
@@ -107,3 +113,109 @@ def test_lenient_loses_exactly_the_bad_lines(tmp_path_factory, count: int, data:
     texts = [t for m in parsed.messages for t in [m.content[0]["text"]]]
     assert texts == kept
     assert parsed.skipped == len(broken)
+
+
+def _lost_session() -> list[str]:
+    """A branched session whose two bad lines leave one message that nothing can place.
+
+    Lines: header, e0 (root), [bad: m1, child of e0], o1 (child of m1), x (child of e0),
+    [bad: m2], r (child of m2), s (child of r).  The walk from s re-links r to x; o1 hangs
+    under the skipped m1, and whether it belonged to the active branch is unknowable.
+    """
+    header = json.dumps({"type": "session", "version": 3, "id": "s", "cwd": "/w"})
+    entries = [
+        _entry(0, None, "user", "the task"),
+        None,
+        {**_entry(1, "m1", "assistant", "an answer under a skipped line"), "id": "o1"},
+        {**_entry(2, "e0", "assistant", "another answer"), "id": "x"},
+        None,
+        {**_entry(3, "m2", "user", "go on"), "id": "r"},
+        {**_entry(4, "r", "assistant", "done"), "id": "s"},
+    ]
+    return [header] + [json.dumps(e) if e is not None else '{"type": "message", "id": ' for e in entries]
+
+
+def test_a_lenient_import_that_would_lose_more_than_the_bad_lines_fails(tmp_path: Path) -> None:
+    path = _write(tmp_path, _lost_session())
+    with pytest.raises(LenientLoss) as caught:
+        load_transcript(path, lenient=True)
+    error = caught.value
+    assert (error.skipped, error.unplaced, error.path) == (2, 1, str(path))
+    assert isinstance(error, InvalidTranscript) and isinstance(error, ValueError)
+    assert str(error) == (
+        f"{path}: a lenient import would lose 1 message beyond the 2 skipped lines (4: 1 message "
+        "(line 4) could not be placed: their chain to the root runs through a missing entry and the "
+        "re-linked active branch does not reach them); nothing was imported: repair the skipped "
+        "lines (each is listed in the problems) and import again"
+    )
+    assert [p.split(".jsonl:", 1)[1].split(":", 1)[0] for p in error.problems] == ["3", "6", "7", "4"]
+
+
+def test_the_same_session_with_its_lines_repaired_imports_whole(tmp_path: Path) -> None:
+    lines = _lost_session()
+    lines[2] = json.dumps({**_entry(9, "e0", "user", "the skipped ask"), "id": "m1"})
+    lines[5] = json.dumps({**_entry(8, "x", "user", "the other skipped ask"), "id": "m2"})
+    parsed = load_transcript(_write(tmp_path, lines))
+    assert [m.content[0]["text"] for m in parsed.messages] == [
+        "the task",
+        "another answer",
+        "the other skipped ask",
+        "go on",
+        "done",
+    ]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_a_branched_session_never_loses_a_message_silently(tmp_path_factory, data: st.DataObject) -> None:
+    """Every message entry is imported, skipped (a bad line), or named in a note; else LenientLoss."""
+    count = data.draw(st.integers(min_value=2, max_value=25))
+    parents: list[int | None] = [None]
+    for index in range(1, count):  # mostly the previous entry, sometimes a branch off an earlier one
+        parents.append(
+            data.draw(st.one_of(st.just(index - 1), st.integers(min_value=0, max_value=index - 1)))
+        )
+    lines = [json.dumps({"type": "session", "version": 3, "id": "s", "cwd": "/w"})]
+    lines += [json.dumps(_entry(i, None if p is None else f"e{p}")) for i, p in enumerate(parents)]
+    broken = data.draw(st.sets(st.integers(min_value=1, max_value=count), max_size=max(1, count // 4)))
+    for number in broken:
+        lines[number] = "{broken"
+    path = _write(tmp_path_factory.mktemp("p"), lines)
+    try:
+        parsed = load_transcript(path, lenient=True)
+    except LenientLoss as error:
+        assert broken and error.unplaced >= 1 and error.skipped == len(broken)
+        return
+    noted = sum(
+        int(p.split(": ", 1)[1].split(" ")[0]) for p in parsed.problems if "branches the session left" in p
+    )
+    assert len(parsed.messages) + noted + parsed.skipped == count
+    assert parsed.skipped == len(broken)
+    if not broken:  # exactly the path from the root to the last entry
+        path_ids, node = [], count - 1
+        while node is not None:
+            path_ids.append(node)
+            node = parents[node]
+        assert [m.source_id for m in parsed.messages] == [f"e{i}" for i in reversed(path_ids)]
+
+
+def test_the_import_command_fails_in_one_line_and_stores_nothing(tmp_path: Path) -> None:
+    path = _write(tmp_path, _lost_session())
+    store = tmp_path / "store.sqlite"
+    result = CliRunner().invoke(main, ["import", str(path), "--store", str(store), "--lenient"])
+    assert result.exit_code != 0
+    (line,) = result.stderr.strip().splitlines()
+    assert "a lenient import would lose 1 message beyond the 2 skipped lines" in line and str(path) in line
+
+
+def test_the_import_command_prints_the_notes_of_a_clean_import(tmp_path: Path) -> None:
+    lines = _session(4)
+    lines.insert(3, json.dumps(_entry(90, "e0", "assistant", "abandoned answer")))
+    store = tmp_path / "store.sqlite"
+    result = CliRunner().invoke(
+        main, ["import", str(_write(tmp_path, lines)), "--store", str(store), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["skipped"] == 0 and report["messages"] == 4
+    assert [p.split(".jsonl:", 1)[1].split(":")[0] for p in report["problems"]] == ["4"]

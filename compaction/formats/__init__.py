@@ -50,13 +50,14 @@ from typing import Any
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
 from . import anthropic, openai
-from ._common import Context, Draft, Item, finish, unknown_block_counts
+from ._common import Context, Draft, Item, LenientLoss, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
 from ._sniff import TranscriptFormat
 
 __all__ = [
     "FORMATS",
     "REGISTRY",
+    "LenientLoss",
     "ParsedTranscript",
     "TranscriptFormat",
     "detect_format",
@@ -112,7 +113,10 @@ class ParsedTranscript:
         messages: the messages, in order, with ``seq=None``.
         format: the format name used (one of :data:`FORMATS`).
         skipped: malformed lines or messages skipped (only under ``lenient=True``).
-        problems: one ``"path:line: what is wrong"`` line per skipped item.
+        problems: one ``"path:line: what is wrong"`` line per skipped item, and one per way
+            the parse worked around a skipped line (a chain re-linked in file order) or left
+            something out on purpose (a pi branch the session left, Claude Code sidechain
+            events), so nothing is lost silently.
         unknown_blocks: how many blocks of each type no request format knows were imported
             (kept verbatim, rendered by the loud default rule), largest count first; empty
             when there are none.
@@ -186,6 +190,10 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
             detected, since the guess may be what is wrong.  When ``format`` is given and the
             file gives no message in it (nothing it reads, or everything skipped), the message
             says what the format reads and which format the content looks like.
+        LenientLoss: (an :class:`InvalidTranscript`) the import would lose messages beyond
+            the lines it skips: a tree-shaped session whose chain runs through a skipped line
+            leaves messages that cannot be placed; it names the file and both counts, and
+            nothing is imported.
 
     Example:
         >>> parsed = load_transcript("session.jsonl")  # doctest: +SKIP
@@ -206,6 +214,8 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     text = _decode(data, name)
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
     messages = finish(transcript_format.parse(text, ctx), ctx)
+    if ctx.unplaced:
+        raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems)
     if chosen is not None and not messages:
         raise _nothing_read(chosen, data, text, ctx)
     return ParsedTranscript(
@@ -250,9 +260,7 @@ def _nothing_read(chosen: TranscriptFormat, data: bytes, text: str, ctx: Context
             f"is it another format? Detected from its content it would be {detected!r}: "
             f"pass --format {detected} (format={detected!r} in Python) or leave the format out"
         )
-    return InvalidTranscript(
-        f"read as {chosen.name!r}, nothing was imported: {why}; {hint}", path=ctx.path
-    )
+    return InvalidTranscript(f"read as {chosen.name!r}, nothing was imported: {why}; {hint}", path=ctx.path)
 
 
 def parse_messages(data: list[dict[str, Any]], format: str = "openai") -> list[Message]:

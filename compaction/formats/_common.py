@@ -38,6 +38,7 @@ from ..imageinfo import info_from_block
 __all__ = [
     "MAX_RECORD_DEPTH",
     "Context",
+    "LenientLoss",
     "Draft",
     "Item",
     "Malformed",
@@ -58,6 +59,35 @@ __all__ = [
 
 class Malformed(Exception):
     """Raised inside a parser for one malformed line or message; the caller reports it."""
+
+
+class LenientLoss(InvalidTranscript):
+    """An import would lose messages beyond the malformed lines it skips; nothing is imported.
+
+    Raised when a tree-shaped session (pi ``parentId``) broken by skipped lines leaves
+    messages that cannot be placed in the conversation: their chain to the root runs through
+    a skipped line and the re-linked active branch does not reach them.
+
+    Attributes:
+        path: the file.
+        skipped: malformed lines or messages skipped.
+        unplaced: messages that could not be placed (lost beyond the skipped lines).
+        problems: one ``"path:line: what"`` line per skipped line and per re-link or loss.
+    """
+
+    def __init__(self, path: str | None, skipped: int, unplaced: int, problems: list[str]) -> None:
+        first_loss = next((p for p in problems if "could not be placed" in p), "")
+        where = f"{path}:" if path is not None else "<memory>:"
+        detail = first_loss[len(where) :].lstrip() if first_loss.startswith(where) else first_loss
+        super().__init__(
+            f"a lenient import would lose {unplaced} message{'s' if unplaced != 1 else ''} beyond the "
+            f"{skipped} skipped line{'s' if skipped != 1 else ''} ({detail}); nothing was imported: "
+            "repair the skipped lines (each is listed in the problems) and import again",
+            path=path,
+        )
+        self.skipped = skipped
+        self.unplaced = unplaced
+        self.problems = list(problems)
 
 
 @dataclass
@@ -96,6 +126,8 @@ class Context:
         self.lenient = lenient
         self.detected = detected
         self.skipped = 0
+        self.skipped_lines: list[int] = []
+        self.unplaced = 0
         self.problems: list[str] = []
 
     def error(self, what: str, *, line: int | None = None) -> InvalidTranscript:
@@ -115,6 +147,12 @@ class Context:
             prefix += f":{line}"
         self.problems.append(f"{prefix}: {what}")
 
+    def lose(self, count: int, what: str, *, line: int | None = None) -> None:
+        """Record ``count`` messages that could not be placed (a note saying so; see
+        :class:`LenientLoss`, which the import then raises)."""
+        self.unplaced += count
+        self.note(what, line=line)
+
     def problem(self, what: str, *, line: int | None = None, where: str | None = None) -> None:
         """Report one malformed item: raise under strict parsing, record it under lenient."""
         text = f"{where}: {what}" if where else what
@@ -122,6 +160,8 @@ class Context:
             hint = "; fix it, or skip such lines with --lenient (lenient=True in Python)"
             raise self.error(text + hint, line=line)
         self.skipped += 1
+        if line is not None:
+            self.skipped_lines.append(line)
         prefix = self.path if self.path is not None else "<memory>"
         if line is not None:
             prefix += f":{line}"

@@ -11,8 +11,9 @@ whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_
   first line (a block repeated on a later line, same ``tool_use`` id or identical, is kept once).
 * Each tool result is its own ``user`` line; consecutive ones merge into one message later
   (``_common.finish``), so a parallel fan-out is answered by one message.
-* Sidechain events (``isSidechain: true``, sub-agent conversations) are skipped, and so is an
-  event whose ``uuid`` was already taken (sessions resumed into a new file repeat events).
+* Sidechain events (``isSidechain: true``, sub-agent conversations) are not imported into the
+  main conversation, and the report says so (one note: how many, and their lines); an event
+  whose ``uuid`` was already taken (sessions resumed into a new file repeat events) is skipped.
 * Events that are not messages (``summary``, ``system``, ``file-history-snapshot``,
   ``queue-operation`` and any other ``type``) are skipped without being counted as problems.
 * A line that is not a JSON object with a string ``type``, or a user/assistant event whose
@@ -32,7 +33,12 @@ a compaction, whose earlier messages are in another file) keeps it as its first 
 ``meta["kind"] = "compaction_summary"``, since there it is the only record of what came before.
 
 The order is the file's order (``parentUuid`` chains are not followed: compaction and
-resumes restart them, and the fixtures leave them ``null``).
+resumes restart them, and the fixtures leave them ``null``), so a chain broken by a skipped
+line is never truncated: the events after it are kept in file order, and the report says
+where (a note naming the ``parentUuid`` no event holds).  An event that continues from an
+earlier event than the one before it (a rewind, or an edited message: the events between
+are an abandoned branch) is kept in file order too, with a note naming both lines, so the
+abandoned branch is neither dropped nor passed off silently as part of one conversation.
 """
 
 from __future__ import annotations
@@ -113,8 +119,55 @@ def _is_compact_summary(event: dict[str, Any], boundary: dict[str, Any] | None) 
     )
 
 
+class _Chain:
+    """Follow the main chain's ``parentUuid`` links to report breaks and rewinds (never to reorder)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.lines: dict[str, int] = {}  # uuid -> line of the main-chain events seen
+        self.last: str | None = None
+        self.last_line = 0
+        self.sidechain_lines: list[int] = []
+
+    def see(self, event: dict[str, Any], line: int) -> None:
+        """Record one main-chain event and report how its ``parentUuid`` links to the file."""
+        uuid, parent = event.get("uuid"), event.get("parentUuid")
+        if isinstance(parent, str) and self.last is not None and parent != self.last:
+            skipped = [n for n in self.ctx.skipped_lines if self.last_line < n < line]
+            if parent in self.lines:
+                self.ctx.note(
+                    f"parentUuid {parent!r} is the event at line {self.lines[parent]}, not the one before "
+                    f"(line {self.last_line}): a rewind or an edited message; the events between are kept "
+                    "in file order",
+                    line=line,
+                )
+            elif skipped:
+                self.ctx.note(
+                    f"parentUuid {parent!r} is in no event of the file (line {skipped[-1]} was skipped); "
+                    "the events after it are kept in file order",
+                    line=line,
+                )
+        if isinstance(uuid, str):
+            self.lines.setdefault(uuid, line)
+            self.last, self.last_line = uuid, line
+
+    def report_sidechains(self) -> None:
+        """Say how many sidechain (sub-agent) events the main conversation leaves out, and where."""
+        count = len(self.sidechain_lines)
+        if count:
+            shown = ", ".join(str(n) for n in self.sidechain_lines[:10])
+            more = f" and {count - 10} more" if count > 10 else ""
+            self.ctx.note(
+                f"{count} sidechain event{'s' if count != 1 else ''} (a sub-agent's conversation, "
+                f"isSidechain: true; line{'s' if count != 1 else ''} {shown}{more}) "
+                f"{'are' if count != 1 else 'is'} not imported into the main conversation",
+                line=self.sidechain_lines[0],
+            )
+
+
 def parse(text: str, ctx: Context) -> list[Draft]:
-    """Parse a Claude Code session into drafts."""
+    """Parse a Claude Code session into drafts (file order; breaks, rewinds, sidechains reported)."""
+    chain = _Chain(ctx)
     drafts: list[Draft] = []
     by_message_id: dict[str, Draft] = {}
     seen_uuids: set[str] = set()
@@ -124,6 +177,11 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         if not isinstance(kind, str):
             ctx.problem("not a Claude Code event: no string 'type'", line=line)
             continue
+        if event.get("isSidechain") is True:
+            if kind in ("user", "assistant"):
+                chain.sidechain_lines.append(line)
+        else:
+            chain.see(event, line)
         if kind == "system" and event.get("subtype") == "compact_boundary":
             metadata = event.get("compactMetadata")
             facts: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
@@ -176,6 +234,7 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         drafts.append(draft)
     if compaction is not None and "summary" in compaction and drafts:
         drafts[-1].meta["claude_code_compaction"] = compaction
+    chain.report_sidechains()
     return drafts
 
 

@@ -18,7 +18,11 @@ One entry a line.  The first is the ``session`` header (``id``, ``cwd``, ``provi
 
 Newer sessions are trees: entries carry ``id`` / ``parentId`` and branching leaves
 abandoned paths in the file.  The active branch is the path from the root to the last entry
-of the file, and only it is returned.  Older sessions (like the example in ``examples/``)
+of the file, and only it is returned; the entries left on other branches are reported (one
+note naming their lines), never dropped silently.  A chain broken by a skipped line is
+re-linked in file order, and an import that would still lose messages (entries under a
+skipped line that the re-linked branch does not reach) fails with
+:class:`~compaction.formats.LenientLoss`.  Older sessions (like the example in ``examples/``)
 have no ids and are linear.
 
 ``compaction`` entries are pi's own render decisions (a summary plus the first entry it
@@ -134,6 +138,10 @@ def _message(message: Any) -> Draft:
     return draft
 
 
+#: Entry types that make a message (``compaction`` entries are kept as meta, not counted).
+_CONVERSATION = frozenset({"message", "custom_message", "branch_summary"})
+
+
 def _active_branch(
     entries: list[tuple[int, dict[str, Any]]], ctx: Context | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -144,6 +152,12 @@ def _active_branch(
     walk goes on from the last entry written before the oldest entry reached so far, so no
     message before a bad line is lost.  Each re-link is reported through ``ctx`` (it names
     the line, the missing parent and the number of entries re-linked).
+
+    What stays off the path is said too: conversation entries on branches the session left
+    (their chain to the root is whole) in one note, and, when the path was re-linked, entries
+    whose own chain runs through a missing entry: nothing tells whether they belonged to the
+    active branch, so they could not be placed (:meth:`Context.lose`; the import then fails
+    with :class:`~compaction.formats.LenientLoss` rather than lose them silently).
     """
     with_ids = [entry for entry in entries if isinstance(entry[1].get("id"), str)]
     if not any("parentId" in entry for _, entry in with_ids):
@@ -152,6 +166,7 @@ def _active_branch(
     position = {entry["id"]: index for index, (_, entry) in enumerate(with_ids)}
     leaf = next((e["id"] for _, e in reversed(with_ids) if e.get("type") != "session"), None)
     path: set[str] = set()
+    relinked = False
     node = leaf
     while isinstance(node, str) and node not in path:
         path.add(node)
@@ -159,16 +174,86 @@ def _active_branch(
         if isinstance(parent, str) and parent not in parents:
             oldest = position[node]
             before = [e["id"] for _, e in with_ids[:oldest] if e.get("type") != "session"]
-            if before and ctx is not None:
-                line = next(number for number, e in entries if e.get("id") == node)
-                ctx.note(
-                    f"parentId {parent!r} is in no entry of the file (a skipped or missing line); "
-                    f"the {len(before)} entries written before line {line} were re-linked in file order",
-                    line=line,
-                )
+            if before:
+                relinked = True
+                if ctx is not None:
+                    line = next(number for number, e in entries if e.get("id") == node)
+                    ctx.note(
+                        f"parentId {parent!r} is in no entry of the file (a skipped or missing line); "
+                        f"the {len(before)} entries written before line {line} were re-linked in file order",
+                        line=line,
+                    )
             parent = before[-1] if before else None
         node = parent
+    if ctx is not None:
+        _report_off_path(entries, parents, path, relinked, ctx)
     return [(line, e) for line, e in entries if e.get("type") == "session" or e.get("id") in path]
+
+
+def _chain_is_whole(node: str, parents: dict[str, Any], whole: dict[str, bool]) -> bool:
+    """Whether every ancestor of ``node`` is in the file, up to a root (memoized in ``whole``)."""
+    walked: list[str] = []
+    answer = True
+    current: Any = node
+    while isinstance(current, str):
+        if current in whole:
+            answer = whole[current]
+            break
+        if current not in parents:
+            answer = False
+            break
+        if current in walked:  # a cycle never reaches a root
+            answer = False
+            break
+        walked.append(current)
+        current = parents[current]
+    for name in walked:
+        whole[name] = answer
+    return answer
+
+
+def _report_off_path(
+    entries: list[tuple[int, dict[str, Any]]],
+    parents: dict[str, Any],
+    path: set[str],
+    relinked: bool,
+    ctx: Context,
+) -> None:
+    """Say which conversation entries stay off the active branch, and lose none silently."""
+    whole: dict[str, bool] = {}
+    left: list[int] = []
+    unplaced: list[int] = []
+    for line, entry in entries:
+        name = entry.get("id")
+        if entry.get("type") not in _CONVERSATION or not isinstance(name, str) or name in path:
+            continue
+        if relinked and not _chain_is_whole(name, parents, whole):
+            unplaced.append(line)
+        else:
+            left.append(line)
+    if left:
+        one = len(left) == 1
+        ctx.note(
+            f"{len(left)} conversation entr{'y' if one else 'ies'} on branches the session left "
+            f"(line{'' if one else 's'} {_lines(left)}) {'is' if one else 'are'} not imported: only the "
+            "active branch, from the root to the last entry, is",
+            line=left[0],
+        )
+    if unplaced:
+        one = len(unplaced) == 1
+        ctx.lose(
+            len(unplaced),
+            f"{len(unplaced)} message{'' if one else 's'} (line{'' if one else 's'} {_lines(unplaced)}) could "
+            "not be placed: their chain to the root runs through a missing entry and the re-linked active "
+            "branch does not reach them",
+            line=unplaced[0],
+        )
+
+
+def _lines(numbers: list[int], shown: int = 10) -> str:
+    """Return line numbers as ``"3, 5, 9"``, the first ``shown`` and a count of the rest."""
+    text = ", ".join(str(n) for n in numbers[:shown])
+    return text + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
