@@ -184,6 +184,7 @@ def import_command(
             "messages": len(parsed.messages),
             "added": added,
             "skipped": parsed.skipped,
+            "problems": parsed.problems,
             "unknown_blocks": parsed.unknown_blocks,
             "store_messages": len(store),
         }
@@ -199,8 +200,10 @@ def import_command(
         click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)
     if parsed.skipped:
         click.echo(f"skipped {parsed.skipped} malformed lines:", err=True)
-        for problem in parsed.problems:  # every skipped line, named: --lenient loses nothing silently
-            click.echo(f"  {problem}", err=True)
+    elif parsed.problems:
+        click.echo("notes:", err=True)
+    for problem in parsed.problems:  # every skipped line, re-link and left-out branch: nothing lost silently
+        click.echo(f"  {problem}", err=True)
 
 
 @main.command()
