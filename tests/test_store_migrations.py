@@ -46,7 +46,16 @@ V1_SOURCES = [
     TESTS.parent / "examples" / "claude-code" / "claude-code-log__representative_messages.jsonl",
 ]
 V1_TABLES = ("meta", "messages", "blobs", "token_counts", "summaries", "failures")
-ORDER = {"meta": "key", "token_counts": "seq, encoding", "blobs": "sha256"}
+ORDER = {"meta": "key", "messages": "seq", "token_counts": "seq, encoding", "blobs": "sha256"}
+
+
+def _v1_columns(table: str) -> list[str]:
+    """The columns ``table`` has in the first release's file (later migrations add more, e.g. conversation_id)."""
+    db = sqlite3.connect(f"{V1_FIXTURE.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return [str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")]
+    finally:
+        db.close()
 
 
 def _without_locations(images: str) -> str:
@@ -65,7 +74,9 @@ def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     db = sqlite3.connect(path)
     try:
         rows = {
-            table: db.execute(f"SELECT * FROM {table} ORDER BY {ORDER.get(table, 'rowid')}").fetchall()
+            table: db.execute(
+                f"SELECT {', '.join(_v1_columns(table))} FROM {table} ORDER BY {ORDER.get(table, 'rowid')}"
+            ).fetchall()
             for table in V1_TABLES
         }
     finally:

@@ -26,9 +26,11 @@ from strategies import png_b64
 from compaction import Message, Recipe, StoreError, compile_request, compress_and_compile, load_transcript
 from compaction.errors import InvalidArgument
 from compaction.store import SQLiteStore
-from compaction.store.factory import compaction_claim, open_store
+from compaction.store.factory import compaction_claim, list_conversations, open_store
+from compaction.store.ingest import token_key
 from compaction.store.postgres import PostgresStore, parse_store_url
-from compaction.store.postgres_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+from compaction.store.postgres_schema import MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
+from compaction.tokens.encodings import DEFAULT_ENCODING
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 PI = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
@@ -140,21 +142,51 @@ def test_a_store_from_a_newer_release_is_refused() -> None:
         drop_postgres_store(url)
 
 
-def test_an_old_store_is_upgraded_once_in_place() -> None:
-    """A store at schema 1 (before captions) gains the captions table and keeps its rows."""
-    url = new_postgres_url()
+def _make_schema_1_store(url: str) -> str:
+    """Create the store at ``url`` exactly as schema 1 did (its statements, its records); return its schema."""
     name = parse_store_url(url)[1]
     admin = admin_connection()
+    admin.execute(f'CREATE SCHEMA "{name}"')
+    admin.execute(f'SET search_path TO "{name}"')
     try:
+        for statement in PG_MIGRATIONS[0].statements:
+            admin.execute(statement)
+        admin.execute(MIGRATIONS_TABLE)
+        admin.execute("INSERT INTO schema_migrations VALUES (1, %s, 0)", (PG_MIGRATIONS[0].name,))
+        admin.execute("INSERT INTO meta VALUES ('schema_version', '1'), ('store_id', 'old')")
+        content = json.dumps([{"type": "text", "text": "kept"}])
+        admin.execute(
+            "INSERT INTO messages (seq, role, content, import_key) VALUES (0, 'user', %s, 'k0'), (1, 'assistant', %s, 'k1')",
+            (content, content),
+        )
+        key = token_key(DEFAULT_ENCODING)
+        admin.execute("INSERT INTO token_counts VALUES (0, %s, 5), (1, %s, 5)", (key, key))
+        admin.execute(
+            "INSERT INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
+            " VALUES (1, 0, 2, 'an old summary'::bytea, '{}', 0)"
+        )
+        admin.execute("INSERT INTO failures (level, start_seq, end_seq, reason, created_at) VALUES (1, 0, 1, 'x'::bytea, 0)")
+    finally:
+        admin.execute("SET search_path TO DEFAULT")
+    return name
+
+
+def test_an_old_store_is_upgraded_once_in_place() -> None:
+    """A store at schema 1 gains captions and conversations; its rows are the conversation 'default'."""
+    url = new_postgres_url()
+    try:
+        _make_schema_1_store(url)
         with PostgresStore(url) as store:
-            store.append([text("user", "kept")])
-        admin.execute(f'DROP TABLE "{name}".captions')
-        admin.execute(f'DELETE FROM "{name}".schema_migrations WHERE version > 1')
-        admin.execute(f"UPDATE \"{name}\".meta SET value = '1' WHERE key = 'schema_version'")
-        with PostgresStore(url) as store:
-            assert [m.text() for m in store.messages()] == ["kept"]
+            assert store.conversation == "default"
+            assert [m.text() for m in store.messages()] == ["kept", "kept"]
+            assert [(s.start_seq, s.end_seq, s.text) for s in store.summaries()] == [(0, 2, "an old summary")]
+            assert [f["reason"] for f in store.failures()] == ["x"]
+            assert [f.text_tokens for f in store.facts()] == [5, 5]  # the cached counts kept their key
             assert [v for v, _ in store.schema_migrations()] == [m.version for m in PG_MIGRATIONS]
             assert store.add_caption("ab" * 32, "a red square", {}) is True
+            assert store.append([text("user", "new")]) == 1 and len(store) == 3
+        [info] = list_conversations(url)
+        assert (info.name, info.id, info.messages, info.summaries) == ("default", 1, 3, 1)
     finally:
         drop_postgres_store(url)
 

@@ -15,7 +15,10 @@ Modules:
   one store per schema of a database, named by ``postgresql://host/db?store=NAME``), with
   its own recorded migrations (:mod:`.postgres_schema`) and the append walk of :mod:`.sync`.
 * :mod:`.factory`: :func:`open_store` (a path or a ``postgresql://`` URL, what ``--store``
-  takes) and :func:`compaction_claim` (one worker compresses a store at a time).
+  takes, and the conversation to scope it to), :func:`list_conversations` and
+  :func:`compaction_claim` (one worker compresses a store at a time).
+* :mod:`.lineage` and :mod:`.scope`: many conversations and branches in one store; a store
+  object reads and writes one of them (a branch shares its parent's prefix, no row copied).
 
 Example:
     >>> from compaction.store import Store
@@ -27,13 +30,15 @@ Example:
 from __future__ import annotations
 
 from .base import CaptionStore, HistoryStore
-from .factory import compaction_claim, open_store
+from .factory import compaction_claim, list_conversations, open_store
+from .lineage import DEFAULT_CONVERSATION
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 from .model import (
     CAPTION_STATUSES,
     FAILURE_KINDS,
     Caption,
     CompactionEvent,
+    ConversationInfo,
     ImageFact,
     MessageFacts,
     StoredSummary,
@@ -48,6 +53,8 @@ __all__ = [
     "CaptionStore",
     "SCHEMA_VERSION",
     "CompactionEvent",
+    "ConversationInfo",
+    "DEFAULT_CONVERSATION",
     "HistoryStore",
     "ImageFact",
     "MessageFacts",
@@ -55,6 +62,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "compaction_claim",
+    "list_conversations",
     "open_store",
     "StoredSummary",
     "describe_sqlite_error",

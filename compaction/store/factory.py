@@ -21,10 +21,12 @@ from pathlib import Path
 from ..errors import InvalidArgument, found
 from ..tokens.encodings import DEFAULT_ENCODING
 from .base import HistoryStore
+from .lineage import ANY_CONVERSATION as _ANY
+from .model import ConversationInfo
 from .postgres import PostgresStore, is_postgres_url
 from .sqlite import SQLiteStore
 
-__all__ = ["compaction_claim", "is_store_url", "open_store"]
+__all__ = ["compaction_claim", "is_store_url", "list_conversations", "open_store"]
 
 
 def is_store_url(location: object) -> bool:
@@ -33,7 +35,11 @@ def is_store_url(location: object) -> bool:
 
 
 def open_store(
-    location: str | Path, *, create: bool = True, encoding: str = DEFAULT_ENCODING
+    location: str | Path,
+    *,
+    create: bool = True,
+    encoding: str = DEFAULT_ENCODING,
+    conversation: str | None = None,
 ) -> SQLiteStore | PostgresStore:
     """Open the store at ``location``: a ``postgresql://`` URL, else an SQLite file path.
 
@@ -43,20 +49,58 @@ def open_store(
             path or ``":memory:"`` for SQLite.
         create: create the store if there is none (see ``SQLiteStore`` and ``PostgresStore``).
         encoding: the default encoding whose token counts are cached at append.
+        conversation: the conversation (or branch) the store object reads and writes; the
+            default is the store's only conversation, or ``"default"`` while it holds none.
+            A name not in the store is created at its first write when ``create`` is true.
 
     Returns:
         An open store (a :class:`~compaction.store.base.HistoryStore`); close it, or use it
         as a context manager.
 
     Raises:
-        StoreError: as the backend's constructor (no store there, not a store, server unreachable...).
-        InvalidArgument: ``location`` is neither a string nor a path.
+        StoreError: as the backend's constructor (no store there, not a store, server
+            unreachable...); no ``conversation`` given and the store holds several (the
+            message names them); a ``conversation`` not in the store and ``create`` false.
+        InvalidArgument: ``location`` is neither a string nor a path; a bad conversation name.
     """
     if is_postgres_url(location):
-        return PostgresStore(str(location), create=create, encoding=encoding)
+        return PostgresStore(str(location), create=create, encoding=encoding, conversation=conversation)
     if not isinstance(location, (str, os.PathLike)):
         raise InvalidArgument(f"a store is a file path or a postgresql:// URL; found {found(location)}")
-    return SQLiteStore(location, create=create, encoding=encoding)
+    return SQLiteStore(location, create=create, encoding=encoding, conversation=conversation)
+
+
+def list_conversations(location: str | Path) -> list[ConversationInfo]:
+    """Return the conversations of the store at ``location``, with their counts, in creation order.
+
+    Args:
+        location: as :func:`open_store` (the store must exist; nothing is created).
+
+    Returns:
+        One :class:`~compaction.store.model.ConversationInfo` per conversation (branches
+        included): name, parent and fork seq, the messages and summaries it shows.  An empty
+        store holds none.
+
+    Raises:
+        StoreError: no store at ``location``, or it cannot be read.
+        InvalidArgument: ``location`` is neither a string nor a path.
+
+    Example:
+        >>> list_conversations(":memory:")
+        []
+    """
+    with _open_any(location) as store:
+        return store.conversations()
+
+
+def _open_any(location: str | Path) -> SQLiteStore | PostgresStore:
+    """Open the store at ``location`` without choosing a conversation (for listing)."""
+    create = str(location) == ":memory:"
+    if is_postgres_url(location):
+        return PostgresStore(str(location), create=create, conversation=_ANY)
+    if not isinstance(location, (str, os.PathLike)):
+        raise InvalidArgument(f"a store is a file path or a postgresql:// URL; found {found(location)}")
+    return SQLiteStore(location, create=create, conversation=_ANY)
 
 
 @contextlib.contextmanager

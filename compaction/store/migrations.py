@@ -31,6 +31,13 @@ Versions:
    sha256 (the blob's key), beside its blob: the text, its provenance (model, prompt hash),
    its status (``ok``, or a failed attempt: ``failed`` / ``outage``), the attempts made and
    when.  A new table only: older rows are untouched.
+6. Conversations and branches: ``conversations (id, name, parent_id, fork_seq,
+   created_at)``, and every message, token count, summary, failure and compaction event is
+   keyed by its conversation (see :mod:`.lineage`).  A store that holds anything is given one
+   conversation, ``default`` (id 1), and every existing row is keyed to it: the rows' contents
+   are copied unchanged (SQLite cannot change a table's primary key in place, so
+   ``messages``, ``token_counts`` and ``summaries`` are rebuilt with the key in front; ids
+   and seqs are kept) and ``failures`` and ``compaction_events`` gain the column.
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -166,6 +173,81 @@ _CAPTIONS = (
 )""",
 )
 
+_CONVERSATIONS = (
+    """CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    parent_id INTEGER REFERENCES conversations (id),
+    fork_seq INTEGER,
+    created_at REAL NOT NULL,
+    CHECK ((parent_id IS NULL) = (fork_seq IS NULL))
+)""",
+    """CREATE TABLE messages_v6 (
+    conversation_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source_id TEXT,
+    meta TEXT NOT NULL DEFAULT '{}',
+    import_key TEXT NOT NULL,
+    tool_uses TEXT NOT NULL DEFAULT '[]',
+    tool_results TEXT NOT NULL DEFAULT '[]',
+    images TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (conversation_id, seq),
+    UNIQUE (conversation_id, import_key)
+)""",
+    "INSERT INTO messages_v6 (conversation_id, seq, role, content, source_id, meta, import_key, tool_uses,"
+    " tool_results, images) SELECT 1, seq, role, content, source_id, meta, import_key, tool_uses, tool_results,"
+    " images FROM messages",
+    "DROP TABLE messages",
+    "ALTER TABLE messages_v6 RENAME TO messages",
+    "CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE role = 'system'",
+    """CREATE TABLE token_counts_v6 (
+    conversation_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    text_tokens INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, seq, encoding)
+) WITHOUT ROWID""",
+    "INSERT INTO token_counts_v6 (conversation_id, seq, encoding, text_tokens)"
+    " SELECT 1, seq, encoding, text_tokens FROM token_counts",
+    "DROP TABLE token_counts",
+    "ALTER TABLE token_counts_v6 RENAME TO token_counts",
+    """CREATE TABLE summaries_v6 (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    level INTEGER NOT NULL,
+    start_seq INTEGER NOT NULL,
+    end_seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    UNIQUE (conversation_id, level, start_seq, end_seq)
+)""",
+    "INSERT INTO summaries_v6 (id, conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
+    " SELECT id, 1, level, start_seq, end_seq, text, provenance, created_at FROM summaries",
+    "DROP TABLE summaries",
+    "ALTER TABLE summaries_v6 RENAME TO summaries",
+    "CREATE INDEX summaries_by_start ON summaries (conversation_id, start_seq, level)",
+    "CREATE INDEX summaries_by_level_end ON summaries (conversation_id, level, end_seq)",
+    "ALTER TABLE failures ADD COLUMN conversation_id INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE compaction_events ADD COLUMN conversation_id INTEGER NOT NULL DEFAULT 1",
+)
+
+
+def _default_conversation(db: sqlite3.Connection) -> None:
+    """Give a store that holds anything its one conversation, ``default`` (id 1, the rows' key)."""
+    held = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM messages) OR EXISTS (SELECT 1 FROM summaries)"
+        " OR EXISTS (SELECT 1 FROM failures) OR EXISTS (SELECT 1 FROM compaction_events)"
+    ).fetchone()[0]
+    if held:
+        db.execute(
+            "INSERT INTO conversations (id, name, parent_id, fork_seq, created_at) VALUES (1, 'default', NULL, NULL, ?)",
+            (time.time(),),
+        )
+
+
 #: Every migration, in order; the last one's version is :data:`SCHEMA_VERSION`.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "messages, blobs, token counts, summaries and failures", _BASELINE),
@@ -173,6 +255,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "image sites record their location", (), _record_image_locations),
     Migration(4, "failures record their kind (counted toward quarantine or an outage)", _FAILURE_KINDS),
     Migration(5, "image captions beside their blobs", _CAPTIONS),
+    Migration(6, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS, _default_conversation),
 )
 
 #: The schema version this code writes and reads.
@@ -188,7 +271,7 @@ _MIGRATIONS_TABLE = (
 _BASELINE_TABLES = frozenset({"meta", "messages", "blobs", "token_counts", "summaries", "failures"})
 
 #: Every table name the store uses (a database holding one of them is no place to create a store).
-STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions"}
+STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions", "conversations"}
 
 
 def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:
@@ -217,13 +300,12 @@ def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:
             row = None
         if row is not None:
             return "store", names
-    shape = _store_shape()
+    shapes = _store_shapes()
     if "messages" not in names:  # a lone 'meta (key, value)' is too common a shape to claim
         return "other", names
     for name, kind in rows:
-        if shape.get(str(name), (None, None))[0] != kind:
-            return "other", names
-        if kind == "table" and _columns(db, str(name)) != shape[str(name)][1]:
+        columns = _columns(db, str(name)) if kind == "table" else ()
+        if (str(name), str(kind), columns) not in shapes:
             return "other", names
     return "store", names
 
@@ -233,15 +315,19 @@ def _columns(db: sqlite3.Connection, table: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def _store_shape() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Return each object of a new store: name -> (type, table columns), from the migrations."""
+def _store_shapes() -> frozenset[tuple[str, str, tuple[str, ...]]]:
+    """Return every ``(name, type, table columns)`` a store's object has had at some schema version."""
     db = sqlite3.connect(":memory:")
+    shapes: set[tuple[str, str, tuple[str, ...]]] = set()
     try:
-        apply_pending(db, ":memory:")
-        return {
-            str(name): (str(kind), _columns(db, str(name)) if kind == "table" else ())
-            for name, kind in db.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
-        }
+        for migration in MIGRATIONS:
+            for statement in migration.statements:
+                db.execute(statement)
+            shapes |= {
+                (str(name), str(kind), _columns(db, str(name)) if kind == "table" else ())
+                for name, kind in db.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+            }
+        return frozenset(shapes)
     finally:
         db.close()
 

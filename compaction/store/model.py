@@ -17,7 +17,16 @@ from ..images import ImageSite
 #: The old name of :class:`~compaction.images.ImageSite`, what the store records of an image.
 ImageFact = ImageSite
 
-__all__ = ["CAPTION_STATUSES", "FAILURE_KINDS", "Caption", "CompactionEvent", "ImageFact", "MessageFacts", "StoredSummary"]
+__all__ = [
+    "CAPTION_STATUSES",
+    "FAILURE_KINDS",
+    "Caption",
+    "CompactionEvent",
+    "ConversationInfo",
+    "ImageFact",
+    "MessageFacts",
+    "StoredSummary",
+]
 
 #: The kinds of a recorded summarizer failure: ``"failed"`` (the summarizer was reached and
 #: failed on the range; counts toward quarantining a chunk) and ``"outage"`` (it could not be
@@ -123,3 +132,42 @@ class Caption:
     def made(self) -> bool:
         """True when the row holds a caption (``status == "ok"``)."""
         return self.status == "ok" and bool(self.text)
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """One conversation of a store, with its counts (see :mod:`compaction.store.lineage`).
+
+    Attributes:
+        name: the conversation's unique name.
+        id: its id in the store.
+        parent: the name of the conversation it branches from, ``None`` for a root.
+        fork_seq: the seq it forked at (it shares the parent's ``[0, fork_seq)``), ``None``
+            for a root.
+        messages: the messages it shows, shared ones included (its ``len(store)``).
+        own_messages: the message rows stored with it (``messages - fork_seq`` for a branch).
+        summaries: the summaries it shows, shared ones included.
+        created_at: when it was created (seconds since the epoch).
+    """
+
+    name: str
+    id: int
+    parent: str | None
+    fork_seq: int | None
+    messages: int
+    own_messages: int
+    summaries: int
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the info as a JSON object (the keys are the attributes)."""
+        return {
+            "name": self.name,
+            "id": self.id,
+            "parent": self.parent,
+            "fork_seq": self.fork_seq,
+            "messages": self.messages,
+            "own_messages": self.own_messages,
+            "summaries": self.summaries,
+            "created_at": self.created_at,
+        }

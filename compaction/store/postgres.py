@@ -4,7 +4,7 @@ A store is named by a URL, ``postgresql://[user[:password]@]host[:port]/database
 (``postgres://`` works too; any other query parameter is passed to libpq, e.g.
 ``sslmode=require``).  ``NAME`` (lowercase letters, digits and ``_``, at most 63; default
 ``compaction``) is the PostgreSQL schema the store's tables live in, so one database holds
-many stores, one conversation each.  Dropping the schema (``DROP SCHEMA NAME CASCADE``)
+many stores, each of many conversations (see :mod:`.lineage`).  Dropping the schema (``DROP SCHEMA NAME CASCADE``)
 deletes the store.
 
 The tables are those of the SQLite store (see :mod:`.postgres_schema` for the differences
@@ -44,8 +44,10 @@ from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, sync
+from .lineage import ANY_CONVERSATION, check_conversation_name
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
+from .scope import ConversationScope
 
 if TYPE_CHECKING:
     import psycopg
@@ -156,7 +158,7 @@ def _kind(message: Message) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-class PostgresStore:
+class PostgresStore(ConversationScope):
     """An append-only PostgreSQL store of messages, image blobs, token counts and summaries.
 
     Args:
@@ -165,6 +167,8 @@ class PostgresStore:
         create: create the store (its schema and tables) if there is none.  ``False``: a
             missing or empty schema is an error, so a mistyped name is not a new, empty store.
         connect_timeout: seconds to wait for the server before failing.
+        conversation: the conversation this object reads and writes, as
+            :class:`~compaction.store.sqlite.SQLiteStore`'s.
 
     A schema that holds other tables (another application's) is refused untouched.
 
@@ -181,6 +185,8 @@ class PostgresStore:
         1
     """
 
+    _mark = "%s"
+
     def __init__(
         self,
         url: str,
@@ -188,6 +194,7 @@ class PostgresStore:
         encoding: str = DEFAULT_ENCODING,
         create: bool = True,
         connect_timeout: int = 30,
+        conversation: str | None = None,
     ) -> None:
         if not isinstance(url, str):
             raise InvalidArgument(f"a PostgreSQL store URL must be a str; found {found(url)}")
@@ -198,6 +205,8 @@ class PostgresStore:
             raise InvalidArgument(f"create must be True or False; found {found(create)}")
         if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int) or connect_timeout < 1:
             raise InvalidArgument(f"connect_timeout must be a whole number of seconds >= 1; found {found(connect_timeout)}")
+        if conversation is not None and conversation != ANY_CONVERSATION:
+            check_conversation_name(conversation)
         conninfo, self.name, self.path = parse_store_url(url)
         self.encoding = encoding
         self._store_id: str | None = None
@@ -218,6 +227,7 @@ class PostgresStore:
             raise StoreError(f"{self.path}: cannot open the store: {describe_pg_error(err)}") from err
         try:
             self._open(create)
+            self._bind(conversation, create)
         except psycopg.Error as err:
             self._db.close()
             raise StoreError(f"{self.path}: cannot open as a compaction store: {describe_pg_error(err)}") from err
@@ -427,7 +437,8 @@ class PostgresStore:
     def next_seq(self) -> int:
         """Return the seq the next appended message will get (= the number of messages)."""
         with self._reading("reading the message count"):
-            row = self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()
+            where, args = self._rows()
+            row = self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
         return int(row[0]) if row else 0
 
     def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
@@ -459,10 +470,11 @@ class PostgresStore:
         return bytes(row[0])
 
     def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
+        where, args = self._rows()
         rows = self._db.execute(
             "SELECT seq, role, content, source_id, meta, import_key FROM messages"
-            " WHERE seq >= %s AND seq < %s ORDER BY seq",
-            (start, end),
+            f" WHERE {where} AND seq >= %s AND seq < %s ORDER BY seq",
+            (*args, start, end),
         ).fetchall()
         return [
             (ingest.message_from_row(seq, role, content, _text(source), meta, self._blob_for_hydrate), key)
@@ -528,27 +540,30 @@ class PostgresStore:
         with self._reading("reading message facts"):
             with self._db.transaction():
                 end = self.next_seq() if end is None else end
+                where, args = self._rows("m.")
                 rows = self._db.execute(
                     "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
                     f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                    " m.kind FROM messages m"
-                    " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = %s"
-                    " LEFT JOIN token_counts p ON p.seq = m.seq AND p.encoding = %s"
-                    " WHERE m.seq >= %s AND m.seq < %s ORDER BY m.seq",
-                    (*(f'"{t}"' for t in sorted(dropped)), key, plain, start, end),
+                    " m.kind, m.conversation_id FROM messages m"
+                    " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq"
+                    " AND t.encoding = %s"
+                    " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq"
+                    " AND p.encoding = %s"
+                    f" WHERE {where} AND m.seq >= %s AND m.seq < %s ORDER BY m.seq",
+                    (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
                 ).fetchall()
-            missing = [r[0] for r in rows if r[5] is None]
+            missing = [(int(r[0]), int(r[7])) for r in rows if r[5] is None]
             counted: dict[int, int] = {}
             if missing:
-                for seq in missing:
+                for seq, _owner in missing:
                     for message in self.messages(seq, seq + 1):
                         counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
                 try:
                     with self._write("shared"), self._db.cursor() as cur:
                         cur.executemany(
-                            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)"
-                            " ON CONFLICT (seq, encoding) DO NOTHING",
-                            [(seq, key, tokens) for seq, tokens in sorted(counted.items())],
+                            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens)"
+                            " VALUES (%s, %s, %s, %s) ON CONFLICT (conversation_id, seq, encoding) DO NOTHING",
+                            [(owner, seq, key, counted[seq]) for seq, owner in sorted(missing)],
                         )
                 except self._pg.Error:  # a read-only or full database: the counts are a cache
                     pass
@@ -556,13 +571,17 @@ class PostgresStore:
             ingest.facts_from_row(
                 seq, role, uses, results, images, counted[seq] if tokens is None else int(tokens), _text(kind)
             )
-            for seq, role, uses, results, images, tokens, kind in rows
+            for seq, role, uses, results, images, tokens, kind, _owner in rows
         ]
 
     def pinned_seqs(self) -> list[int]:
         """Return the seqs of the system messages (pinned: always shown raw), in order."""
         with self._reading("reading the pinned messages"):
-            return [int(r[0]) for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")]
+            where, args = self._rows()
+            return [
+                int(r[0])
+                for r in self._db.execute(f"SELECT seq FROM messages WHERE role = 'system' AND {where} ORDER BY seq", args)
+            ]
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
         """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
@@ -570,13 +589,14 @@ class PostgresStore:
         _check_optional_ints(end=end)
         with self._reading("reading the user turns"), self._db.transaction():
             end = self.next_seq() if end is None else end
+            where, args = self._rows()
             return [
                 int(r[0])
                 for r in self._db.execute(
-                    "SELECT seq FROM messages WHERE role = 'user' AND seq >= %s AND seq < %s"
+                    f"SELECT seq FROM messages WHERE {where} AND role = 'user' AND seq >= %s AND seq < %s"
                     " AND (tool_results = '[]' OR strpos(content, '\"type\": \"text\"') > 0"
                     " OR strpos(content, '\"type\":\"text\"') > 0) ORDER BY seq",
-                    (start, end),
+                    (*args, start, end),
                 )
             ]
 
@@ -719,20 +739,26 @@ class PostgresStore:
         except (TypeError, ValueError) as err:
             raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write("shared"):
+            self._own()
+            home = self._lineage.home(end_seq)
             row = self._db.execute(
-                "INSERT INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (level, start_seq, end_seq) DO NOTHING RETURNING id",
-                (level, start_seq, end_seq, _bytes(text), recorded, time.time()),
+                "INSERT INTO summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (conversation_id, level, start_seq, end_seq) DO NOTHING RETURNING id",
+                (home, level, start_seq, end_seq, _bytes(text), recorded, time.time()),
             ).fetchone()
             if row is None:
                 row = self._db.execute(
-                    "SELECT id FROM summaries WHERE level = %s AND start_seq = %s AND end_seq = %s",
-                    (level, start_seq, end_seq),
+                    "SELECT id FROM summaries WHERE conversation_id = %s AND level = %s AND start_seq = %s AND end_seq = %s",
+                    (home, level, start_seq, end_seq),
                 ).fetchone()
             return int(row[0]) if row else 0
 
     def _summaries(self, where: str, args: tuple[Any, ...], order: str) -> list[StoredSummary]:
-        rows = self._db.execute(f"SELECT {_SUMMARY_COLUMNS} FROM summaries {where} ORDER BY {order}", args).fetchall()
+        seen, seen_args = self._seen_summaries()
+        rows = self._db.execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {seen} {where} ORDER BY {order}", (*seen_args, *args)
+        ).fetchall()
         return [ingest.summary_from_row(i, lv, s, e, _text(t) or "", p) for i, lv, s, e, t, p in rows]
 
     def summaries(self, level: int | None = None) -> list[StoredSummary]:
@@ -741,13 +767,16 @@ class PostgresStore:
         with self._reading("reading summaries"):
             if level is None:
                 return self._summaries("", (), "level, start_seq")
-            return self._summaries("WHERE level = %s", (level,), "level, start_seq")
+            return self._summaries("AND level = %s", (level,), "level, start_seq")
 
     def summary_frontier(self, level: int = 1) -> int:
         """Return the end of the newest summary of ``level`` (0 if none)."""
         _check_ints(level=level)
         with self._reading("reading summaries"):
-            row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = %s", (level,)).fetchone()
+            where, args = self._seen_summaries()
+            row = self._db.execute(
+                f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = %s", (*args, level)
+            ).fetchone()
         return int(row[0] or 0) if row else 0
 
     def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
@@ -755,7 +784,7 @@ class PostgresStore:
         _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
         with self._reading("reading summaries"):
             found_ = self._summaries(
-                "WHERE start_seq = %s AND end_seq <= %s", (start_seq, max_end_seq), "level DESC, end_seq DESC LIMIT 1"
+                "AND start_seq = %s AND end_seq <= %s", (start_seq, max_end_seq), "level DESC, end_seq DESC LIMIT 1"
             )
         return found_[0] if found_ else None
 
@@ -764,7 +793,7 @@ class PostgresStore:
         _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
         with self._reading("reading summaries"):
             return self._summaries(
-                "WHERE level = %s AND start_seq >= %s AND start_seq < %s AND end_seq <= %s",
+                "AND level = %s AND start_seq >= %s AND start_seq < %s AND end_seq <= %s",
                 (level, start_seq, end_seq, end_seq),
                 "start_seq",
             )
@@ -773,9 +802,11 @@ class PostgresStore:
         """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
         _check_ints(level=level, before_seq=before_seq, limit=limit)
         with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
             rows = self._db.execute(
-                "SELECT start_seq FROM summaries WHERE level = %s AND start_seq < %s ORDER BY start_seq DESC LIMIT %s",
-                (level, before_seq, None if limit < 0 else limit),  # LIMIT NULL: all, as SQLite's LIMIT -1
+                f"SELECT start_seq FROM summaries WHERE {where} AND level = %s AND start_seq < %s"
+                " ORDER BY start_seq DESC LIMIT %s",
+                (*args, level, before_seq, None if limit < 0 else limit),  # LIMIT NULL: all, as SQLite's LIMIT -1
             ).fetchall()
         return [int(r[0]) for r in rows]
 
@@ -802,15 +833,20 @@ class PostgresStore:
             raise StoreError(f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}")
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():
+            self._own()
             self._db.execute(
-                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at, kind) VALUES (%s, %s, %s, %s, %s, %s)",
-                (level, start_seq, end_seq, _bytes(reason), time.time(), kind),
+                "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (self._lineage.home(end_seq), level, start_seq, end_seq, _bytes(reason), time.time(), kind),
             )
 
     def failures(self) -> list[dict[str, Any]]:
         """Return the recorded summarizer failures (``level``, ``start_seq``, ``end_seq``, ``reason``, ``kind``), oldest first."""
         with self._reading("reading summarizer failures"):
-            rows = self._db.execute("SELECT level, start_seq, end_seq, reason, kind FROM failures ORDER BY id").fetchall()
+            where, args = self._seen_summaries()
+            rows = self._db.execute(
+                f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
+            ).fetchall()
         return [
             {"level": int(lv), "start_seq": int(s), "end_seq": int(e), "reason": _text(r), "kind": str(k)}
             for lv, s, e, r, k in rows
@@ -850,9 +886,9 @@ class PostgresStore:
             raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
         with self._reading("recording a compaction event"), self._write():
             row = self._db.execute(
-                "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
-                " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                (time.time(), tokens_before, tokens_after, budget, recorded),
+                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
+                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (self._own(), time.time(), tokens_before, tokens_after, budget, recorded),
             ).fetchone()
         return int(row[0]) if row else 0
 
@@ -860,7 +896,9 @@ class PostgresStore:
         """Return the recorded compaction events, oldest first."""
         with self._reading("reading compaction events"):
             rows = self._db.execute(
-                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
+                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events"
+                " WHERE conversation_id = %s ORDER BY id",
+                (self._lineage.own,),
             ).fetchall()
         return [
             CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
@@ -877,23 +915,34 @@ class _Rows:
         self.encoding = store.encoding
 
     def next_seq(self) -> int:
-        row = self.db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()
+        where, args = self.store._rows()
+        row = self.db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
         return int(row[0]) if row else 0
 
     def last_import_key(self) -> str | None:
-        row = self.db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
+        where, args = self.store._rows()
+        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args).fetchone()
         return None if row is None else str(row[0])
 
     def seq_of(self, import_key: str) -> int | None:
-        row = self.db.execute("SELECT seq FROM messages WHERE import_key = %s", (import_key,)).fetchone()
+        where, args = self.store._rows()
+        row = self.db.execute(
+            f"SELECT seq FROM messages WHERE import_key = %s AND {where}", (import_key, *args)
+        ).fetchone()
         return None if row is None else int(row[0])
 
     def rekey(self, seq: int, import_key: str) -> None:
-        self.db.execute("UPDATE messages SET import_key = %s WHERE seq = %s", (import_key, seq))
+        self.db.execute(
+            "UPDATE messages SET import_key = %s WHERE conversation_id = %s AND seq = %s",
+            (import_key, self.store._lineage.owner(seq), seq),
+        )
 
     def covered(self, seq: int) -> bool:
+        if self.store._lineage.owner(seq) != self.store._lineage.own:
+            return True  # a shared message of the parent: never completed in place from a branch
+        where, args = self.store._seen_summaries()
         row = self.db.execute(
-            "SELECT 1 FROM summaries WHERE start_seq <= %s AND %s < end_seq LIMIT 1", (seq, seq)
+            f"SELECT 1 FROM summaries WHERE {where} AND start_seq <= %s AND %s < end_seq LIMIT 1", (*args, seq, seq)
         ).fetchone()
         return row is not None
 
@@ -926,28 +975,30 @@ class _Rows:
 
     def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
         self._store_blobs(row)
+        own = self.store._own()
         self.db.execute(
-            "INSERT INTO messages (seq, role, content, source_id, meta, kind, import_key, tool_uses, tool_results, images)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (seq, *self._columns(import_key, row, message)),
+            "INSERT INTO messages (conversation_id, seq, role, content, source_id, meta, kind, import_key, tool_uses,"
+            " tool_results, images) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (own, seq, *self._columns(import_key, row, message)),
         )
         self.db.execute(
-            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)"
-            " ON CONFLICT (seq, encoding) DO UPDATE SET text_tokens = EXCLUDED.text_tokens",
-            (seq, row.token_key, row.text_tokens),
+            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (conversation_id, seq, encoding) DO UPDATE SET text_tokens = EXCLUDED.text_tokens",
+            (own, seq, row.token_key, row.text_tokens),
         )
 
     def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
         self._store_blobs(row)
+        own = self.store._own()
         self.db.execute(
             "UPDATE messages SET role = %s, content = %s, source_id = %s, meta = %s, kind = %s, import_key = %s,"
-            " tool_uses = %s, tool_results = %s, images = %s WHERE seq = %s",
-            (*self._columns(import_key, row, message), seq),
+            " tool_uses = %s, tool_results = %s, images = %s WHERE conversation_id = %s AND seq = %s",
+            (*self._columns(import_key, row, message), own, seq),
         )
-        self.db.execute("DELETE FROM token_counts WHERE seq = %s", (seq,))
+        self.db.execute("DELETE FROM token_counts WHERE conversation_id = %s AND seq = %s", (own, seq))
         self.db.execute(
-            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (%s, %s, %s)",
-            (seq, row.token_key, row.text_tokens),
+            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (%s, %s, %s, %s)",
+            (own, seq, row.token_key, row.text_tokens),
         )
 
 

@@ -40,7 +40,9 @@ from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations
+from .lineage import ANY_CONVERSATION, check_conversation_name
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
+from .scope import ConversationScope
 from .sync import append_batch
 
 if TYPE_CHECKING:
@@ -143,7 +145,7 @@ def _columns(import_key: str, row: ingest.PreparedMessage) -> tuple[object, ...]
         row.images,
     )
 
-class SQLiteStore:
+class SQLiteStore(ConversationScope):
     """An append-only SQLite store of messages, image blobs, token counts and summaries.
 
     Args:
@@ -158,6 +160,15 @@ class SQLiteStore:
             mistyped path is not silently a new, empty store.  Ignored with ``connection``.
         tracer: called with the text of every SQL statement run on the connection
             (``sqlite3.Connection.set_trace_callback``), e.g. ``print`` or ``list.append``.
+        conversation: the conversation this store object reads and writes (see
+            :mod:`.lineage`); ``None``: the store's only conversation, or ``"default"`` when
+            it holds none yet.  A named conversation that does not exist is created at the
+            first write when ``create`` is true.
+
+    One store file holds many conversations; a store object is scoped to one of them, so
+    everything that takes a :class:`~compaction.store.base.HistoryStore` works per
+    conversation (and per branch: :meth:`branch`).  Image blobs and captions are shared by
+    all conversations (content-addressed).
 
     A file that is not a compaction store is refused untouched, byte for byte: a file that
     is not SQLite, or an SQLite database holding other tables (another application's).
@@ -184,6 +195,7 @@ class SQLiteStore:
         encoding: str = DEFAULT_ENCODING,
         create: bool = True,
         tracer: Callable[[str], object] | None = None,
+        conversation: str | None = None,
     ) -> None:
         if path is not None and connection is not None:
             raise InvalidArgument("SQLiteStore takes a path or a connection, not both")
@@ -198,6 +210,8 @@ class SQLiteStore:
             raise InvalidArgument(f"create must be True or False; found {found(create)}")
         if tracer is not None and not callable(tracer):
             raise InvalidArgument(f"tracer must be callable (e.g. print); found {found(tracer)}")
+        if conversation is not None and conversation != ANY_CONVERSATION:
+            check_conversation_name(conversation)
         self.encoding = encoding
         self._owns_connection = connection is None
         self._traced = tracer is not None
@@ -226,6 +240,7 @@ class SQLiteStore:
                 self.path = _connection_path(connection)
                 self._check_contents(connection, True, beside=True)
             self._migrate()
+            self._bind(conversation, create)
         except sqlite3.Error as err:
             self._release()
             raise StoreError(
@@ -415,7 +430,8 @@ class SQLiteStore:
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
         with self._reading("counting messages"):
-            return int(self._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+            where, args = self._rows()
+            return int(self._db.execute(f"SELECT COUNT(*) FROM messages WHERE {where}", args).fetchone()[0])
 
     def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
         """Append messages; return how many were added.  All messages of one call commit together.
@@ -460,33 +476,36 @@ class SQLiteStore:
         return append_batch(_SQLiteRows(self), batch, chain_seed)
 
     def _seq_of(self, import_key: str) -> int | None:
-        row = self._db.execute("SELECT seq FROM messages WHERE import_key = ?", (import_key,)).fetchone()
+        where, args = self._rows()
+        row = self._db.execute(f"SELECT seq FROM messages WHERE import_key = ? AND {where}", (import_key, *args)).fetchone()
         return None if row is None else int(row[0])
 
     def _insert(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
         self._store_blobs(row)
+        own = self._own()
         self._db.execute(
-            "INSERT INTO messages (seq, role, content, source_id, meta, import_key, tool_uses, tool_results, images)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (seq, *_columns(import_key, row)),
+            "INSERT INTO messages (conversation_id, seq, role, content, source_id, meta, import_key, tool_uses,"
+            " tool_results, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (own, seq, *_columns(import_key, row)),
         )
         self._db.execute(
-            "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-            (seq, row.token_key, row.text_tokens),
+            "INSERT OR REPLACE INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (?, ?, ?, ?)",
+            (own, seq, row.token_key, row.text_tokens),
         )
 
     def _replace(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
         """Replace message ``seq`` by its completed form (and drop its counts in other encodings)."""
         self._store_blobs(row)
+        own = self._own()
         self._db.execute(
             "UPDATE messages SET role = ?, content = ?, source_id = ?, meta = ?, import_key = ?,"
-            " tool_uses = ?, tool_results = ?, images = ? WHERE seq = ?",
-            (*_columns(import_key, row), seq),
+            " tool_uses = ?, tool_results = ?, images = ? WHERE conversation_id = ? AND seq = ?",
+            (*_columns(import_key, row), own, seq),
         )
-        self._db.execute("DELETE FROM token_counts WHERE seq = ?", (seq,))
+        self._db.execute("DELETE FROM token_counts WHERE conversation_id = ? AND seq = ?", (own, seq))
         self._db.execute(
-            "INSERT INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-            (seq, row.token_key, row.text_tokens),
+            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (?, ?, ?, ?)",
+            (own, seq, row.token_key, row.text_tokens),
         )
 
     def _store_blobs(self, row: ingest.PreparedMessage) -> None:
@@ -508,9 +527,11 @@ class SQLiteStore:
         _check_optional_ints(end=end)
         with self._reading("reading messages"):
             end = self.next_seq() if end is None else end
+            where, args = self._rows()
             rows = self._db.execute(
-                "SELECT seq, role, content, source_id, meta FROM messages WHERE seq >= ? AND seq < ? ORDER BY seq",
-                (start, end),
+                "SELECT seq, role, content, source_id, meta FROM messages"
+                f" WHERE {where} AND seq >= ? AND seq < ? ORDER BY seq",
+                (*args, start, end),
             ).fetchall()
             self._check_dense([r[0] for r in rows], start, min(end, self.next_seq()))
             return [
@@ -543,7 +564,10 @@ class SQLiteStore:
     def next_seq(self) -> int:
         """Return the seq the next appended message will get (= the number of messages)."""
         with self._reading("reading the message count"):
-            return int(self._db.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages").fetchone()[0])
+            where, args = self._rows()
+            return int(
+                self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()[0]
+            )
 
     def facts(
         self,
@@ -582,27 +606,29 @@ class SQLiteStore:
         holds = " OR ".join("instr(m.content, ?) > 0" for _ in dropped) or "0"
         with self._reading("reading message facts"):
             end = self.next_seq() if end is None else end
+            where, args = self._rows("m.")
             rows = self._db.execute(
                 "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
                 f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                " json_extract(m.meta, '$.kind') FROM messages m"
-                " LEFT JOIN token_counts t ON t.seq = m.seq AND t.encoding = ?"
-                " LEFT JOIN token_counts p ON p.seq = m.seq AND p.encoding = ?"
-                " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-                (*(f'"{t}"' for t in sorted(dropped)), key, plain, start, end),
+                " json_extract(m.meta, '$.kind'), m.conversation_id FROM messages m"
+                " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq AND t.encoding = ?"
+                " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq AND p.encoding = ?"
+                f" WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
+                (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
             ).fetchall()
         self._check_dense([r[0] for r in rows], start, end)
-        missing = [r[0] for r in rows if r[5] is None]
+        missing = [(r[0], r[7]) for r in rows if r[5] is None]
         counted: dict[int, int] = {}
         if missing:
-            for seq in missing:
+            for seq, _owner in missing:
                 for message in self.messages(seq, seq + 1):
                     counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
             try:
                 with self._write():
                     self._db.executemany(
-                        "INSERT OR REPLACE INTO token_counts (seq, encoding, text_tokens) VALUES (?, ?, ?)",
-                        [(seq, key, tokens) for seq, tokens in counted.items()],
+                        "INSERT OR REPLACE INTO token_counts (conversation_id, seq, encoding, text_tokens)"
+                        " VALUES (?, ?, ?, ?)",
+                        [(owner, seq, key, counted[seq]) for seq, owner in missing],
                     )
             except sqlite3.Error:  # a read-only or full store: the counts are a cache, use them uncached
                 pass
@@ -610,15 +636,16 @@ class SQLiteStore:
             ingest.facts_from_row(
                 seq, role, uses, results, images, counted[seq] if tokens is None else tokens, kind
             )
-            for seq, role, uses, results, images, tokens, kind in rows
+            for seq, role, uses, results, images, tokens, kind, _owner in rows
         ]
 
     def pinned_seqs(self) -> list[int]:
         """Return the seqs of the system messages (pinned: always shown raw), in order."""
         with self._reading("reading the pinned messages"):
+            where, args = self._rows()
             return [
                 int(r[0])
-                for r in self._db.execute("SELECT seq FROM messages WHERE role = 'system' ORDER BY seq")
+                for r in self._db.execute(f"SELECT seq FROM messages WHERE role = 'system' AND {where} ORDER BY seq", args)
             ]
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
@@ -631,13 +658,14 @@ class SQLiteStore:
         _check_optional_ints(end=end)
         with self._reading("reading the user turns"):
             end = self.next_seq() if end is None else end
+            where, args = self._rows()
             return [
                 int(r[0])
                 for r in self._db.execute(
-                    "SELECT seq FROM messages WHERE role = 'user' AND seq >= ? AND seq < ?"
+                    f"SELECT seq FROM messages WHERE {where} AND role = 'user' AND seq >= ? AND seq < ?"
                     " AND (tool_results = '[]' OR instr(content, '\"type\": \"text\"') > 0"
                     " OR instr(content, '\"type\":\"text\"') > 0) ORDER BY seq",
-                    (start, end),
+                    (*args, start, end),
                 )
             ]
 
@@ -787,15 +815,17 @@ class SQLiteStore:
         except (TypeError, ValueError) as err:
             raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write():
+            self._own()
+            home = self._lineage.home(end_seq)
             cur = self._db.execute(
-                "INSERT OR IGNORE INTO summaries (level, start_seq, end_seq, text, provenance, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (level, start_seq, end_seq, ingest.sql_text(text), recorded, time.time()),
+                "INSERT OR IGNORE INTO summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (home, level, start_seq, end_seq, ingest.sql_text(text), recorded, time.time()),
             )
             if cur.rowcount == 0:
                 row = self._db.execute(
-                    "SELECT id FROM summaries WHERE level = ? AND start_seq = ? AND end_seq = ?",
-                    (level, start_seq, end_seq),
+                    "SELECT id FROM summaries WHERE conversation_id = ? AND level = ? AND start_seq = ? AND end_seq = ?",
+                    (home, level, start_seq, end_seq),
                 ).fetchone()
                 return int(row[0])
             return int(cur.lastrowid or 0)
@@ -803,11 +833,12 @@ class SQLiteStore:
     def summaries(self, level: int | None = None) -> list[StoredSummary]:
         """Return summaries (of one level, or all) ordered by level then start."""
         _check_optional_ints(level=level)
-        query = f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-        args: tuple[Any, ...] = ()
+        where, seen = self._seen_summaries()
+        query = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where}"
+        args: tuple[Any, ...] = tuple(seen)
         if level is not None:
-            query += " WHERE level = ?"
-            args = (level,)
+            query += " AND level = ?"
+            args = (*seen, level)
         query += " ORDER BY level, start_seq"
         with self._reading("reading summaries"):
             return [ingest.summary_from_row(*row) for row in self._db.execute(query, args).fetchall()]
@@ -820,17 +851,19 @@ class SQLiteStore:
         """
         _check_ints(level=level)
         with self._reading("reading summaries"):
-            row = self._db.execute("SELECT MAX(end_seq) FROM summaries WHERE level = ?", (level,)).fetchone()
+            where, args = self._seen_summaries()
+            row = self._db.execute(f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = ?", (*args, level)).fetchone()
         return int(row[0] or 0)
 
     def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
         """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
         _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
         with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
             row = self._db.execute(
                 f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-                " WHERE start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
-                (start_seq, max_end_seq),
+                f" WHERE {where} AND start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
+                (*args, start_seq, max_end_seq),
             ).fetchone()
         return None if row is None else ingest.summary_from_row(*row)
 
@@ -838,10 +871,11 @@ class SQLiteStore:
         """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
         _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
         with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
             rows = self._db.execute(
                 f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-                " WHERE level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
-                (level, start_seq, end_seq, end_seq),
+                f" WHERE {where} AND level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
+                (*args, level, start_seq, end_seq, end_seq),
             ).fetchall()
         return [ingest.summary_from_row(*row) for row in rows]
 
@@ -849,9 +883,11 @@ class SQLiteStore:
         """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
         _check_ints(level=level, before_seq=before_seq, limit=limit)
         with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
             rows = self._db.execute(
-                "SELECT start_seq FROM summaries WHERE level = ? AND start_seq < ? ORDER BY start_seq DESC LIMIT ?",
-                (level, before_seq, limit),
+                f"SELECT start_seq FROM summaries WHERE {where} AND level = ? AND start_seq < ?"
+                " ORDER BY start_seq DESC LIMIT ?",
+                (*args, level, before_seq, limit),
             ).fetchall()
         return [int(r[0]) for r in rows]
 
@@ -882,9 +918,11 @@ class SQLiteStore:
             )
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():
+            self._own()
             self._db.execute(
-                "INSERT INTO failures (level, start_seq, end_seq, reason, created_at, kind) VALUES (?, ?, ?, ?, ?, ?)",
-                (level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
+                "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self._lineage.home(end_seq), level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
             )
 
     def failures(self) -> list[dict[str, Any]]:
@@ -894,8 +932,9 @@ class SQLiteStore:
         (the keyword arguments of :meth:`record_failure`).
         """
         with self._reading("reading summarizer failures"):
+            where, args = self._seen_summaries()
             rows = self._db.execute(
-                "SELECT level, start_seq, end_seq, reason, kind FROM failures ORDER BY id"
+                f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
             ).fetchall()
         return [
             {"level": lv, "start_seq": s, "end_seq": e, "reason": ingest.text_from_sql(r), "kind": k}
@@ -939,9 +978,9 @@ class SQLiteStore:
             raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
         with self._reading("recording a compaction event"), self._write():
             cur = self._db.execute(
-                "INSERT INTO compaction_events (created_at, tokens_before, tokens_after, budget, detail)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (time.time(), tokens_before, tokens_after, budget, recorded),
+                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (self._own(), time.time(), tokens_before, tokens_after, budget, recorded),
             )
             return int(cur.lastrowid or 0)
 
@@ -949,7 +988,9 @@ class SQLiteStore:
         """Return the recorded compaction events, oldest first."""
         with self._reading("reading compaction events"):
             rows = self._db.execute(
-                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events ORDER BY id"
+                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events"
+                " WHERE conversation_id = ? ORDER BY id",
+                (self._lineage.own,),
             ).fetchall()
         return [
             CompactionEvent(i, at, before, after, budget, json.loads(detail))
@@ -994,23 +1035,33 @@ class _SQLiteRows:
         return self._store.next_seq()
 
     def last_import_key(self) -> str | None:
-        row = self._db.execute("SELECT import_key FROM messages ORDER BY seq DESC LIMIT 1").fetchone()
+        where, args = self._store._rows()
+        row = self._db.execute(
+            f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args
+        ).fetchone()
         return None if row is None else str(row[0])
 
     def seq_of(self, import_key: str) -> int | None:
         return self._store._seq_of(import_key)
 
     def rekey(self, seq: int, import_key: str) -> None:
-        self._db.execute("UPDATE messages SET import_key = ? WHERE seq = ?", (import_key, seq))
+        self._db.execute(
+            "UPDATE messages SET import_key = ? WHERE conversation_id = ? AND seq = ?",
+            (import_key, self._store._lineage.owner(seq), seq),
+        )
 
     def covered(self, seq: int) -> bool:
+        if self._store._lineage.owner(seq) != self._store._lineage.own:
+            return True  # a shared message of the parent: never completed in place from a branch
+        where, args = self._store._seen_summaries()
         row = self._db.execute(
-            "SELECT 1 FROM summaries WHERE start_seq <= ? AND ? < end_seq LIMIT 1", (seq, seq)
+            f"SELECT 1 FROM summaries WHERE {where} AND start_seq <= ? AND ? < end_seq LIMIT 1", (*args, seq, seq)
         ).fetchone()
         return row is not None
 
     def row_at(self, seq: int) -> tuple[Message, str] | None:
-        row = self._db.execute("SELECT import_key FROM messages WHERE seq = ?", (seq,)).fetchone()
+        where, args = self._store._rows()
+        row = self._db.execute(f"SELECT import_key FROM messages WHERE {where} AND seq = ?", (*args, seq)).fetchone()
         if row is None:
             return None
         (stored,) = self._store.messages(seq, seq + 1)

@@ -1,0 +1,181 @@
+"""Conversations and branches in one store: which rows a conversation sees, as SQL.
+
+A store holds many conversations (table ``conversations``: id, unique name, parent id, fork
+seq, created).  A **branch** forks a conversation at seq ``F``: it shares the parent's messages
+``[0, F)`` (no row is copied) and its own messages are numbered from ``F``, so the seqs a
+branch shows stay dense from 0 over its lineage and compile, coverage and pairing see one
+ordinary history.
+
+A conversation's **lineage** is a list of :class:`Segment` from itself up to its root: the
+conversation itself holds ``[fork, ∞)``, its parent ``[parent's fork, F)``, the grandparent
+``[its fork, min(F, parent's fork))`` and so on.  Messages, their cached token counts and
+everything numbered by seq are read through :meth:`Lineage.rows`.
+
+Summaries (and summarizer failures) are numbered by seq ranges: a summary stored with
+conversation ``c`` is visible to a descendant when its range ends at or before the point where
+the descendant's lineage leaves ``c`` (:meth:`Lineage.summaries`).  A new summary is stored
+with the most ancestral conversation that shares its whole range (:meth:`Lineage.home`), so
+a summary of the shared prefix is made once and every branch that shows that prefix reuses it.
+
+Nothing here runs SQL; both backends build their ``WHERE`` clauses from it (``mark`` is the
+driver's placeholder: ``?`` for sqlite3, ``%s`` for psycopg).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from ..errors import InvalidArgument, found
+
+__all__ = ["ANY_CONVERSATION", "DEFAULT_CONVERSATION", "Lineage", "Segment", "check_conversation_name", "lineage_of"]
+
+#: The name of the conversation a store opened without one uses when it holds none yet (and
+#: of the conversation a store from before conversations existed migrates into).
+DEFAULT_CONVERSATION = "default"
+
+#: Passed as the conversation by :func:`~compaction.store.factory.list_conversations`: open
+#: the store without choosing one (it reads no conversation's rows; not a valid name).
+ANY_CONVERSATION = "\x00any"
+
+#: The longest conversation name (characters).
+MAX_NAME = 200
+
+
+def check_conversation_name(name: object) -> str:
+    """Return ``name`` when it can name a conversation: 1 to 200 characters, no control characters.
+
+    Raises:
+        InvalidArgument: ``name`` is not a string, is empty or blank, too long, or holds a
+            control character (a newline, a NUL...).
+    """
+    if not isinstance(name, str):
+        raise InvalidArgument(f"a conversation's name must be a string; found {found(name)}")
+    if not name.strip():
+        raise InvalidArgument("a conversation's name must not be empty")
+    if len(name) > MAX_NAME:
+        raise InvalidArgument(f"a conversation's name is at most {MAX_NAME} characters; found {len(name)}")
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise InvalidArgument(f"a conversation's name must hold no control character; found {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of a lineage one conversation holds.
+
+    Attributes:
+        conversation_id: the conversation whose rows these are.
+        start: the first seq it holds (its fork seq; 0 for a root).
+        end: the seq its rows stop being seen at (a descendant's fork), ``None`` for the
+            conversation the lineage is of (open-ended).
+    """
+
+    conversation_id: int
+    start: int
+    end: int | None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What one conversation sees: its :class:`Segment` first, then its ancestors' up to the root.
+
+    An empty lineage (no segments) is a conversation not created yet: it sees nothing.
+    """
+
+    segments: tuple[Segment, ...]
+
+    @property
+    def own(self) -> int | None:
+        """The conversation's own id (``None`` before it is created)."""
+        return self.segments[0].conversation_id if self.segments else None
+
+    def rows(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
+        """Return a SQL condition selecting the rows (keyed by conversation and seq) it sees, and its arguments.
+
+        Args:
+            alias: the table's alias with its dot (``"m."``), or ``""``.
+            mark: the driver's placeholder.
+        """
+        parts: list[str] = []
+        args: list[int] = []
+        for seg in self.segments:
+            if seg.end is not None and seg.end <= seg.start:
+                continue  # a descendant forked below this conversation's own rows
+            part = f"{alias}conversation_id = {mark} AND {alias}seq >= {mark}"
+            args += [seg.conversation_id, seg.start]
+            if seg.end is not None:
+                part += f" AND {alias}seq < {mark}"
+                args.append(seg.end)
+            parts.append(f"({part})")
+        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+
+    def summaries(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
+        """Return a SQL condition selecting the summaries (or failures) it sees, and its arguments.
+
+        A summary kept with an ancestor is seen when its ``end_seq`` is at or before the seq
+        where this lineage leaves that ancestor; its own summaries are all seen.
+        """
+        parts: list[str] = []
+        args: list[int] = []
+        for seg in self.segments:
+            if seg.end is None:
+                parts.append(f"({alias}conversation_id = {mark})")
+                args.append(seg.conversation_id)
+            else:
+                parts.append(f"({alias}conversation_id = {mark} AND {alias}end_seq <= {mark})")
+                args += [seg.conversation_id, seg.end]
+        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+
+    def owner(self, seq: int) -> int | None:
+        """Return the id of the conversation whose row is message ``seq`` of this lineage (else ``None``)."""
+        for seg in self.segments:
+            if seq >= seg.start and (seg.end is None or seq < seg.end):
+                return seg.conversation_id
+        return None
+
+    def home(self, end_seq: int) -> int | None:
+        """Return the conversation a summary ending at ``end_seq`` is kept with.
+
+        The most ancestral conversation of the lineage whose shared part holds the whole
+        range (``end_seq`` at or before where this lineage leaves it), so every branch that
+        shows the range sees the one summary.  ``None`` before the conversation is created.
+        """
+        for seg in reversed(self.segments):
+            if seg.end is None or end_seq <= seg.end:
+                return seg.conversation_id
+        return None  # pragma: no cover - the first segment is open-ended
+
+
+def lineage_of(
+    conversation_id: int | None, tree: dict[int, tuple[int | None, int | None]]
+) -> Lineage:
+    """Return the lineage of ``conversation_id`` given every conversation's ``(parent id, fork seq)``.
+
+    Args:
+        conversation_id: the conversation (``None``: one not created yet, an empty lineage).
+        tree: ``{id: (parent_id, fork_seq)}`` of the store's conversations (a root has
+            ``(None, None)``).
+
+    Raises:
+        InvalidArgument: the parents form a cycle or name a conversation not in ``tree``
+            (a damaged ``conversations`` table).
+    """
+    if conversation_id is None:
+        return Lineage(())
+    segments: list[Segment] = []
+    end: int | None = None
+    current: int | None = conversation_id
+    seen: set[int] = set()
+    while current is not None:
+        if current in seen or current not in tree:
+            raise InvalidArgument(f"conversation {conversation_id}: its parents form a cycle or name a missing one")
+        seen.add(current)
+        parent, fork = tree[current]
+        start = 0 if parent is None else int(fork or 0)
+        segments.append(Segment(current, start, end))
+        if parent is not None:
+            end = start if end is None else min(end, start)
+        current = parent
+    return Lineage(tuple(segments))

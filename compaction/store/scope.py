@@ -1,0 +1,191 @@
+"""A store object scoped to one conversation: what SQLite and PostgreSQL share of it.
+
+:class:`ConversationScope` is mixed into both backends.  It binds a store object to one
+conversation of its database (see :mod:`.lineage` for what a conversation and a branch see),
+creates that conversation at the first write, lists the store's conversations with their
+counts and forks branches.  The SQL it runs is the same on both backends but for the
+placeholder (``_mark``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from ..errors import InvalidArgument, StoreError, found
+from .lineage import ANY_CONVERSATION, DEFAULT_CONVERSATION, Lineage, check_conversation_name, lineage_of
+from .model import ConversationInfo
+
+__all__ = ["ConversationScope"]
+
+_Tree = dict[int, tuple[int | None, int | None]]
+
+
+class ConversationScope:
+    """Conversation scoping for a store class with ``_db``, ``path``, ``_reading`` and ``_write``.
+
+    Attributes:
+        conversation: the name of the conversation this object reads and writes.
+    """
+
+    path: str
+    conversation: str
+    _db: Any
+    _lineage: Lineage
+    #: The database driver's placeholder.
+    _mark = "?"
+
+    def _reading(self, doing: str) -> AbstractContextManager[None]:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _write(self) -> AbstractContextManager[None]:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def next_seq(self) -> int:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _tree(self) -> _Tree:
+        rows = self._db.execute("SELECT id, parent_id, fork_seq FROM conversations").fetchall()
+        return {int(i): (None if p is None else int(p), None if f is None else int(f)) for i, p, f in rows}
+
+    def _bind(self, conversation: str | None, create: bool) -> None:
+        """Scope this object to ``conversation`` (``None``: the only one, or ``"default"`` while there is none).
+
+        Raises:
+            StoreError: no name given and the store holds several conversations (named in the
+                message), or the named one does not exist and ``create`` is false.
+        """
+        self._lineage = Lineage(())
+        if conversation == ANY_CONVERSATION:
+            self.conversation = conversation  # listing only: it sees no conversation's rows
+            return
+        rows = self._db.execute("SELECT id, name FROM conversations ORDER BY id").fetchall()
+        if conversation is None:
+            if len(rows) > 1:
+                names = ", ".join(str(name) for _id, name in rows)
+                raise StoreError(
+                    f"{self.path}: the store holds {len(rows)} conversations ({names}); name one (--conversation NAME)"
+                )
+            conversation = str(rows[0][1]) if rows else DEFAULT_CONVERSATION
+        self.conversation = conversation
+        ids = [int(i) for i, name in rows if name == conversation]
+        if not ids and not create:
+            names = ", ".join(str(name) for _id, name in rows) or "none"
+            raise StoreError(f"{self.path}: no conversation {conversation!r} in the store (it holds: {names})")
+        self._lineage = lineage_of(ids[0] if ids else None, self._tree())
+
+    def _own(self) -> int:
+        """Return this conversation's id, creating it (inside the caller's write) when it is not stored yet."""
+        own = self._lineage.own
+        if own is not None:
+            return own
+        if self.conversation == ANY_CONVERSATION:
+            raise StoreError(f"{self.path}: this store object was opened to list conversations; it writes nothing")
+        m = self._mark
+        self._db.execute(
+            f"INSERT INTO conversations (name, parent_id, fork_seq, created_at) VALUES ({m}, NULL, NULL, {m})"
+            " ON CONFLICT (name) DO NOTHING",
+            (self.conversation, time.time()),
+        )
+        row = self._db.execute(f"SELECT id FROM conversations WHERE name = {m}", (self.conversation,)).fetchone()
+        self._lineage = lineage_of(int(row[0]), self._tree())
+        return int(row[0])
+
+    def _rows(self, alias: str = "") -> tuple[str, list[int]]:
+        """The SQL condition (and its arguments) selecting the message rows this conversation shows."""
+        return self._lineage.rows(alias, self._mark)
+
+    def _seen_summaries(self, alias: str = "") -> tuple[str, list[int]]:
+        """The SQL condition (and its arguments) selecting the summaries and failures it shows."""
+        return self._lineage.summaries(alias, self._mark)
+
+    def conversations(self) -> list[ConversationInfo]:
+        """Return every conversation of the store with its counts, by id (creation order).
+
+        ``messages`` and ``summaries`` count what each shows (a branch's shared prefix
+        included); ``own_messages`` the rows stored with it.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        with self._reading("listing conversations"):
+            rows = self._db.execute(
+                "SELECT id, name, parent_id, fork_seq, created_at FROM conversations ORDER BY id"
+            ).fetchall()
+            grouped = self._db.execute(
+                "SELECT conversation_id, MAX(seq) + 1, COUNT(*) FROM messages GROUP BY conversation_id"
+            ).fetchall()
+            own_next = {int(c): int(n) for c, n, _count in grouped}
+            counts = {int(c): int(count) for c, _n, count in grouped}
+            tree = self._tree()
+            names = {int(r[0]): str(r[1]) for r in rows}
+            out = []
+            for cid, name, parent, fork, created in rows:
+                where, args = lineage_of(int(cid), tree).summaries(mark=self._mark)
+                summaries = int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
+                out.append(
+                    ConversationInfo(
+                        name=str(name),
+                        id=int(cid),
+                        parent=None if parent is None else names.get(int(parent)),
+                        fork_seq=None if fork is None else int(fork),
+                        messages=_shown(int(cid), tree, own_next),
+                        own_messages=counts.get(int(cid), 0),
+                        summaries=summaries,
+                        created_at=float(created),
+                    )
+                )
+        return out
+
+    def branch(self, name: str, at: int) -> ConversationInfo:
+        """Fork this conversation at seq ``at``: a new conversation ``name`` that shares ``[0, at)``.
+
+        No message is copied: the branch reads the shared messages (and the summaries that
+        lie entirely before ``at``) from this conversation, and its own messages are numbered
+        from ``at``.  Open it with ``open_store(location, conversation=name)``.
+
+        Args:
+            name: the new conversation's name (unique in the store).
+            at: the seq of the first message the branch does not share, ``0 <= at <= len(self)``.
+
+        Returns:
+            The branch's :class:`ConversationInfo`.
+
+        Raises:
+            StoreError: a conversation ``name`` exists, ``at`` is out of range, or the write failed.
+            InvalidArgument: ``at`` is not an integer, or ``name`` is not a valid name.
+        """
+        check_conversation_name(name)
+        if not isinstance(at, int) or isinstance(at, bool):
+            raise InvalidArgument(f"at must be a message's seq (an integer); found {found(at)}")
+        m = self._mark
+        with self._reading(f"creating the branch {name!r}"), self._write():
+            total = self.next_seq()
+            if not 0 <= at <= total:
+                holds = f"it holds messages 0 to {total - 1}" if total else "it holds no message"
+                raise StoreError(f"{self.path}: cannot branch {self.conversation!r} at message {at}: {holds}")
+            if self._db.execute(f"SELECT 1 FROM conversations WHERE name = {m}", (name,)).fetchone() is not None:
+                raise StoreError(f"{self.path}: a conversation named {name!r} exists already")
+            parent = self._own()
+            self._db.execute(
+                f"INSERT INTO conversations (name, parent_id, fork_seq, created_at) VALUES ({m}, {m}, {m}, {m})",
+                (name, parent, at, time.time()),
+            )
+        return next(info for info in self.conversations() if info.name == name)
+
+    def lineage(self) -> Iterator[tuple[int, int, int | None]]:
+        """Yield ``(conversation id, first seq, end seq or None)`` of each part of what this conversation shows."""
+        for seg in self._lineage.segments:
+            yield seg.conversation_id, seg.start, seg.end
+
+
+def _shown(cid: int, tree: _Tree, own_next: dict[int, int]) -> int:
+    """Return how many messages conversation ``cid`` shows: its own next seq, else what it shares."""
+    if cid in own_next:
+        return own_next[cid]
+    parent, fork = tree[cid]
+    if parent is None:
+        return 0
+    return min(int(fork or 0), _shown(parent, tree, own_next))
