@@ -17,6 +17,10 @@ One pass over the messages, in order:
   non-zero exit code, a traceback, an error line at the start of a line; a search that found
   nothing is none, and a passing run such as ``# fail 0`` is none), each marked ``resolved``
   when a later run with the same action and subject succeeded in the stretch, else ``open``.
+  An entry shows the error line, then the error's other lines (after ``⟩``: a compiler's
+  "Types of parameters … are incompatible", a test's ``FAILED`` name, the lines before an
+  exit code), rule lines, retry notices and lines that repeat it left out, long paths cut to
+  their last three parts.
 - **Decisions**: the plan sentences of the assistant's text
   (:func:`compaction.evidence.decision_sentences`).  **Done** also gets the assistant's report
   at the end of a turn (its first sentence), and the completed items of its todo list.
@@ -65,6 +69,16 @@ ASK_WORDS = 15
 GOAL_WORDS = 25
 #: Characters of tool output scanned for errors at each end (the middle is content).
 _SCAN_CHARS = 20_000
+#: Characters of an error entry's error line, and of the whole entry with its context lines.
+ERROR_LINE_CHARS = 160
+ERROR_ENTRY_CHARS = 300
+#: A word of an error's lines (4+ letters): a context line with none the entry lacks is left out.
+_CONTEXT_WORD = re.compile(r"[^\W\d_]{4,}")
+_RETRYING = re.compile(r"^Retrying in [\d.]+ seconds", re.IGNORECASE)
+#: A path of three or more parts, cut to its last three in an error's context lines.
+_LONG_PATH = re.compile(r"(?:[\w.@+~-]*/){3,}[\w.@+-]+")
+#: A rule line's run of decoration (``=====``, ``_____``, ``━━━━``, ``^^^^``, ``.....``).
+_RULE = re.compile(r"[=_\-━─~^*#]{3,}|\.{4,}")
 #: The longest name the Names section takes (characters; a longer URL costs more than it says).
 MAX_NAME_CHARS = 80
 
@@ -164,11 +178,36 @@ def _names(text: str) -> Iterator[str]:
     return (name for name in identifiers(text) if len(name) <= MAX_NAME_CHARS)
 
 
+def _short_paths(line: str) -> str:
+    """Return ``line`` with each long path cut to its last three parts (``…/litellm/utils.py``)."""
+    return _LONG_PATH.sub(lambda m: "…/" + "/".join(m.group(0).split("/")[-3:]), line)
+
+
 def _error_line(fragment: str) -> str:
-    lines = fragment.splitlines()
+    """Return an error's entry: its error line, then the fragment's other lines (what the error says).
+
+    The error line (or, for an exit code, the line naming it) comes first, cut to
+    :data:`ERROR_LINE_CHARS`; the fragment's other lines follow after ``⟩`` markers, their
+    rule lines (``=====``, ``____``) left out, the whole cut to :data:`ERROR_ENTRY_CHARS`: a
+    compiler's "Types of parameters … are incompatible", a test's ``FAILED`` name and a
+    traceback's frames sit in those lines.
+    """
+    lines = [line.strip() for line in fragment.splitlines() if line.strip()]
+    if not lines:
+        return ""
     at = next((i for i, line in enumerate(lines) if ERROR_LINE.search(line)), len(lines) - 1)
-    line = " ".join(lines[at : at + 2]) if len(lines[at].strip()) < 20 else lines[at]
-    return clip(line, 160).replace("`", "'")
+    head = clip(lines[at], ERROR_LINE_CHARS)
+    seen = set(_CONTEXT_WORD.findall(lines[at].lower()))
+    context: list[str] = []
+    for n, line in enumerate(lines):
+        line_words = set(_CONTEXT_WORD.findall(line.lower()))
+        if n == at or not line_words - seen or _RETRYING.match(line):
+            continue  # the error line, a line saying nothing new, a retry notice
+        seen |= line_words
+        context.append(_short_paths(_RULE.sub(" ", line)).strip())
+    if not context:
+        return head.replace("`", "'")
+    return clip(" ⟩ ".join([head, *context]), ERROR_ENTRY_CHARS).replace("`", "'")
 
 
 def _first_sentence(text: str, words: int) -> str:

@@ -32,7 +32,9 @@ none: once), so a merge adds the counts up and keeps the most frequent.
 
 :func:`render` writes a record within a token bound, dropping the least important lines
 first (see :func:`_priority`) and saying how many it left out, per section; left-out counts
-of merged records add up, so a record at any level says how much its stretch lost.  Names
+of merged records add up, so a record at any level says how much its stretch lost.  Asks go
+early (the ask ledger carries each one whole); a dropped file line leaves its basename on an
+``Also touched:`` line (the busiest files first, at most a quarter of the bound).  Names
 are the first to go, the least frequent first, one name at a time; at most
 :data:`MAX_NAMES` are shown, on one or two lines.
 """
@@ -89,8 +91,9 @@ _NAME_ITEM = re.compile(r"^(\S+?)(?: ×(\d+))?$")
 #: The most names a record shows, and how many go on one line.
 MAX_NAMES = 24
 NAMES_PER_LINE = 12
-#: Starts the line naming files whose lines were left out.
+#: Starts the line naming files whose lines were left out, and the most names it holds.
 ALSO_TOUCHED = "Also touched: "
+MAX_ALSO_TOUCHED = 24
 #: A word of a focus or of a line: letters, digits, ``_`` and ``-``, starting with a letter (``module_3``).
 _WORD = re.compile(r"[^\W\d][\w-]{3,}")
 _FOCUS_STOP = frozenset(
@@ -366,7 +369,7 @@ def _still_failing(line: str, still_open: set[str]) -> bool:
 # -- the bound --------------------------------------------------------------------------------
 
 #: How much each section matters when lines must go (higher stays longer).
-_WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 55, DECISIONS: 50, DONE: 35, ERRORS: 40, NAMES: 0}
+_WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 30, DECISIONS: 50, DONE: 35, ERRORS: 40, NAMES: 0}
 
 
 def _priority(heading: str, item: str, position: int, count: int, focus: frozenset[str]) -> float:
@@ -390,18 +393,6 @@ def _priority(heading: str, item: str, position: int, count: int, focus: frozens
 
 def _basename(item: str) -> str:
     return item.rsplit(" — ", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-
-
-def _with_names(out: str, names: list[str], room: int, encoding: str) -> str:
-    """Add an ``Also touched:`` line naming files whose lines were left out, as many as ``room`` tokens allow."""
-    names = list(dict.fromkeys(n for n in names if n))
-    while names and room > 4:
-        line = f"{ALSO_TOUCHED}{', '.join(names)}."
-        if count_text("\n" + line, encoding) <= room:
-            head, sep, tail = out.rpartition("\nLeft out: ")
-            return f"{head}\n{line}{sep}{tail}" if sep else f"{out}\n{line}"
-        names = names[: len(names) * 2 // 3]
-    return out
 
 
 def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str] = frozenset()) -> str:
@@ -446,14 +437,29 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
                 out.extend(f"- {item}" for item in items)
             if gone:
                 out.append(f"- … {gone} more left out")
+        touched = also()
+        if touched:
+            out.append(f"{ALSO_TOUCHED}{', '.join(touched)}.")
         if lost:
             out.append(f"Left out: {', '.join(lost)}.")
         return "\n".join(out)
 
+    def also() -> list[str]:
+        """Return the basenames the Also-touched line keeps of the dropped file lines, the busiest first."""
+        shown = sorted(also_shown, key=lambda n: (-busy[n], n))
+        return list(dict.fromkeys(names[n] for n in shown if names[n]))
+
     def approx() -> int:
         kept_cost = sum(c for h, cs in costs.items() for n, c in enumerate(cs) if (h, n) not in dropped)
-        return kept_cost + 3 * len(SUMMARY_HEADINGS) + 8
+        return kept_cost + sum(name_costs[n] for n in also_shown) + 3 * len(SUMMARY_HEADINGS) + 8
 
+    names = [_basename(item) for item in kept[FILES]]
+    busy = [
+        sum(int(t) if t.isdigit() else 1 for t in re.findall(r"×(\d+)|,", item)) + 1 for item in kept[FILES]
+    ]
+    name_costs = [count_text(f"{name}, ", encoding) for name in names]
+    also_shown: set[int] = set()  # dropped file lines whose basename the Also-touched line carries
+    also_cost, also_room = 0, max_tokens // 4  # the line takes at most a quarter of the bound
     target = max_tokens
     cursor = 0
     current = approx()
@@ -462,12 +468,19 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
             _score, heading, n = order[cursor]
             dropped.add((heading, n))
             current -= costs[heading][n]
+            if (
+                heading == FILES
+                and len(also_shown) < MAX_ALSO_TOUCHED
+                and also_cost + name_costs[n] <= also_room
+            ):
+                also_shown.add(n)  # the line goes, its basename stays
+                also_cost += name_costs[n]
+                current += name_costs[n]
             cursor += 1
         out = text()
         exact = count_text(out, encoding)
         if exact <= max_tokens:
-            names = [_basename(kept[FILES][n]) for h, n in sorted(dropped) if h == FILES]
-            return _with_names(out, names, max_tokens - exact, encoding)
+            return out
         if cursor >= len(order):
             break
         target -= max(1, exact - max_tokens)

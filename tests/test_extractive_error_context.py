@@ -1,0 +1,123 @@
+"""The offline summary's error entries carry what the error says, and dropped files keep their names.
+
+A compiler's or a test runner's telling words often sit in the lines after the error line
+(``Types of parameters … are incompatible``, the ``FAILED`` test's name); an error entry shows
+them after ``⟩`` markers.  When a record must drop file lines, their basenames stay on the
+``Also touched:`` line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.blocks import Block
+from compaction.summarizers._extract import ERROR_ENTRY_CHARS, extract
+from compaction.summarizers._record import ALSO_TOUCHED, Record, parse_record, render
+from compaction.tokens.counting import count_text
+
+ENCODING = "o200k_base"
+
+TSC = (
+    "src/mode.ts(585,39): error TS2345: Argument of type '(c: { text: string; }) => string' is not assignable "
+    "to parameter of type '((value: { type: string; text: string; }, index: number) => string)'.\n"
+    "  Type '(c: { text: string; }) => string' is not assignable to type '(value: ImageContent) => string'.\n"
+    "    Types of parameters 'c' and 'value' are incompatible.\n"
+    "      Type 'ImageContent | TextContent' is not assignable to type '{ text: string; }'.\n"
+)
+PYTEST = (
+    "E           NameError: name 'GitRepo' is not defined\n"
+    "\n"
+    "/Users/user/Projects/aider/tests/basic/test_repomap.py:332: NameError\n"
+    "=========================== short test summary info ============================\n"
+    "FAILED tests/basic/test_repomap.py::TestRepoMapAllLanguages::test_get_repo_map_subtree_only\n"
+    "========================= 1 failed, 6 passed in 2.31s ==========================\n"
+)
+
+
+def _errors(output: str) -> list[str]:
+    messages: list[tuple[str, tuple[Block, ...]]] = [
+        (
+            "assistant",
+            ({"type": "tool_use", "id": "a", "name": "bash", "input": {"command": "npm run check"}},),
+        ),
+        ("user", ({"type": "tool_result", "tool_use_id": "a", "content": output},)),
+    ]
+    return [error.line() for error in extract(messages, 0).errors]
+
+
+def test_a_compiler_error_entry_keeps_the_lines_that_say_what_is_wrong() -> None:
+    (entry,) = _errors(TSC)
+    assert entry.startswith(
+        "[open] run `npm run check`, message 1: src/mode.ts(585,39): error TS2345: Argument of type"
+    )
+    assert "⟩ Types of parameters 'c' and 'valu" in entry
+    assert len(entry.split("message 1: ", 1)[1]) <= ERROR_ENTRY_CHARS
+
+
+def test_a_test_failure_entry_names_the_failing_test_with_short_paths_and_no_rule_lines() -> None:
+    (entry,) = _errors(PYTEST)
+    text = entry.split("message 1: ", 1)[1]
+    assert text == (
+        "E NameError: name 'GitRepo' is not defined ⟩ …/tests/basic/test_repomap.py:332: NameError"
+        " ⟩ short test summary info ⟩ FAILED tests/basic/test_repomap.py::TestRepoMapAllLanguages::"
+        "test_get_repo_map_subtree_only"
+    )
+
+
+def test_context_lines_that_repeat_the_error_line_are_left_out() -> None:
+    output = (
+        "litellm.InternalServerError: VertexAIException - File ~/.config/gcloud/creds.json was not found.\n"
+        "Retrying in 0.2 seconds...\n"
+        "litellm.InternalServerError: VertexAIException - File ~/.config/gcloud/creds.json was not found.\n"
+    )
+    (entry,) = _errors(output)
+    assert "⟩" not in entry
+    assert entry.endswith(
+        "message 1: litellm.InternalServerError: VertexAIException - File ~/.config/gcloud/creds.json was not found."
+    )
+
+
+def test_an_exit_code_entry_shows_the_lines_before_it() -> None:
+    (entry,) = _errors("flake8....................Failed\n- hook id: flake8\nexit code: 1\n")
+    assert entry == "[open] run `npm run check`, message 1: exit code: 1 ⟩ flake8 Failed ⟩ - hook id: flake8"
+
+
+def _many_files(count: int) -> Record:
+    record = Record(goal="port the store")
+    for n in range(count):
+        record.add_file(f"/repo/src/package_{n}/module_{n}.py", "edited", 1 + n % 3)
+    return record
+
+
+def test_dropped_file_lines_keep_their_basenames_busiest_first() -> None:
+    out = render(_many_files(30), 160, ENCODING)
+    assert count_text(out, ENCODING) <= 160
+    also = next(line for line in out.splitlines() if line.startswith(ALSO_TOUCHED))
+    names = also[len(ALSO_TOUCHED) :].rstrip(".").split(", ")
+    assert names[0] == "module_2.py"  # edited ×3, the busiest of the dropped lines, first
+    assert all(name.startswith("module_") and name.endswith(".py") for name in names)
+    kept = [line for line in out.splitlines() if line.startswith("- /repo/")]
+    assert len(kept) + len(names) > len(kept)  # more files named than lines kept
+    assert count_text(also, ENCODING) <= 160 // 4 + 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60), st.integers(40, 400))
+def test_every_file_is_a_line_an_also_touched_name_or_counted(count: int, bound: int) -> None:
+    out = render(_many_files(count), bound, ENCODING)
+    assert count_text(out, ENCODING) <= bound
+    back = parse_record(out)
+    shown = [p for p in back.files if not p.startswith("…")]
+    lines = sum(1 for line in out.splitlines() if line.startswith("- /repo/"))
+    more = sum(
+        int(line.split()[2])
+        for line in out.splitlines()
+        if line.startswith("- … ") and "more left out" in line
+    )
+    lost = Counter(back.omitted)["Files"]
+    # each file is shown as a line, or its line is counted as left out (the Also line names some of those)
+    assert lines + max(more, lost) == count
+    assert len(shown) >= lines
