@@ -145,3 +145,52 @@ def test_any_run_of_calls_and_outputs_round_trips(
         m.content[-1]["text"] for m in messages if m.role == "assistant" and m.content[-1]["type"] == "text"
     ]
     assert answers == [answer for _, _, answer in turns]
+
+
+# -- real samples: recorded OpenAI traffic from pydantic-ai's test cassettes (MIT) -------------
+
+REAL = Path(__file__).resolve().parent / "data" / "formats"
+
+
+def test_a_recorded_gpt_5_5_tool_turn_imports_with_its_call_answered() -> None:
+    """The input of pydantic-ai's recorded second request (reasoning, commentary, a call and
+    its output) and the answer the API gave, as an agent would send them next turn."""
+    parsed = load_transcript(REAL / "openai-responses__pydantic-ai-phase-live.json")
+    assert parsed.format == "openai-responses" and parsed.skipped == 0 and parsed.unknown_blocks == {}
+    messages = parsed.messages
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0].content == ({"type": "text", "text": "What is the capital of PotatoLand?"},)
+    reasoning, commentary, call = messages[1].content
+    assert reasoning["type"] == "encrypted_reasoning" and reasoning["encrypted_content"].startswith(
+        "gAAAAABp79WD"
+    )
+    assert commentary == {"type": "text", "text": 'I\'ll check the capital lookup tool for "PotatoLand."'}
+    assert call == {
+        "type": "tool_use",
+        "id": "call_ALAJMWK9buNN7RXxxXbECcHa",
+        "name": "get_capital",
+        "input": {"country": "PotatoLand"},
+    }
+    assert messages[2].content == (
+        {
+            "type": "tool_result",
+            "tool_use_id": "call_ALAJMWK9buNN7RXxxXbECcHa",
+            "content": "Potato City",
+            "is_error": False,
+        },
+    )
+    assert messages[3].content == ({"type": "text", "text": "The capital of PotatoLand is **Potato City**."},)
+
+
+def test_a_recorded_compaction_item_is_a_prior_compaction_never_an_ask() -> None:
+    """The input pydantic-ai sent after ``POST /v1/responses/compact``: the compaction item the
+    API returned, then the next ask; and the answer."""
+    parsed = load_transcript(REAL / "openai-responses__pydantic-ai-compact-messages.json")
+    assert parsed.format == "openai-responses" and parsed.skipped == 0
+    ask, answer = parsed.messages
+    assert (ask.role, ask.content) == ("user", ({"type": "text", "text": "And 5+5?"},))
+    compaction = ask.meta["openai_compaction"]
+    assert compaction["id"] == "cmp_0fe74db124a77f9a0169cdf581740c819490de6e615d95448d"
+    assert len(compaction["encrypted_content"]) == 2808
+    assert (answer.role, answer.content) == ("assistant", ({"type": "text", "text": "5 + 5 = 10"},))
+    assert not any(compaction["encrypted_content"] in json.dumps(m.content) for m in parsed.messages)
