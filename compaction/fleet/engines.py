@@ -252,7 +252,7 @@ def _dask_executor(
             threads_per_worker=1,
             processes=processes,
             dashboard_address=None,
-            host="127.0.0.1",
+            **({"host": "127.0.0.1"} if processes else {}),  # loopback only; threads talk in-process
         ) as cluster,
         Client(cluster) as client,
     ):
