@@ -85,9 +85,9 @@ class MockUpstream:
 
 
 def settings(tmp_path: Path, *, budget: int | None = None, recipe: Recipe | None = None,
-             limits: Limits | None = None, upstream: str = UPSTREAM) -> ServeSettings:
+             limits: Limits | None = None, upstream: str = UPSTREAM, open_conversations: int = 64) -> ServeSettings:
     return ServeSettings(upstream=upstream, store_dir=tmp_path / "stores", recipe=recipe or Recipe(),
-                         budget=budget, limits=limits or Limits())
+                         budget=budget, limits=limits or Limits(), open_conversations=open_conversations)
 
 
 def post(app: Any, path: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:

@@ -135,6 +135,9 @@ class SSEAssembler:
         self.api = api
         self.usage = Usage()
         self.complete = False
+        #: the stream's last event arrived (OpenAI ``[DONE]``, Anthropic ``message_stop``): the
+        #: answer can be stored before that event reaches the client.
+        self.ended = False
         self.events = 0
         self._buffer = bytearray()
         self._skipping = False
@@ -171,6 +174,7 @@ class SSEAssembler:
         self.events += 1
         if payload.strip() == b"[DONE]":
             self.complete = self.complete or self._finished
+            self.ended = True
             return
         try:
             value = json.loads(payload)
@@ -220,6 +224,7 @@ class SSEAssembler:
             _merge_usage(self.usage, "anthropic", event.get("usage"))
         elif kind == "message_stop":
             self.complete = True
+            self.ended = True
         index = event.get("index")
         if not isinstance(index, int):
             return

@@ -19,12 +19,12 @@ httpx's ``ASGITransport`` drives the same app in-process for unit tests, and uvi
 on a real socket.  aiohttp would bring a second HTTP client and event-loop model beside httpx.
 
 Blocking work (SQLite, compiling, summarizing) runs in worker threads, one request per
-conversation at a time (a lock per conversation id); the upstream call holds no lock.
+conversation at a time: each conversation's stores stay open between requests on a thread of
+their own, at most ``open_conversations`` of them (:mod:`.stores`); the upstream call holds no lock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -61,6 +61,7 @@ from .conversations import (
 from .forwarding import Limits, Upstream, credentials, response_headers
 from .ledger import Ledger, RequestRecord
 from .metrics import Metrics
+from .stores import DEFAULT_OPEN_CONVERSATIONS, OpenStores, StorePool
 
 __all__ = ["ServeSettings", "create_app", "CONVERSATION_HEADER"]
 
@@ -84,6 +85,8 @@ class ServeSettings:
         budget: a fixed input budget (tokens) for every request; ``None``: the model's window
             minus the request's ``max_tokens``.
         limits: time and size bounds.
+        open_conversations: conversations whose stores stay open between requests (least
+            recently used closed first), so the engine's per-store caches stay warm.
     """
 
     upstream: str
@@ -91,6 +94,7 @@ class ServeSettings:
     recipe: Recipe = field(default_factory=Recipe)
     budget: int | None = None
     limits: Limits = field(default_factory=Limits)
+    open_conversations: int = DEFAULT_OPEN_CONVERSATIONS
 
 
 @dataclass
@@ -108,27 +112,6 @@ class _Prepared:
     tokens: int
     events: int
     tokens_in: int
-
-
-class _KeyedLocks:
-    """One asyncio lock per key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
 
 def error_body(api: str, status: int, code: str, message: str) -> dict[str, Any]:
@@ -173,18 +156,19 @@ class _Proxy:
         self.book = ConversationBook(settings.store_dir)
         self.ledger = Ledger(Path(settings.store_dir) / "requests.sqlite")
         self.upstream = Upstream(settings.upstream, settings.limits, transport=transport)
-        self.locks = _KeyedLocks()
+        self.pool = StorePool(settings.open_conversations)
         self.metrics = Metrics()
 
     async def close(self) -> None:
         await self.upstream.aclose()
+        await anyio.to_thread.run_sync(self.pool.close)
         self.ledger.close()
 
     # -- blocking work (worker threads) -----------------------------------------------------
     def _prepare(
-        self, api: Api, base: str, messages: list[Message], body: dict[str, Any], budget: int
+        self, api: Api, base: str, messages: list[Message], body: dict[str, Any], budget: int, stores: OpenStores
     ) -> _Prepared:
-        resolved = self.book.resolve(base, messages)
+        resolved = self.book.resolve(base, messages, stores)
         model = body.get("model")
         if model is not None and not isinstance(model, str):
             raise BadRequest(f"model must be a string; found {type(model).__name__}")
@@ -195,20 +179,20 @@ class _Proxy:
         if model:
             changes["model"] = model
         recipe = self.settings.recipe.replace(**changes)
-        with self.book.open(resolved.conversation) as store:
-            before = len(store.events())
-            try:
-                compiled, _ = compress_and_compile(store, recipe, mode="events", tools=tools)
-            except OverBudget as err:
-                if recipe.summarizer.kind == "extractive":
-                    raise
-                # the recipe's summarizer failed or could not do enough: a request is never held
-                # up by it, so this turn compacts with the offline summarizer (413 if even that fails)
-                logger.warning("conversation %s: the summarizer could not make the request fit (%s); "
-                               "compacting this turn offline", resolved.conversation, str(err)[:200])
-                offline = recipe.replace(summarizer=SummarizerSettings())
-                compiled, _ = compress_and_compile(store, offline, mode="events", tools=tools)
-            events = len(store.events()) - before
+        store = stores.get(resolved.path)
+        before = len(store.events())
+        try:
+            compiled, _ = compress_and_compile(store, recipe, mode="events", tools=tools)
+        except OverBudget as err:
+            if recipe.summarizer.kind == "extractive":
+                raise
+            # the recipe's summarizer failed or could not do enough: a request is never held
+            # up by it, so this turn compacts with the offline summarizer (413 if even that fails)
+            logger.warning("conversation %s: the summarizer could not make the request fit (%s); "
+                           "compacting this turn offline", resolved.conversation, str(err)[:200])
+            offline = recipe.replace(summarizer=SummarizerSettings())
+            compiled, _ = compress_and_compile(store, offline, mode="events", tools=tools)
+        events = len(store.events()) - before
         new = messages[len(messages) - resolved.appended:] if resolved.appended else []
         tokens_in = sum(blocks_text_tokens(m.content, recipe.encoding) for m in new)
         return _Prepared(resolved, outgoing_body(body, compiled.request.payload), compiled.tokens, events, tokens_in)
@@ -246,14 +230,16 @@ class _Proxy:
 
     async def _read_body(self, request: Request) -> bytes:
         cap = self.settings.limits.max_request_bytes
+        too_large = (f"the request body exceeds {cap:,} bytes (the proxy's cap; raise it with "
+                     "compaction serve --max-request-mb)")
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cap:
-            raise BadRequest(f"the request body exceeds {cap:,} bytes", status=413, code="request_too_large")
+            raise BadRequest(too_large, status=413, code="request_too_large")
         data = bytearray()
         async for chunk in request.stream():
             data += chunk
             if len(data) > cap:
-                raise BadRequest(f"the request body exceeds {cap:,} bytes", status=413, code="request_too_large")
+                raise BadRequest(too_large, status=413, code="request_too_large")
         return bytes(data)
 
     def _parse(self, api: Api, data: bytes, keys: list[str], header: str | None) -> _Parsed:
@@ -278,8 +264,8 @@ class _Proxy:
         record.stream = body.get("stream") is True
         record.model = body.get("model") if isinstance(body.get("model"), str) else None
         record.conversation, record.messages_in, record.budget = base, len(messages), budget
-        async with self.locks.hold(base):
-            prepared = await anyio.to_thread.run_sync(self._prepare, api, base, messages, body, budget)
+        async with self.pool.hold(base) as slot:
+            prepared = await slot.run(self._prepare, api, base, messages, body, budget, slot.stores)
         resolved = prepared.resolved
         record.conversation, record.appended, record.stored = resolved.conversation, resolved.appended, resolved.stored
         record.tokens_shipped, record.events = prepared.tokens, prepared.events
@@ -319,9 +305,9 @@ class _Proxy:
         if answer is None:
             return
         (answer,) = scrub_messages([answer], keys)
-        async with self.locks.hold(resolved.base):
-            record.answer_recorded = await anyio.to_thread.run_sync(
-                self.book.record_answer, resolved.conversation, resolved.stored, answer
+        async with self.pool.hold(resolved.base) as slot:
+            record.answer_recorded = await slot.run(
+                self.book.record_answer, resolved.conversation, resolved.stored, answer, slot.stores
             )
 
     @staticmethod
@@ -334,15 +320,9 @@ class _Proxy:
         upstream: httpx.Response, started: float,
     ) -> AsyncIterator[bytes]:
         assembler = SSEAssembler(api)
-        try:
-            try:
-                async for chunk in self.upstream.relay(upstream, started):
-                    assembler.feed(chunk)
-                    yield chunk
-            except UpstreamError as err:
-                record.error = err.code
-                yield _stream_error(api, err.code, str(err))
-                return
+        stored = False
+
+        async def store() -> None:
             record.upstream_ms = (time.monotonic() - started) * 1000
             self._usage(record, assembler.usage)
             try:
@@ -350,6 +330,23 @@ class _Proxy:
             except CompactionError as err:
                 record.error = "answer_not_stored"
                 logger.warning("conversation %s: the answer was not stored: %s", resolved.conversation, err)
+
+        try:
+            try:
+                async for chunk in self.upstream.relay(upstream, started):
+                    assembler.feed(chunk)
+                    if assembler.ended and not stored:
+                        # stored before the client sees the last event: its next request,
+                        # sent as soon as it does, finds the answer in the store
+                        stored = True
+                        await store()
+                    yield chunk
+            except UpstreamError as err:
+                record.error = err.code
+                yield _stream_error(api, err.code, str(err))
+                return
+            if not stored:
+                await store()
         finally:
             self._finish(record)
 

@@ -38,6 +38,7 @@ from ..formats.anthropic import content_blocks
 from ..store import Store
 from ..summarizers._secrets import scrub_key
 from ._errors import BadRequest, ConversationConflict
+from .stores import OpenStores
 
 __all__ = [
     "Api",
@@ -259,14 +260,14 @@ class ConversationBook:
         return Store(self.path_of(conversation))
 
     # -- fingerprints -----------------------------------------------------------------------
-    def _fingerprints(self, conversation: str) -> list[_Stored]:
+    def _fingerprints(self, conversation: str, stores: OpenStores) -> list[_Stored]:
         with self._cache_lock:
             cached = self._cache.get(conversation)
             if cached is not None:
                 self._cache.move_to_end(conversation)
                 return cached
-        with Store(self.path_of(conversation), create=False) as store:
-            stored = [_stored_form(m) for m in store.iter_messages()]
+        store = stores.get(self.path_of(conversation), create=False)
+        stored = [_stored_form(m) for m in store.iter_messages()]
         self._remember(conversation, stored)
         return stored
 
@@ -307,8 +308,14 @@ class ConversationBook:
             names.append(name)
         return names
 
-    def resolve(self, base: str, incoming: Sequence[Message]) -> Resolved:
+    def resolve(self, base: str, incoming: Sequence[Message], stores: OpenStores | None = None) -> Resolved:
         """Find (or create) the conversation ``incoming`` extends and append what is new.
+
+        Args:
+            base: the base id (:func:`conversation_id`).
+            incoming: the client's whole history.
+            stores: the open stores to use and keep (the proxy's, kept between requests);
+                ``None``: stores opened for this call and closed at its end.
 
         Returns:
             The conversation and what was appended.
@@ -317,13 +324,19 @@ class ConversationBook:
             ConversationConflict: ``base`` already has :data:`MAX_FORKS` forks and none matches.
             StoreError: a store could not be opened or written.
         """
+        if stores is None:
+            own = OpenStores()
+            try:
+                return self.resolve(base, incoming, own)
+            finally:
+                own.close()
         exact = [_exact(m) for m in incoming]
         for _attempt in range(3):
             existing = self.candidates(base)
             for name in existing:
-                stored = self._fingerprints(name)
+                stored = self._fingerprints(name, stores)
                 if self._extends(stored, incoming, exact):
-                    resolved = self._append(base, name, stored, incoming, None)
+                    resolved = self._append(base, name, stored, incoming, None, stores)
                     if resolved is not None:
                         return resolved
                     break
@@ -334,7 +347,7 @@ class ConversationBook:
                         "X-Compaction-Conversation header to start afresh"
                     )
                 name = self._name(base, len(existing) + 1)
-                resolved = self._append(base, name, [], incoming, base if existing else None)
+                resolved = self._append(base, name, [], incoming, base if existing else None, stores)
                 if resolved is not None:
                     return resolved
         raise ConversationConflict(
@@ -342,32 +355,43 @@ class ConversationBook:
         )
 
     def _append(
-        self, base: str, name: str, stored: list[_Stored], incoming: Sequence[Message], forked_from: str | None
+        self, base: str, name: str, stored: list[_Stored], incoming: Sequence[Message], forked_from: str | None,
+        stores: OpenStores,
     ) -> Resolved | None:
         """Append ``incoming`` past ``stored`` to ``name``; ``None`` if the store changed meanwhile."""
         new = list(incoming[len(stored):])
-        with self.open(name) as store:
-            if len(store) != len(stored):  # changed under the cache (another process)
-                self._forget(name)
-                return None
-            added = store.append(new) if new else 0
+        store = stores.get(self.path_of(name))
+        if len(store) != len(stored):  # changed under the cache (another process)
+            self._forget(name)
+            return None
+        added = store.append(new) if new else 0
         grown = stored + [_stored_form(m) for m in new]
         self._remember(name, grown)
         return Resolved(base, name, self.path_of(name), added, len(grown), forked_from)
 
-    def record_answer(self, conversation: str, expected: int, answer: Message) -> bool:
+    def record_answer(
+        self, conversation: str, expected: int, answer: Message, stores: OpenStores | None = None
+    ) -> bool:
         """Append the upstream's answer if the store still holds ``expected`` messages.
+
+        ``stores``: the open stores to use (``None``: the store is opened and closed here).
 
         Returns:
             Whether it was appended (``False``: another request of the conversation got there
             first; the client's next request carries the answer anyway).
         """
+        if stores is None:
+            own = OpenStores()
+            try:
+                return self.record_answer(conversation, expected, answer, own)
+            finally:
+                own.close()
         answer = Message("assistant", answer.content, None, None, dict(ANSWER_META))
-        with self.open(conversation) as store:
-            if len(store) != expected:
-                self._forget(conversation)
-                return False
-            store.append([answer])
+        store = stores.get(self.path_of(conversation))
+        if len(store) != expected:
+            self._forget(conversation)
+            return False
+        store.append([answer])
         stored = self._fingerprints_if_cached(conversation)
         if stored is not None and len(stored) == expected:
             self._remember(conversation, stored + [_stored_form(answer)])
