@@ -257,6 +257,9 @@ def test_request_body_cap_and_conversation_header(tmp_path: Path) -> None:
     answer = post(app, ANTHROPIC, body, {"x-api-key": KEY})
     assert answer.status_code == 413
     assert answer.json()["type"] == "error" and answer.json()["error"]["type"] == "request_too_large"
+    assert answer.json()["error"]["message"] == (
+        "compaction serve: the request body exceeds 2,000 bytes (the proxy's cap; raise it with "
+        "compaction serve --max-request-mb)")
     small = {"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
     bad = post(app, ANTHROPIC, small, {"X-Compaction-Conversation": "../../etc/passwd"})
     assert bad.status_code == 400 and "X-Compaction-Conversation" in bad.json()["error"]["message"]

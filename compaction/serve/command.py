@@ -19,9 +19,14 @@ __all__ = ["serve_command", "serve_stats_command"]
               help="Input budget in tokens for every request (default: the model's window minus max_tokens).")
 @click.option("--timeout", "timeout_seconds", default=600.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds for a whole non-streamed answer, or for a stream's headers.")
+@click.option("--max-request-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="The largest request body a client may send, in MiB (2^20 bytes): a client resends its "
+              "whole history, about 0.75 MB per 1,000 coding-agent messages.")
+@click.option("--open-conversations", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Conversations whose stores stay open between requests (least recently used closed first).")
 def serve_command(
     upstream: str, host: str, port: int, store_dir: str, recipe_path: str | None, budget: int | None,
-    timeout_seconds: float,
+    timeout_seconds: float, max_request_mb: float, open_conversations: int,
 ) -> None:
     """Serve an OpenAI Chat / Anthropic Messages proxy that compacts each conversation.
 
@@ -40,7 +45,8 @@ def serve_command(
     with _errors():
         recipe = _recipe(recipe_path)
         run_server(upstream=upstream, store_dir=store_dir, host=host, port=port, recipe=recipe, budget=budget,
-                   timeout_seconds=timeout_seconds)
+                   timeout_seconds=timeout_seconds, max_request_bytes=round(max_request_mb * 1024 * 1024),
+                   open_conversations=open_conversations)
 
 
 @click.command("serve-stats")
