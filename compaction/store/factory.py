@@ -18,7 +18,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import InvalidArgument, found
+from ..blocks import Message
+from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING
 from .base import HistoryStore
 from .lineage import ANY_CONVERSATION as _ANY
@@ -26,7 +27,7 @@ from .model import ConversationInfo
 from .postgres import PostgresStore, is_postgres_url
 from .sqlite import SQLiteStore
 
-__all__ = ["compaction_claim", "is_store_url", "list_conversations", "open_store"]
+__all__ = ["compaction_claim", "conversation_holding", "is_store_url", "list_conversations", "open_store"]
 
 
 def is_store_url(location: object) -> bool:
@@ -91,6 +92,26 @@ def list_conversations(location: str | Path) -> list[ConversationInfo]:
     """
     with _open_any(location) as store:
         return store.conversations()
+
+
+def conversation_holding(location: str | Path, first: Message, chain_seed: str) -> str | None:
+    """Return the conversation of the store at ``location`` whose message 0 is ``first`` imported with ``chain_seed``.
+
+    ``compaction import`` without ``--conversation`` appends to it, so importing a transcript
+    again adds nothing (whatever conversation it went to the first time).
+
+    Returns:
+        Its name, or ``None`` when no conversation holds it or there is no store at ``location`` yet.
+
+    Raises:
+        InvalidArgument: ``location`` is neither a string nor a path.
+    """
+    try:
+        store = _open_any(location)
+    except StoreError:
+        return None  # no store there yet (opening it for the import says what is wrong, if anything)
+    with store:
+        return store.holding(first, chain_seed)
 
 
 def _open_any(location: str | Path) -> SQLiteStore | PostgresStore:

@@ -13,9 +13,13 @@ everything numbered by seq are read through :meth:`Lineage.rows`.
 
 Summaries (and summarizer failures) are numbered by seq ranges: a summary stored with
 conversation ``c`` is visible to a descendant when its range ends at or before the point where
-the descendant's lineage leaves ``c`` (:meth:`Lineage.summaries`).  A new summary is stored
-with the most ancestral conversation that shares its whole range (:meth:`Lineage.home`), so
-a summary of the shared prefix is made once and every branch that shows that prefix reuses it.
+the descendant's lineage leaves ``c`` and no summary of the same level from a conversation
+nearer in the lineage overlaps it (:meth:`Lineage.summaries`).  A new summary is stored with
+the most ancestral conversation that shares its whole range and holds no overlapping summary
+of its level (:meth:`Lineage.homes`), so a summary of the shared prefix is made once and
+every branch that shows that prefix reuses it, and no conversation sees two summaries of
+one level overlap (a parent compressed past the fork point keeps its own summaries; a
+branch's summaries across the fork point hide the parent's later ones they overlap).
 
 Nothing here runs SQL; both backends build their ``WHERE`` clauses from it (``mark`` is the
 driver's placeholder: ``?`` for sqlite3, ``%s`` for psycopg).
@@ -111,21 +115,47 @@ class Lineage:
             parts.append(f"({part})")
         return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
 
-    def summaries(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
-        """Return a SQL condition selecting the summaries (or failures) it sees, and its arguments.
+    def summaries(self, alias: str = "", mark: str = "?", *, shadowed: bool = True) -> tuple[str, list[int]]:
+        """Return a SQL condition selecting the summaries it sees, and its arguments.
 
         A summary kept with an ancestor is seen when its ``end_seq`` is at or before the seq
-        where this lineage leaves that ancestor; its own summaries are all seen.
+        where this lineage leaves that ancestor, and (with ``shadowed``) no summary of the
+        same level seen from a conversation nearer in the lineage overlaps it: the branch's
+        own summaries win, so the ones it sees never overlap within a level.  Its own
+        summaries are all seen.
+
+        Args:
+            alias: the ``summaries`` table's alias with its dot (default ``"summaries."``
+                when ``shadowed``; the condition has a subquery of its own).
+            mark: the driver's placeholder.
+            shadowed: hide ancestors' summaries overlapped by nearer ones (``False`` for
+                the ``failures`` table, which has the same range columns).
         """
+        if shadowed and not alias:
+            alias = "summaries."
         parts: list[str] = []
         args: list[int] = []
+        nearer: list[str] = []  # how a nearer segment's summary 'o' is seen
+        nearer_args: list[int] = []
         for seg in self.segments:
             if seg.end is None:
                 parts.append(f"({alias}conversation_id = {mark})")
                 args.append(seg.conversation_id)
-            else:
-                parts.append(f"({alias}conversation_id = {mark} AND {alias}end_seq <= {mark})")
-                args += [seg.conversation_id, seg.end]
+                nearer.append(f"o.conversation_id = {mark}")
+                nearer_args.append(seg.conversation_id)
+                continue
+            part = f"{alias}conversation_id = {mark} AND {alias}end_seq <= {mark}"
+            args += [seg.conversation_id, seg.end]
+            if shadowed:
+                part += (
+                    f" AND NOT EXISTS (SELECT 1 FROM summaries o WHERE o.level = {alias}level"
+                    f" AND o.start_seq < {alias}end_seq AND {alias}start_seq < o.end_seq"
+                    f" AND ({' OR '.join(f'({n})' for n in nearer)}))"
+                )
+                args += nearer_args
+            parts.append(f"({part})")
+            nearer.append(f"o.conversation_id = {mark} AND o.end_seq <= {mark}")
+            nearer_args += [seg.conversation_id, seg.end]
         return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
 
     def owner(self, seq: int) -> int | None:
@@ -135,17 +165,14 @@ class Lineage:
                 return seg.conversation_id
         return None
 
-    def home(self, end_seq: int) -> int | None:
-        """Return the conversation a summary ending at ``end_seq`` is kept with.
+    def homes(self, end_seq: int) -> list[int]:
+        """Return the conversations a summary ending at ``end_seq`` may be kept with, most ancestral first.
 
-        The most ancestral conversation of the lineage whose shared part holds the whole
-        range (``end_seq`` at or before where this lineage leaves it), so every branch that
-        shows the range sees the one summary.  ``None`` before the conversation is created.
+        Those whose shared part holds the whole range (``end_seq`` at or before where this
+        lineage leaves them), down to the conversation itself: every branch that shows the
+        range sees a summary kept with the first.  Empty before the conversation is created.
         """
-        for seg in reversed(self.segments):
-            if seg.end is None or end_seq <= seg.end:
-                return seg.conversation_id
-        return None  # pragma: no cover - the first segment is open-ended
+        return [seg.conversation_id for seg in reversed(self.segments) if seg.end is None or end_seq <= seg.end]
 
 
 def lineage_of(

@@ -461,6 +461,7 @@ class PostgresStore(ConversationScope):
         if not batch:
             return 0
         with self._reading("append"), self._write("exclusive"):
+            self._own()  # created here, or picked up when another process created it meanwhile
             return sync.append_batch(_Rows(self), batch, chain_seed)
 
     def _blob_for_hydrate(self, sha256: str) -> bytes:
@@ -739,8 +740,7 @@ class PostgresStore(ConversationScope):
         except (TypeError, ValueError) as err:
             raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write("shared"):
-            self._own()
-            home = self._lineage.home(end_seq)
+            home = self._summary_home(level, start_seq, end_seq)
             row = self._db.execute(
                 "INSERT INTO summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)"
@@ -833,17 +833,17 @@ class PostgresStore(ConversationScope):
             raise StoreError(f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}")
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():
-            self._own()
+            own = self._own()
             self._db.execute(
                 "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (self._lineage.home(end_seq), level, start_seq, end_seq, _bytes(reason), time.time(), kind),
+                (own, level, start_seq, end_seq, _bytes(reason), time.time(), kind),
             )
 
     def failures(self) -> list[dict[str, Any]]:
         """Return the recorded summarizer failures (``level``, ``start_seq``, ``end_seq``, ``reason``, ``kind``), oldest first."""
         with self._reading("reading summarizer failures"):
-            where, args = self._seen_summaries()
+            where, args = self._seen_failures()
             rows = self._db.execute(
                 f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
             ).fetchall()

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
+from . import ingest
 from .lineage import ANY_CONVERSATION, DEFAULT_CONVERSATION, Lineage, check_conversation_name, lineage_of
 from .model import ConversationInfo
 
@@ -62,6 +64,7 @@ class ConversationScope:
             self.conversation = conversation  # listing only: it sees no conversation's rows
             return
         rows = self._db.execute("SELECT id, name FROM conversations ORDER BY id").fetchall()
+        named = conversation is not None
         if conversation is None:
             if len(rows) > 1:
                 names = ", ".join(str(name) for _id, name in rows)
@@ -71,7 +74,7 @@ class ConversationScope:
             conversation = str(rows[0][1]) if rows else DEFAULT_CONVERSATION
         self.conversation = conversation
         ids = [int(i) for i, name in rows if name == conversation]
-        if not ids and not create:
+        if not ids and not create and named:  # unnamed: the default one, empty until its first write
             names = ", ".join(str(name) for _id, name in rows) or "none"
             raise StoreError(f"{self.path}: no conversation {conversation!r} in the store (it holds: {names})")
         self._lineage = lineage_of(ids[0] if ids else None, self._tree())
@@ -93,13 +96,66 @@ class ConversationScope:
         self._lineage = lineage_of(int(row[0]), self._tree())
         return int(row[0])
 
+    def _refresh(self) -> None:
+        """Pick up this conversation when another process created it since this object was opened."""
+        if self._lineage.own is not None or self.conversation == ANY_CONVERSATION:
+            return
+        row = self._db.execute(f"SELECT id FROM conversations WHERE name = {self._mark}", (self.conversation,)).fetchone()
+        if row is not None:
+            self._lineage = lineage_of(int(row[0]), self._tree())
+
     def _rows(self, alias: str = "") -> tuple[str, list[int]]:
         """The SQL condition (and its arguments) selecting the message rows this conversation shows."""
+        self._refresh()
         return self._lineage.rows(alias, self._mark)
 
     def _seen_summaries(self, alias: str = "") -> tuple[str, list[int]]:
-        """The SQL condition (and its arguments) selecting the summaries and failures it shows."""
+        """The SQL condition (and its arguments) selecting the summaries it shows (see :meth:`.Lineage.summaries`)."""
+        self._refresh()
         return self._lineage.summaries(alias, self._mark)
+
+    def _seen_failures(self) -> tuple[str, list[int]]:
+        """The SQL condition (and its arguments) selecting the summarizer failures it shows."""
+        self._refresh()
+        return self._lineage.summaries("", self._mark, shadowed=False)
+
+    def _summary_home(self, level: int, start_seq: int, end_seq: int) -> int:
+        """Return the conversation a new summary of ``[start_seq, end_seq)`` at ``level`` is kept with.
+
+        The most ancestral one sharing the whole range (so every branch showing it reuses it)
+        that holds no summary of that level overlapping it; else this conversation.  Call it
+        inside the write.
+        """
+        own = self._own()
+        m = self._mark
+        for candidate in self._lineage.homes(end_seq):
+            if candidate == own:
+                break
+            clash = self._db.execute(
+                f"SELECT 1 FROM summaries WHERE conversation_id = {m} AND level = {m}"
+                f" AND start_seq < {m} AND {m} < end_seq LIMIT 1",
+                (candidate, level, end_seq, start_seq),
+            ).fetchone()
+            if clash is None:
+                return candidate
+        return own
+
+    def holding(self, first: Message, chain_seed: str) -> str | None:
+        """Return the conversation whose message 0 is ``first`` imported with ``chain_seed`` (else ``None``).
+
+        ``compaction import`` without ``--conversation`` appends a transcript to the
+        conversation that already holds it, so importing a file again adds nothing (also one
+        imported before conversations existed, into ``default``).
+        """
+        key = ingest.chain_key(ingest.seed_key(chain_seed), first)
+        m = self._mark
+        with self._reading("looking up a transcript's conversation"):
+            row = self._db.execute(
+                "SELECT c.name FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+                f" WHERE m.seq = 0 AND m.import_key = {m} ORDER BY c.id LIMIT 1",
+                (key,),
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def conversations(self) -> list[ConversationInfo]:
         """Return every conversation of the store with its counts, by id (creation order).

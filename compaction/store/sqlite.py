@@ -470,6 +470,7 @@ class SQLiteStore(ConversationScope):
         if not batch:
             return 0
         with self._reading("append"), self._write():
+            self._own()  # created here, or picked up when another process created it meanwhile
             return self._append(batch, chain_seed)
 
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
@@ -815,8 +816,7 @@ class SQLiteStore(ConversationScope):
         except (TypeError, ValueError) as err:
             raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write():
-            self._own()
-            home = self._lineage.home(end_seq)
+            home = self._summary_home(level, start_seq, end_seq)
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -918,11 +918,11 @@ class SQLiteStore(ConversationScope):
             )
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():
-            self._own()
+            own = self._own()
             self._db.execute(
                 "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self._lineage.home(end_seq), level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
+                (own, level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
             )
 
     def failures(self) -> list[dict[str, Any]]:
@@ -932,7 +932,7 @@ class SQLiteStore(ConversationScope):
         (the keyword arguments of :meth:`record_failure`).
         """
         with self._reading("reading summarizer failures"):
-            where, args = self._seen_summaries()
+            where, args = self._seen_failures()
             rows = self._db.execute(
                 f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
             ).fetchall()
