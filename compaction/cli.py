@@ -23,11 +23,12 @@ from .compactor import Compactor, quarantined_chunks
 from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
 from .events import compile_current
-from .formats import FORMATS
+from .formats import FORMATS, load_transcript
 from .outputs import REQUEST_FORMATS
-from .pipeline import caption_before_compile, compress_and_compile, import_transcript, run_pipeline
+from .pipeline import append_transcript, caption_before_compile, compress_and_compile, run_pipeline
 from .recipe import Recipe, load_recipe
 from .store import HistoryStore, compaction_claim, describe_sqlite_error, open_store
+from .store.factory import conversation_holding
 from .summarizers._focus import focus_text
 from .summarizers.factory import summarizer_from_recipe
 from .tools import parse_tools_json
@@ -155,6 +156,11 @@ store_option = click.option(
     "--store", "store_path", required=True, type=click.Path(dir_okay=False),
     help="SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
 )
+conversation_option = click.option(
+    "--conversation",
+    help="The conversation (or branch) of the store to use; optional while the store holds one "
+    "(see compaction conversations).",
+)
 focus_option = click.option(
     "--focus",
     help="What summaries should keep first (recipe summary_focus); sent in every summary and merge prompt.",
@@ -172,12 +178,20 @@ focus_option = click.option(
 )
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
+@click.option(
+    "--conversation", help="The conversation to append to (default: the transcript file's name without its suffix)."
+)
 def import_command(
-    transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool
+    transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool, conversation: str | None
 ) -> None:
-    """Append a transcript's messages to a store (importing it again adds nothing)."""
-    with _errors(), open_store(store_path) as store:
-        parsed, added = import_transcript(store, transcript, format=input_format, lenient=lenient)
+    """Append a transcript's messages to a store, in a conversation of its own (importing it again adds nothing)."""
+    with _errors():
+        parsed = load_transcript(transcript, format=input_format, lenient=lenient)
+        if conversation is None:  # the one holding this transcript already, else one named after the file
+            held = conversation_holding(store_path, parsed.messages[0], parsed.format) if parsed.messages else None
+            conversation = held or Path(transcript).stem
+    with _errors(), open_store(store_path, conversation=conversation) as store:
+        added = append_transcript(store, transcript, parsed)
         store.check_location()
         report = {
             "format": parsed.format,
@@ -187,13 +201,14 @@ def import_command(
             "problems": parsed.problems,
             "unknown_blocks": parsed.unknown_blocks,
             "store_messages": len(store),
+            "conversation": store.conversation,
         }
     if as_json:
         click.echo(json.dumps(report))
         return
     click.echo(
         f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
-        f"({report['store_messages']} in the store)"
+        f"({report['store_messages']} in conversation {report['conversation']!r} of the store)"
     )
     if parsed.unknown_blocks:  # kept verbatim, rendered by the loud default rule: say so
         kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
@@ -231,6 +246,7 @@ def import_command(
     "max_request_tokens, with --budget the fitted request's tokens, and with caption_images the captions "
     "made, failed and waiting.",
 )
+@conversation_option
 def compress(
     store_path: str,
     recipe_path: str | None,
@@ -239,12 +255,13 @@ def compress(
     vision: str | None,
     focus: str | None,
     as_json: bool,
+    conversation: str | None,
 ) -> None:
     """Summarize closed chunks into level-1 summaries and merge them upward.
 
     With --budget, compress only as much as a request of that many tokens needs.
     """
-    with _errors(), open_store(store_path, create=False) as store, compaction_claim(store), _progress("compressing") as progress:
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store, compaction_claim(store), _progress("compressing") as progress:
         recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget, summary_focus=focus)
         fitted = None
         captions = _caption_images(store, recipe)
@@ -320,6 +337,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
 @click.option("--encoding", help=ENCODING_HELP)
 @tools_option
+@conversation_option
 def compile_command(
     store_path: str,
     recipe_path: str | None,
@@ -331,10 +349,11 @@ def compile_command(
     out: str | None,
     encoding: str | None,
     tools_path: str | None,
+    conversation: str | None,
 ) -> None:
     """Compile the store into the next model request within the token budget."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
-    with _errors(), open_store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         recipe = _recipe(recipe_path, **target, encoding=encoding)
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
@@ -353,7 +372,10 @@ def compile_command(
 )
 @recipe_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None, as_json: bool) -> None:
+@conversation_option
+def stats(
+    store_path: str | None, store_dir: str | None, recipe_path: str | None, as_json: bool, conversation: str | None
+) -> None:
     """Show what a store holds: messages, tokens, summaries per level, images, failures, quarantined chunks.
 
     With --store-dir, list the conversations of a compaction serve directory instead.
@@ -366,7 +388,7 @@ def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None
         click.get_current_context().invoke(serve_stats_command, store_dir=store_dir, json_out=as_json)
         return
     assert store_path is not None
-    with _errors(), open_store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         recipe = _recipe(recipe_path)
         levels: dict[int, int] = {}
         store_summaries = store.summaries()
@@ -374,6 +396,7 @@ def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None
             levels[summary.level] = levels.get(summary.level, 0) + 1
         quarantined = quarantined_chunks(store)
         data = {
+            "conversation": store.conversation,
             "messages": len(store),
             "raw_tokens": raw_history_tokens(store, recipe),
             "encoding": recipe.encoding,
@@ -416,7 +439,7 @@ def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None
         (f"  L{q.level} messages {q.start_seq}–{q.end_seq - 1}", f"{q.failures} failures; last: {q.last_reason[:80]}")
         for q in quarantined
     ]
-    _print_table(f"store {store_path}", rows)
+    _print_table(f"store {store_path}, conversation {data['conversation']!r}", rows)
 
 
 @main.command()
@@ -453,6 +476,7 @@ def stats(store_path: str | None, store_dir: str | None, recipe_path: str | None
 @click.option("--encoding", help=ENCODING_HELP)
 @tools_option
 @focus_option
+@conversation_option
 def run(
     transcript: str,
     budget: int | None,
@@ -469,6 +493,7 @@ def run(
     encoding: str | None,
     tools_path: str | None,
     focus: str | None,
+    conversation: str | None,
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
@@ -482,6 +507,7 @@ def run(
             lenient=lenient,
             progress=progress,
             tools=_load_tools(tools_path),
+            conversation=conversation,
         )
     compiled = result.compiled
     if out:
@@ -658,6 +684,11 @@ main.add_command(serve_stats_command)
 from .fleet.cli import fleet_command  # noqa: E402  (it imports this module lazily; dask only when it runs)
 
 main.add_command(fleet_command)
+
+from .conversations_cli import CONVERSATION_COMMANDS  # noqa: E402  (they import this module lazily)
+
+for _command in CONVERSATION_COMMANDS:
+    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,14 @@ from .store import HistoryStore, open_store
 from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
-__all__ = ["RunResult", "run_pipeline", "import_transcript", "compress_and_compile", "caption_before_compile"]
+__all__ = [
+    "RunResult",
+    "append_transcript",
+    "caption_before_compile",
+    "compress_and_compile",
+    "import_transcript",
+    "run_pipeline",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -104,11 +111,23 @@ def import_transcript(
     if not isinstance(lenient, bool):
         raise InvalidArgument(f"lenient must be True or False; found {found(lenient)}")
     parsed = load_transcript(path, format=format, lenient=lenient)
+    return parsed, append_transcript(store, path, parsed)
+
+
+def append_transcript(store: HistoryStore, path: str | Path, parsed: ParsedTranscript) -> int:
+    """Append the messages of ``parsed`` (read from ``path``) to ``store``; return how many were added.
+
+    The second half of :func:`import_transcript`, for a caller that parsed the file already
+    (``compaction import`` reads it first to find the conversation that holds it).
+
+    Raises:
+        ImageError: an image the store cannot decode (names the file and the message).
+        StoreError: the store refused the write.
+    """
     try:
-        added = store.append(parsed.messages, chain_seed=parsed.format)
+        return store.append(parsed.messages, chain_seed=parsed.format)
     except ImageError as err:
         raise ImageError(f"{path}: {err}") from err
-    return parsed, added
 
 
 _NO_STORE = object()
@@ -217,12 +236,15 @@ def run_pipeline(
     progress: Progress | None = None,
     tools: Sequence[dict[str, Any]] = (),
     mode: Literal["events", "replan"] = "replan",
+    conversation: str | None = None,
 ) -> RunResult:
     """Import ``transcript``, then :func:`compress_and_compile` within ``recipe.budget_tokens``.
 
     One request is compiled, so the default ``mode`` is ``"replan"``: the largest live window
     the budget allows.  An agent that calls the engine turn after turn wants ``"events"``
     (:func:`compress_and_compile`'s default), which keeps the prompt-cache prefix.
+    ``conversation`` names the conversation of the store to import into and compile (see
+    :func:`~compaction.store.factory.open_store`; default: the store's only one).
 
     Raises:
         InvalidTranscript, UnknownFormat: the transcript could not be read.
@@ -235,7 +257,7 @@ def run_pipeline(
     if not isinstance(transcript, (str, Path)):
         raise InvalidArgument(f"the transcript path must be a str or a Path; found {found(transcript)}")
     require_budget(recipe.budget_tokens)
-    store = open_store(store_path, encoding=recipe.encoding)
+    store = open_store(store_path, encoding=recipe.encoding, conversation=conversation)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
         compiled, ticks = compress_and_compile(

@@ -1,0 +1,85 @@
+"""``compaction conversations`` and ``compaction branch``: the conversations of one store.
+
+A store holds many conversations; ``compaction import`` puts each transcript in its own
+(named after the file), and a branch forks a conversation at a message, sharing the history
+before it (no row is copied).  ``run``, ``compress``, ``compile`` and ``stats`` take
+``--conversation NAME`` to choose one.  See :mod:`compaction.store.lineage`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+__all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command"]
+
+_STORE_HELP = "SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
+
+
+@click.command("conversations")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help=_STORE_HELP)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON array: name, id, parent, fork_seq, messages, own_messages, summaries, created_at.",
+)
+def conversations_command(store_path: str, as_json: bool) -> None:
+    """List the conversations of a store with their message and summary counts.
+
+    A branch's counts include what it shares with its parent (its own rows are "own").
+    """
+    from .cli import _errors
+    from .store.factory import list_conversations
+
+    with _errors():
+        infos = list_conversations(store_path)
+    if as_json:
+        click.echo(json.dumps([info.to_json() for info in infos]))
+        return
+    if not infos:
+        click.echo(f"{store_path}: no conversation yet (compaction import TRANSCRIPT --store {store_path})")
+        return
+    width = max(len("conversation"), *(len(info.name) for info in infos))
+    click.echo(f"{'conversation':<{width}}  {'messages':>8}  {'own':>8}  {'summaries':>9}  branch of")
+    for info in infos:
+        origin = f"{info.parent} at {info.fork_seq}" if info.parent is not None else "-"
+        click.echo(
+            f"{info.name:<{width}}  {info.messages:>8}  {info.own_messages:>8}  {info.summaries:>9}  {origin}"
+        )
+
+
+@click.command("branch")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help=_STORE_HELP)
+@click.option("--conversation", help="The conversation to fork (optional while the store holds one).")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    type=click.IntRange(min=0),
+    help="The seq of the first message the branch does not share (it shares messages 0 to AT-1).",
+)
+@click.option("--name", required=True, help="The new branch's name (unique in the store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the branch as JSON.")
+def branch_command(store_path: str, conversation: str | None, at: int, name: str, as_json: bool) -> None:
+    """Fork a conversation at a message: a new conversation sharing the history before it.
+
+    Nothing is copied; summaries of the shared messages are seen (and made once) for both.
+    Append to the branch, compress or compile it with --conversation NAME.
+    """
+    from .cli import _errors
+    from .store.factory import open_store
+
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
+        info = store.branch(name, at)
+        parent = store.conversation
+        store.check_location()
+    if as_json:
+        click.echo(json.dumps(info.to_json()))
+        return
+    click.echo(f"{name}: a branch of {parent!r} sharing its messages 0 to {at - 1} ({info.summaries} summaries)")
+
+
+#: The commands this module adds to ``compaction`` (registered by :mod:`compaction.cli`).
+CONVERSATION_COMMANDS = (conversations_command, branch_command)
