@@ -39,7 +39,7 @@ from .loop import append_anthropic, append_openai, append_responses
 from .pipeline import RunResult, compress_and_compile, run_pipeline
 from .policy import ImageSettings
 from .recipe import Recipe, load_recipe
-from .store import Store
+from .store import ConversationInfo, Store, list_conversations, open_store
 from .summarizers import ExtractiveSummarizer
 from .tokens.counting import count_text
 from .wire import GatedRequest, gate
@@ -48,6 +48,9 @@ __all__ = [
     "__version__",
     "Message",
     "Store",
+    "open_store",
+    "list_conversations",
+    "ConversationInfo",
     "Recipe",
     "load_recipe",
     "Compactor",
