@@ -53,9 +53,9 @@ def copy_fleet(source: Path, destination: Path) -> Path:
     return destination
 
 
-def dump(location: str) -> dict[str, Any]:
-    """Return what a store holds that compression writes: message count and every summary, field by field."""
-    with open_store(location, create=False) as store:
+def dump(location: str, conversation: str | None = None) -> dict[str, Any]:
+    """Return what a conversation holds that compression writes: message count and every summary it shows, field by field."""
+    with open_store(location, create=False, conversation=conversation) as store:
         return {
             "messages": len(store),
             "summaries": [
@@ -66,10 +66,10 @@ def dump(location: str) -> dict[str, Any]:
 
 def dump_fleet(targets: list[FleetTarget]) -> dict[str, dict[str, Any]]:
     """Return :func:`dump` of every target, by conversation name."""
-    return {t.name: dump(t.location) for t in targets}
+    return {t.name: dump(t.location, t.conversation) for t in targets}
 
 
-def assert_consistent(location: str) -> None:
+def assert_consistent(location: str, conversation: str | None = None) -> None:
     """Assert a store's own integrity and the coverage of its summaries.
 
     SQLite: ``PRAGMA integrity_check`` is ``ok``.  Every backend: level-1 summaries tile
@@ -77,7 +77,7 @@ def assert_consistent(location: str) -> None:
     contiguous from 1; each higher summary's children (provenance) are one level down and
     tile exactly its range.
     """
-    with open_store(location, create=False) as store:
+    with open_store(location, create=False, conversation=conversation) as store:
         db = getattr(store, "_db", None)
         if location.endswith(".sqlite"):
             assert db is not None and db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

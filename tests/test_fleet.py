@@ -32,6 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_backends import admin_connection, postgres_server
 
+from compaction import Message
 from compaction.cli import main
 from compaction.errors import CompactionError, InvalidArgument
 from compaction.fleet import (
@@ -44,6 +45,8 @@ from compaction.fleet import (
     select_targets,
 )
 from compaction.fleet.engines import _dispatch
+from compaction.pipeline import import_transcript
+from compaction.store import open_store
 
 SETTINGS = FleetSettings(RECIPE)
 
@@ -188,7 +191,7 @@ def test_killing_a_dask_worker_mid_fleet_loses_nothing_and_the_task_is_retried(
     assert killed_pid != os.getpid()  # a worker process died, not this one
     assert report.failed_conversations == []  # the scheduler ran the dead worker's task again
     for target in targets:
-        assert_consistent(target.location)
+        assert_consistent(target.location, target.conversation)
     assert dump_fleet(targets) == reference
     again = run_fleet(targets, SETTINGS, engine="local", workers=1)
     assert again.summaries_made == 0 and dump_fleet(targets) == reference
@@ -206,13 +209,58 @@ def test_a_killed_local_worker_leaves_consistent_stores_and_a_rerun_completes_th
     assert "openhands" in [r.name for r in broken]  # the pool broke under it: reported, not hidden
     assert all("run the fleet again" in (r.error or "") for r in broken)
     for target in targets:
-        assert_consistent(target.location)  # two summaries committed before the kill, nothing half-written
+        assert_consistent(
+            target.location, target.conversation
+        )  # two summaries committed before the kill, nothing half-written
     partial = dump_fleet(targets)["openhands"]["summaries"]
     assert 2 <= len(partial) < len(reference["openhands"]["summaries"])
     assert partial == reference["openhands"]["summaries"][: len(partial)]
     rerun = run_fleet(targets, SETTINGS, engine="local", workers=2)
     assert rerun.failed_conversations == []
     assert dump_fleet(targets) == reference
+
+
+# -- stores of several conversations -----------------------------------------------------------
+def _shared_store_fleet(directory: Path) -> Path:
+    """A fleet of two stores: one of a single conversation, one of two conversations and a branch."""
+    directory.mkdir()
+    shared = directory / "shared.sqlite"
+    for name in ("swe_agent", "cc_representative"):
+        with open_store(shared, conversation=name) as store:
+            import_transcript(store, TRANSCRIPTS[name])
+    with open_store(shared, conversation="swe_agent") as store:
+        store.branch("swe_agent_retry", 14)
+    with open_store(shared, conversation="swe_agent_retry") as store:
+        store.append(
+            [
+                Message(
+                    "user", ({"type": "text", "text": "Try again from here, with the other approach. " * 40},)
+                )
+            ]
+        )
+    import_into(str(directory / "alone.sqlite"), "cc_todowrite")
+    return directory
+
+
+def test_every_conversation_and_branch_of_a_store_is_a_task_and_engines_agree(tmp_path: Path) -> None:
+    source = _shared_store_fleet(tmp_path / "source")
+    expected = ["alone", "shared/swe_agent", "shared/cc_representative", "shared/swe_agent_retry"]
+    assert [t.name for t in fleet_targets(source)] == expected
+    alone = fleet_targets(source / "shared.sqlite")  # one store: its conversations by their own names
+    assert [(t.name, t.conversation) for t in alone] == [
+        (n, n) for n in ("swe_agent", "cc_representative", "swe_agent_retry")
+    ]
+    sequential = fleet_targets(copy_fleet(source, tmp_path / "sequential"))
+    assert run_fleet(sequential, SETTINGS).failed_conversations == []
+    stored = dump_fleet(sequential)
+    assert all(stored[name]["summaries"] for name in expected)
+    for engine, where in (("dask", "dask"), ("local", "pool")):
+        targets = fleet_targets(copy_fleet(source, tmp_path / where))
+        report = run_fleet(targets, SETTINGS, engine=engine, workers=2, processes=False)
+        assert report.failed_conversations == [] and dump_fleet(targets) == stored
+        assert run_fleet(targets, SETTINGS, engine=engine, workers=2, processes=False).summaries_made == 0
+        for target in targets:
+            assert_consistent(target.location, target.conversation)
 
 
 # -- locations ---------------------------------------------------------------------------------
@@ -311,7 +359,7 @@ def test_a_postgresql_database_is_a_fleet_with_the_sqlite_runs_summaries(referen
         for name in TRANSCRIPTS:
             import_into(f"{url}?store={name}", name)
         targets = fleet_targets(url)
-        assert [t.name for t in targets] == sorted(TRANSCRIPTS) and all(t.lock is None for t in targets)
+        assert [t.name for t in targets] == sorted(TRANSCRIPTS) and all(t.lock == t.shown for t in targets)
         assert (targets[0].location, targets[0].shown) == (f"{url}?store=cc_representative",) * 2
         report = run_fleet(targets, SETTINGS, engine="dask", workers=2, processes=False)
         assert report.failed_conversations == []
@@ -319,7 +367,7 @@ def test_a_postgresql_database_is_a_fleet_with_the_sqlite_runs_summaries(referen
         again = run_fleet(targets, SETTINGS, engine="local", workers=2)
         assert again.summaries_made == 0 and again.failed_conversations == []
         for target in targets:
-            assert_consistent(target.location)
+            assert_consistent(target.location, target.conversation)
         assert [t.name for t in fleet_targets(f"{url}?store=cc_todowrite")] == ["cc_todowrite"]
         with pytest.raises(FleetLocationError, match="no compaction store named 'nobody'"):
             fleet_targets(f"{url}?store=nobody")

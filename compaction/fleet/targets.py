@@ -1,7 +1,8 @@
 """Where a fleet's conversations live: one :class:`FleetTarget` per conversation to compress.
 
-:func:`fleet_targets` is the one place a fleet location is read.  Today every conversation
-is its own store, so a location names many stores:
+:func:`fleet_targets` is the one place a fleet location is read.  A location names one or
+many stores, and each store holds one or many conversations (branches included), listed
+with :func:`compaction.store.list_conversations`:
 
 * a directory of SQLite stores: the proxy's ``--store-dir`` layout
   (``DIR/conversations/<id>.sqlite``, see :mod:`compaction.serve.conversations`), or a plain
@@ -12,10 +13,16 @@ is its own store, so a location names many stores:
   compaction store (:mod:`compaction.store.postgres`: one store per schema); the id is the
   schema's name.  A URL with ``?store=NAME`` is a fleet of that one store.
 
+A store holding one conversation (or none yet) is one target named after the store; a
+store holding several gives one target per conversation, named ``STORE/CONVERSATION`` (or
+just ``CONVERSATION`` when the location is that one store), in the store's creation order
+(a parent before its branches).
+
 A target carries where its store is and which conversation, never an open connection, so
-a worker on another host opens the store itself.  ``lock`` names what two tasks must not
-write at once: an SQLite file (one writer per file), nothing for PostgreSQL (its own
-locks and the compaction claim serialize writers).
+a worker on another host opens the store itself.  ``lock`` names the store: two tasks never
+write one store at once (one SQLite writer per file; and branches share their prefix's
+summaries, so the conversations of one store run one after another, in the fleet's order,
+which keeps every run's summaries the same as a sequential run's).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import CompactionError, StoreError
+from ..store import list_conversations
 from ..store.postgres import is_postgres_url, parse_store_url
 
 __all__ = ["FleetLocationError", "FleetTarget", "fleet_targets", "select_targets"]
@@ -46,8 +54,8 @@ class FleetTarget:
         shown: ``location`` fit for messages (a URL's password replaced by ``***``).
         conversation: the conversation inside a store that holds many, or ``None`` for a
             store of one conversation.
-        lock: what only one task at a time may write (an SQLite file's resolved path), or
-            ``None`` when the backend serializes writers itself (PostgreSQL).
+        lock: the store, which only one task at a time writes (an SQLite file's resolved
+            path, a PostgreSQL store's URL without password); ``None``: no such limit.
     """
 
     name: str
@@ -66,12 +74,15 @@ def fleet_targets(location: str | os.PathLike[str]) -> list[FleetTarget]:
             store schema of its database, or the one ``?store=NAME`` names).
 
     Returns:
-        The targets, sorted by ``name`` (the order a sequential run takes).
+        The targets: stores sorted by name, each store's conversations in creation order
+        (the order a sequential run takes).
 
     Raises:
         FleetLocationError: the path does not exist, or the directory or database holds no
             store, or a named PostgreSQL store does not exist.
-        StoreError: the PostgreSQL server cannot be reached or refuses the user.
+        StoreError: the PostgreSQL server cannot be reached or refuses the user, or the
+            one store named cannot be read.  (A damaged store among many is a target of
+            its own, whose task reports the error.)
 
     Example:
         >>> [t.name for t in fleet_targets("runs/")]  # doctest: +SKIP
@@ -85,7 +96,7 @@ def fleet_targets(location: str | os.PathLike[str]) -> list[FleetTarget]:
         )
     path = Path(location)
     if path.is_file():
-        return [_sqlite_target(path)]
+        return _store_targets(path.stem, str(path), str(path), str(path.resolve()), alone=True)
     if not path.exists():
         raise FleetLocationError(f"{path}: no such directory or store file")
     if not path.is_dir():
@@ -99,8 +110,7 @@ def fleet_targets(location: str | os.PathLike[str]) -> list[FleetTarget]:
             f"{path}: no stores there; expected {path / 'conversations'}/<id>.sqlite (a compaction serve "
             f"--store-dir) or {path}/<id>.sqlite"
         )
-    targets = [_sqlite_target(file) for file in files]
-    return sorted(targets, key=lambda t: t.name)
+    return [target for file in files for target in _sqlite_targets(file)]
 
 
 def select_targets(targets: list[FleetTarget], conversations: str | None) -> list[FleetTarget]:
@@ -115,19 +125,41 @@ def select_targets(targets: list[FleetTarget], conversations: str | None) -> lis
     wanted = [part.strip() for part in conversations.split(",") if part.strip()]
     if not wanted:
         raise FleetLocationError("--conversations is empty; give 'all' or a comma-separated list of ids")
-    by_name = {t.name: t for t in targets}
-    missing = [name for name in wanted if name not in by_name]
+    names = {t.name for t in targets}
+    missing = [name for name in wanted if name not in names]
     if missing:
-        known = ", ".join(sorted(by_name)[:5]) + (", ..." if len(by_name) > 5 else "")
+        known = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
         raise FleetLocationError(
-            f"no conversation {', '.join(repr(m) for m in missing)} in this fleet ({len(by_name)} conversations: {known})"
+            f"no conversation {', '.join(repr(m) for m in missing)} in this fleet ({len(names)} conversations: {known})"
         )
-    return [by_name[name] for name in dict.fromkeys(wanted)]
+    chosen = set(wanted)
+    return [t for t in targets if t.name in chosen]  # the fleet's order, whatever order they were named in
 
 
-def _sqlite_target(path: Path) -> FleetTarget:
-    resolved = str(path.resolve())
-    return FleetTarget(name=path.stem, location=str(path), shown=str(path), lock=resolved)
+def _store_targets(store: str, location: str, shown: str, lock: str, *, alone: bool) -> list[FleetTarget]:
+    """Return one target per conversation of the store at ``location`` (see the module docstring).
+
+    Raises:
+        StoreError: the store cannot be read (only when ``alone``: among many, a damaged
+            store is one target whose task reports the error).
+    """
+    try:
+        conversations = [c.name for c in list_conversations(location)]
+    except StoreError:
+        if alone:
+            raise
+        conversations = []
+    if alone and len(conversations) > 1:
+        names = conversations
+    elif len(conversations) > 1:
+        names = [f"{store}/{c}" for c in conversations]
+    else:
+        return [FleetTarget(store, location, shown, conversations[0] if conversations else None, lock)]
+    return [FleetTarget(n, location, shown, c, lock) for n, c in zip(names, conversations, strict=True)]
+
+
+def _sqlite_targets(path: Path) -> list[FleetTarget]:
+    return _store_targets(path.stem, str(path), str(path), str(path.resolve()), alone=False)
 
 
 def _with_store(url: str, name: str) -> str:
@@ -171,7 +203,8 @@ def _postgres_targets(url: str) -> list[FleetTarget]:
             f"{shown}: no compaction stores in this database (a store is a schema; see ?store=NAME)"
         )
     base = urlunsplit(urlsplit(shown)._replace(query=""))
-    return [
-        FleetTarget(name=schema, location=_with_store(url, schema), shown=f"{base}?store={schema}")
-        for schema in schemas
-    ]
+    targets = []
+    for schema in schemas:
+        where = f"{base}?store={schema}"
+        targets += _store_targets(schema, _with_store(url, schema), where, where, alone=bool(named))
+    return targets

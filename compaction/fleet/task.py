@@ -8,6 +8,11 @@ again after a worker died mid-way adds only what the dead one had not committed,
 task run on a compressed store adds nothing.  Everything it needs is in its arguments
 (plain, picklable values); it returns a :class:`ConversationResult` and does not raise for
 a store that cannot be opened or compressed (that is the result's ``error``).
+
+One exception to "a rerun adds nothing", the same as for ``compaction compress``: a chunk
+the summarizer failed on is tried again by the next run, and after ``quarantine_after``
+failing runs it gets an offline stand-in summary (see :mod:`compaction.compactor`).  A
+fleet whose report shows no failures is complete: running it again stores nothing.
 """
 
 from __future__ import annotations
@@ -88,7 +93,9 @@ def compress_conversation(target: FleetTarget, settings: FleetSettings) -> Conve
     made = failures = 0
     tokens: int | None = None
     try:
-        with open_store(target.location, create=False, encoding=recipe.encoding) as store:
+        with open_store(
+            target.location, create=False, encoding=recipe.encoding, conversation=target.conversation
+        ) as store:
             with compaction_claim(store):
                 before = len(store.summaries())
                 if settings.use_budget:
