@@ -13,15 +13,18 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.blocks import Message, image_reference_block
+from compaction.cli import main
 from compaction.errors import InvalidMessage
 from compaction.formats import load_transcript
 from compaction.images import NOT_IN_TRANSCRIPT, find_image_sites, placeholder_for
 from compaction.outputs import request_format
 from compaction.policy import ImageSettings
+from compaction.store import open_store
 from compaction.store.ingest import prepare
 from compaction.tokens.image_pricing import max_image_tokens
 from compaction.wire import OutboundRequest, count_wire_images, gate
@@ -274,3 +277,22 @@ def test_a_reference_never_ships_as_an_image_and_its_text_stays(
     assert json.dumps(text, ensure_ascii=False)[1:-1] in shown
     clipped = reference if len(reference) <= 200 else reference[:197] + "..."
     assert json.dumps(repr(clipped), ensure_ascii=False)[1:-1] in shown
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_run_keeps_the_reference_in_the_store_and_ships_its_placeholder(tmp_path: Path, fmt: str) -> None:
+    """End to end: import into an SQLite store, compile, write the body; reopen the store."""
+    session, store_path, out = _pi_session(tmp_path), tmp_path / "store.sqlite", tmp_path / "body.json"
+    args = ["run", str(session), "--budget", "64000", "--to", fmt, "--store", str(store_path)]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["images_shown"], report["images_replaced"]) == (0, 1)
+    body = json.loads(out.read_text())
+    assert count_wire_images(body, fmt) == 0 and not _has_reference_source(body)
+    shipped = json.dumps(body)
+    assert "Took a screenshot of the page." in shipped
+    assert f"[image not shown: image given by reference '{BLOB}' (image/png, size unknown)" in shipped
+    with open_store(str(store_path)) as store:
+        stored = store.messages()[2].content[0]["content"]
+    assert stored[1] == image_reference_block(BLOB, "image/png")
