@@ -625,27 +625,39 @@ def _dropped_counts(dropped: Any) -> dict[str, int]:
     help="exact: tiktoken; fast: the exact fast path (same counts); estimate: the one-pass estimator.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (files and the total).")
-def count(files: tuple[str, ...], encoding: str, method: str, as_json: bool) -> None:
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="dask: count partitions of the files on a dask.distributed cluster (the same counts).",
+)
+@click.option("--workers", type=click.IntRange(min=1), help="With --engine dask: LocalCluster workers (default 2).")
+@click.option("--scheduler", help="With --engine dask: a running scheduler's address (workers must see the files).")
+def count(
+    files: tuple[str, ...],
+    encoding: str,
+    method: str,
+    as_json: bool,
+    engine: str,
+    workers: int | None,
+    scheduler: str | None,
+) -> None:
     """Count the tokens of UTF-8 text files."""
-    from .tokens.batch import count_batch
+    from .fleet.counting import count_files_on_dask, count_partition
 
-    texts = []
+    if scheduler is not None and engine != "dask":
+        raise click.UsageError("--scheduler needs --engine dask")
     with _errors():
-        for name in files:
-            data = Path(name).read_bytes()
-            try:
-                texts.append(data.decode("utf-8"))
-            except UnicodeDecodeError as err:
-                raise CompactionError(
-                    f"{name}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "
-                    "count takes text files"
-                ) from None
-        counts = count_batch(texts, encoding, method)
+        if engine == "dask":
+            pairs = count_files_on_dask(files, encoding, method, workers=workers, scheduler=scheduler)
+        else:
+            pairs = count_partition(files, encoding, method)
     rows = [
-        {"file": name, "characters": len(text), "tokens": int(tokens)}
-        for name, text, tokens in zip(files, texts, counts, strict=True)
+        {"file": name, "characters": characters, "tokens": tokens}
+        for name, (characters, tokens) in zip(files, pairs, strict=True)
     ]
-    total = int(counts.sum())
+    total = sum(tokens for _characters, tokens in pairs)
     if as_json:
         click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows, "total": total}))
         return

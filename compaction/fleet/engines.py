@@ -251,7 +251,7 @@ def _dask_executor(
             n_workers=count,
             threads_per_worker=1,
             processes=processes,
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",  # its HTTP server on a free loopback port (no dashboard without bokeh)
             **({"host": "127.0.0.1"} if processes else {}),  # loopback only; threads talk in-process
         ) as cluster,
         Client(cluster) as client,
