@@ -127,6 +127,15 @@ class WireImage:
     url: str | None
 
 
+def _chat_shape(body: dict[str, Any], format: str = "openai") -> tuple[dict[str, Any], str]:
+    """Read an OpenAI Responses body (``input`` items) as the Chat Completions messages it stands for."""
+    if "input" in body and "messages" not in body:
+        from .outputs.openai_responses import chat_view
+
+        return chat_view(body), "openai"
+    return body, format
+
+
 def wire_images(body: dict[str, Any]) -> list[WireImage]:
     """Return every image input of a body, in document order.
 
@@ -165,6 +174,7 @@ def wire_images(body: dict[str, Any]) -> list[WireImage]:
             for match in DATA_URI.finditer(value):
                 found.append(from_url(match.group(0)))
 
+    body, _ = _chat_shape(body)
     walk(body.get("messages", []))
     walk(body.get("system", ""))
     return found
@@ -172,6 +182,7 @@ def wire_images(body: dict[str, Any]) -> list[WireImage]:
 
 def check_tool_pairing(body: dict[str, Any], format: str) -> None:
     """Assert every tool call has its result and every result its call, in the wire shape."""
+    body, format = _chat_shape(body, format)
     messages = body["messages"]
     if format == "openai":
         for index, message in enumerate(messages):
@@ -223,8 +234,9 @@ def check_provider_grammar(body: dict[str, Any], format: str) -> None:
     messages.  Anthropic Messages: the first turn is the user's, turns alternate, images only
     in user turns (tool results included), every ``tool_use`` is answered in the next user
     turn by ``tool_result`` blocks that come first, every result answers a call of the turn
-    before, ids are unique.
+    before, ids are unique.  OpenAI Responses: read as the Chat messages it stands for.
     """
+    body, format = _chat_shape(body, format)
     messages = body["messages"]
     if format == "openai":
         ids: list[str] = []
@@ -287,6 +299,7 @@ def independent_tokens(body: dict[str, Any], model: str) -> int:
     request; every image input priced from its pixel size by the pricing module (a URL image
     at the model's maximum).
     """
+    body, _ = _chat_shape(body)
     encoding = get_encoding("o200k_base")
     total = 3
 

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: A request format: OpenAI Chat Completions or Anthropic Messages (see :mod:`compaction.outputs`).
-RequestFormatName = Literal["openai", "anthropic"]
+RequestFormatName = Literal["openai", "anthropic", "openai-responses"]
 
 #: What a summarizer request is for: a chunk of raw messages (``l1``), summaries of one level
 #: into the next (``merge``), one part of a tool round too large to send whole (``split``), or

@@ -134,7 +134,8 @@ def test_images_in_a_system_message_become_placeholders(fmt: str) -> None:
         body = compiled.request.body()
         check_provider_grammar(body, fmt)
         assert compiled.request.images_shown == 0
-        system = body["messages"][0]["content"] if fmt == "openai" else body["system"][0]["text"]
+        system = {"openai": lambda: body["messages"][0]["content"], "anthropic": lambda: body["system"][0]["text"],
+                  "openai-responses": lambda: body["instructions"]}[fmt]()
         assert system.count("[image not shown: image/png, 4x4 px") == 2 and "base64," not in system
     finally:
         store.close()

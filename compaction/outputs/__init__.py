@@ -13,11 +13,12 @@ from ..types import RequestFormatName
 from .anthropic_messages import AnthropicMessages
 from .base import RequestFormat, WireMessage, count_body_images
 from .openai_chat import OpenAIChat
+from .openai_responses import OpenAIResponses
 
 __all__ = ["RequestFormat", "WireMessage", "REQUEST_FORMATS", "request_format", "count_body_images"]
 
 #: Every request format by name, in the order ``--to`` lists them.
-REQUEST_FORMATS: dict[str, RequestFormat] = {f.name: f for f in (OpenAIChat(), AnthropicMessages())}
+REQUEST_FORMATS: dict[str, RequestFormat] = {f.name: f for f in (OpenAIChat(), AnthropicMessages(), OpenAIResponses())}
 
 
 def request_format(name: RequestFormatName | str | RequestFormat) -> RequestFormat:
