@@ -296,3 +296,19 @@ def test_run_keeps_the_reference_in_the_store_and_ships_its_placeholder(tmp_path
     with open_store(str(store_path)) as store:
         stored = store.messages()[2].content[0]["content"]
     assert stored[1] == image_reference_block(BLOB, "image/png")
+
+
+@pytest.mark.parametrize(("fmt", "model"), [("anthropic", "claude-sonnet-4-5"), ("openai", "gpt-4o")])
+def test_a_stored_reference_is_priced_at_the_maximum_where_the_store_sizes_messages(
+    tmp_path: Path, fmt: str, model: str
+) -> None:
+    """The store's facts of a message (what chunking and the compactor size it by) carry the
+    reference with no pixel size, so the request format prices it at its documented maximum."""
+    messages = load_transcript(_pi_session(tmp_path)).messages
+    with open_store(str(tmp_path / "store.sqlite")) as store:
+        store.append(messages)
+        facts = store.facts()
+    (site,) = facts[2].images
+    assert (site.source, site.reference, site.location) == ("reference", BLOB, "tool_result")
+    assert request_format(fmt).image_tokens(site.width, site.height, model) == max_image_tokens(model)
+    assert facts[0].images == () and facts[1].images == ()
