@@ -41,6 +41,8 @@ class HistoryStore(Protocol):
     Attributes:
         path: where the store lives (a file path, ``":memory:"`` or a URL), for messages.
         encoding: the default encoding whose token counts are cached at append.
+        conversation: the name of the conversation (or branch) this object reads and writes;
+            a store holds many (see :mod:`compaction.store.lineage`), everything here is of one.
 
     ``isinstance(obj, HistoryStore)`` checks only that the members exist; the signatures
     are checked by mypy and by ``tests/test_store_interface.py``.
@@ -48,6 +50,7 @@ class HistoryStore(Protocol):
 
     path: str
     encoding: str
+    conversation: str
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
