@@ -243,7 +243,7 @@ _REFERENCE = st.one_of(
     reference=_REFERENCE,
     media_type=st.sampled_from([None, "image/png", "image/jpeg"]),
     nested=st.booleans(),
-    fmt=st.sampled_from(["openai", "anthropic"]),
+    fmt=st.sampled_from(["openai", "anthropic", "openai-responses"]),
     policy=st.sampled_from(["live", "placeholders"]),
     text=st.text(min_size=1, max_size=40).filter(lambda t: t.strip() != ""),
 )
@@ -279,7 +279,7 @@ def test_a_reference_never_ships_as_an_image_and_its_text_stays(
     assert json.dumps(repr(clipped), ensure_ascii=False)[1:-1] in shown
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "openai-responses"])
 def test_run_keeps_the_reference_in_the_store_and_ships_its_placeholder(tmp_path: Path, fmt: str) -> None:
     """End to end: import into an SQLite store, compile, write the body; reopen the store."""
     session, store_path, out = _pi_session(tmp_path), tmp_path / "store.sqlite", tmp_path / "body.json"
