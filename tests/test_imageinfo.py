@@ -387,3 +387,30 @@ def test_agent_tars_screenshots_are_2560x1600_jpegs() -> None:
         assert info.byte_size is not None and info.byte_size > 50_000
         hashes.add(info.sha256)
     assert len(hashes) == 7
+
+
+# --- image references ------------------------------------------------------------------------
+
+
+def test_a_reference_source_is_described_without_reading_anything() -> None:
+    block = {
+        "type": "image",
+        "source": {"type": "reference", "reference": "blob:sha256:ab12", "media_type": "image/png"},
+    }
+    info = info_from_block(block)
+    assert (info.source, info.reference, info.media_type) == ("reference", "blob:sha256:ab12", "image/png")
+    assert (info.width, info.height, info.byte_size, info.sha256, info.url) == (None, None, None, None, None)
+    assert not info.has_size and info.short_hash == "unknown"
+    bare = info_from_block({"type": "image", "source": {"type": "reference", "reference": "/tmp/a.png"}})
+    assert bare.media_type is None and bare.reference == "/tmp/a.png"
+
+
+@pytest.mark.parametrize("reference", ["", None, 7])
+def test_a_reference_source_without_a_reference_is_an_image_error(reference: object) -> None:
+    with pytest.raises(ImageError, match="a reference image source needs a non-empty string 'reference'"):
+        info_from_block({"type": "image", "source": {"type": "reference", "reference": reference}})
+
+
+def test_an_unknown_source_type_names_the_three_known_ones() -> None:
+    with pytest.raises(ImageError, match="must be of type 'base64', 'url' or 'reference'; found 'file'"):
+        info_from_block({"type": "image", "source": {"type": "file", "file_id": "file-1"}})
