@@ -107,3 +107,28 @@ def test_a_rewind_is_kept_in_file_order_and_said(tmp_path: Path) -> None:
         "5: parentUuid 'u1' is the event at line 2, not the one before (line 4): a rewind or an edited "
         "message; the events between are kept in file order"
     ]
+
+
+def test_progress_events_carrying_a_subagent_message_are_reported(tmp_path: Path) -> None:
+    lines = _session(4)
+    sub = {
+        "type": "assistant",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "sub"}]},
+    }
+    progress = {
+        "type": "progress",
+        "uuid": "p1",
+        "parentUuid": "u1",
+        "parentToolUseID": "toolu_1",
+        "data": {"type": "agent_progress", "agentId": "a1", "message": sub},
+    }
+    hook = {"type": "progress", "uuid": "p2", "parentUuid": "p1", "data": {"type": "hook_progress"}}
+    lines[2:2] = [json.dumps(progress), json.dumps(hook)]
+    lines[4] = json.dumps(_event(2, "p2"))
+    path = _write(tmp_path, lines)
+    parsed = load_transcript(path)
+    assert [m.content[0]["text"] for m in parsed.messages] == [f"message {i}" for i in range(4)]
+    assert [p[len(str(path)) + 1 :] for p in parsed.problems] == [
+        "3: 1 progress event carrying a sub-agent's message (data.message, under the parentToolUseID "
+        "call; line 3) is not imported into the main conversation"
+    ]

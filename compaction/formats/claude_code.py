@@ -11,8 +11,10 @@ whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_
   first line (a block repeated on a later line, same ``tool_use`` id or identical, is kept once).
 * Each tool result is its own ``user`` line; consecutive ones merge into one message later
   (``_common.finish``), so a parallel fan-out is answered by one message.
-* Sidechain events (``isSidechain: true``, sub-agent conversations) are not imported into the
-  main conversation, and the report says so (one note: how many, and their lines); an event
+* Sidechain events (``isSidechain: true``, sub-agent conversations) and ``progress`` events
+  that carry a sub-agent's message (``data.message``, newer versions, which also write the
+  sub-agent's own ``agent-*.jsonl``) are not imported into the main conversation, and the
+  report says so (one note each: how many, and their lines); an event
   whose ``uuid`` was already taken (sessions resumed into a new file repeat events) is skipped.
 * Events that are not messages (``summary``, ``system``, ``file-history-snapshot``,
   ``queue-operation`` and any other ``type``) are skipped without being counted as problems.
@@ -128,6 +130,7 @@ class _Chain:
         self.last: str | None = None
         self.last_line = 0
         self.sidechain_lines: list[int] = []
+        self.progress_lines: list[int] = []
 
     def see(self, event: dict[str, Any], line: int) -> None:
         """Record one main-chain event and report how its ``parentUuid`` links to the file."""
@@ -152,17 +155,33 @@ class _Chain:
             self.last, self.last_line = uuid, line
 
     def report_sidechains(self) -> None:
-        """Say how many sidechain (sub-agent) events the main conversation leaves out, and where."""
-        count = len(self.sidechain_lines)
-        if count:
-            shown = ", ".join(str(n) for n in self.sidechain_lines[:10])
+        """Say how many sub-agent events the main conversation leaves out, and where: sidechain
+        events (older versions) and ``progress`` events that carry a sub-agent's message."""
+        for lines, what in (
+            (self.sidechain_lines, "sidechain event{s} (a sub-agent's conversation, isSidechain: true"),
+            (
+                self.progress_lines,
+                "progress event{s} carrying a sub-agent's message (data.message, under the parentToolUseID call",
+            ),
+        ):
+            count = len(lines)
+            if not count:
+                continue
+            shown = ", ".join(str(n) for n in lines[:10])
             more = f" and {count - 10} more" if count > 10 else ""
+            plural = count != 1
             self.ctx.note(
-                f"{count} sidechain event{'s' if count != 1 else ''} (a sub-agent's conversation, "
-                f"isSidechain: true; line{'s' if count != 1 else ''} {shown}{more}) "
-                f"{'are' if count != 1 else 'is'} not imported into the main conversation",
-                line=self.sidechain_lines[0],
+                f"{count} {what.format(s='s' if plural else '')}; line{'s' if plural else ''} {shown}{more}) "
+                f"{'are' if plural else 'is'} not imported into the main conversation",
+                line=lines[0],
             )
+
+
+def _carries_subagent_message(event: dict[str, Any]) -> bool:
+    """Whether a ``progress`` event carries a sub-agent's user or assistant message."""
+    data = event.get("data")
+    message = data.get("message") if isinstance(data, dict) else None
+    return isinstance(message, dict) and isinstance(message.get("message"), dict)
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
@@ -182,6 +201,8 @@ def parse(text: str, ctx: Context) -> list[Draft]:
                 chain.sidechain_lines.append(line)
         else:
             chain.see(event, line)
+            if kind == "progress" and _carries_subagent_message(event):
+                chain.progress_lines.append(line)
         if kind == "system" and event.get("subtype") == "compact_boundary":
             metadata = event.get("compactMetadata")
             facts: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
