@@ -143,11 +143,12 @@ def test_a_lenient_import_that_would_lose_more_than_the_bad_lines_fails(tmp_path
     assert (error.skipped, error.unplaced, error.path) == (2, 1, str(path))
     assert isinstance(error, InvalidTranscript) and isinstance(error, ValueError)
     assert str(error) == (
-        f"{path}: a lenient import would lose 1 message beyond the 2 skipped lines (4: 1 message "
+        f"{path}: a lenient import would lose 1 message beyond the 2 skipped lines (1 message "
         "(line 4) could not be placed: their chain to the root runs through a missing entry and the "
         "re-linked active branch does not reach them); nothing was imported: repair the skipped "
-        "lines (each is listed in the problems) and import again"
+        "lines (3, 6) and import again"
     )
+    assert error.skipped_lines == [3, 6]
     assert [p.split(".jsonl:", 1)[1].split(":", 1)[0] for p in error.problems] == ["3", "6", "7", "4"]
 
 

@@ -215,7 +215,7 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
     messages = finish(transcript_format.parse(text, ctx), ctx)
     if ctx.unplaced:
-        raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems)
+        raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
     if chosen is not None and not messages:
         raise _nothing_read(chosen, data, text, ctx)
     return ParsedTranscript(

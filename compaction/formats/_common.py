@@ -73,21 +73,28 @@ class LenientLoss(InvalidTranscript):
         skipped: malformed lines or messages skipped.
         unplaced: messages that could not be placed (lost beyond the skipped lines).
         problems: one ``"path:line: what"`` line per skipped line and per re-link or loss.
+        skipped_lines: the 1-based numbers of the skipped lines.
     """
 
-    def __init__(self, path: str | None, skipped: int, unplaced: int, problems: list[str]) -> None:
+    def __init__(
+        self, path: str | None, skipped: int, unplaced: int, problems: list[str], skipped_lines: list[int]
+    ) -> None:
         first_loss = next((p for p in problems if "could not be placed" in p), "")
         where = f"{path}:" if path is not None else "<memory>:"
-        detail = first_loss[len(where) :].lstrip() if first_loss.startswith(where) else first_loss
+        detail = first_loss[len(where) :] if first_loss.startswith(where) else first_loss
+        number, colon, rest = detail.partition(": ")
+        detail = rest if colon and number.isdigit() else detail  # "12: what" -> "what"
         super().__init__(
             f"a lenient import would lose {unplaced} message{'s' if unplaced != 1 else ''} beyond the "
             f"{skipped} skipped line{'s' if skipped != 1 else ''} ({detail}); nothing was imported: "
-            "repair the skipped lines (each is listed in the problems) and import again",
+            f"repair the skipped line{'s' if len(skipped_lines) != 1 else ''} "
+            f"({', '.join(map(str, skipped_lines)) or 'none known'}) and import again",
             path=path,
         )
         self.skipped = skipped
         self.unplaced = unplaced
         self.problems = list(problems)
+        self.skipped_lines = list(skipped_lines)
 
 
 @dataclass
