@@ -1,4 +1,4 @@
-"""``compaction conversations`` and ``compaction branch``: the conversations of one store.
+"""``compaction conversations``, ``branch`` and ``pin``: the conversations of one store.
 
 A store holds many conversations; ``compaction import`` puts each transcript in its own
 (named after the file), and a branch forks a conversation at a message, sharing the history
@@ -12,7 +12,7 @@ import json
 
 import click
 
-__all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command"]
+__all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command", "pin_command"]
 
 _STORE_HELP = "SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
 
@@ -81,5 +81,35 @@ def branch_command(store_path: str, conversation: str | None, at: int, name: str
     click.echo(f"{name}: a branch of {parent!r} sharing its messages 0 to {at - 1} ({info.summaries} summaries)")
 
 
+@click.command("pin")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help=_STORE_HELP)
+@click.option("--conversation", help="The conversation (optional while the store holds one).")
+@click.argument("seq", type=click.IntRange(min=0))
+@click.option("--unpin", is_flag=True, help="Remove the pin instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the pinned seqs as JSON.")
+def pin_command(store_path: str, conversation: str | None, seq: int, unpin: bool, as_json: bool) -> None:
+    """Pin message SEQ: every compile of the conversation keeps its text verbatim, counted in the budget.
+
+    Its text joins the system text of each request, however much of the history around it is
+    summarized; a compile fails with an over-budget error when the pinned text alone does
+    not fit. System messages are always pinned.
+    """
+    from .cli import _errors
+    from .store.factory import open_store
+
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
+        changed = store.unpin(seq) if unpin else store.pin(seq)
+        pinned = store.pinned_seqs()
+        name = store.conversation
+        store.check_location()
+    if as_json:
+        click.echo(json.dumps({"conversation": name, "seq": seq, "changed": changed, "pinned": pinned}))
+        return
+    if unpin:
+        click.echo(f"message {seq} of {name!r}: {'unpinned' if changed else 'was not pinned here'}")
+    else:
+        click.echo(f"message {seq} of {name!r}: {'pinned' if changed else 'pinned already'}; pinned: {pinned}")
+
+
 #: The commands this module adds to ``compaction`` (registered by :mod:`compaction.cli`).
-CONVERSATION_COMMANDS = (conversations_command, branch_command)
+CONVERSATION_COMMANDS = (conversations_command, branch_command, pin_command)

@@ -106,7 +106,8 @@ class HistoryStore(Protocol):
         ...
 
     def pinned_seqs(self) -> list[int]:
-        """Return the seqs of the pinned (system) messages, in order."""
+        """Return the seqs of the pinned messages (system messages and pinned ones), in order; compile
+        shows their text verbatim in the system text of every request."""
         ...
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:

@@ -158,6 +158,23 @@ class Lineage:
             nearer_args += [seg.conversation_id, seg.end]
         return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
 
+    def points(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
+        """Return a SQL condition selecting the per-message marks (pins) it sees, and its arguments.
+
+        Its own are all seen; an ancestor's when the message lies before the seq where this
+        lineage leaves that ancestor (a pin made in the shared part before the fork).
+        """
+        parts: list[str] = []
+        args: list[int] = []
+        for seg in self.segments:
+            if seg.end is None:
+                parts.append(f"({alias}conversation_id = {mark})")
+                args.append(seg.conversation_id)
+            else:
+                parts.append(f"({alias}conversation_id = {mark} AND {alias}seq < {mark})")
+                args += [seg.conversation_id, seg.end]
+        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+
     def owner(self, seq: int) -> int | None:
         """Return the id of the conversation whose row is message ``seq`` of this lineage (else ``None``)."""
         for seg in self.segments:

@@ -38,6 +38,8 @@ Versions:
    are copied unchanged (SQLite cannot change a table's primary key in place, so
    ``messages``, ``token_counts`` and ``summaries`` are rebuilt with the key in front; ids
    and seqs are kept) and ``failures`` and ``compaction_events`` gain the column.
+7. Pins: ``pins (conversation_id, seq, created_at)``, the messages a conversation keeps
+   verbatim in every compile (beside its system messages).  A new table only.
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -235,6 +237,16 @@ _CONVERSATIONS = (
 )
 
 
+_PINS = (
+    """CREATE TABLE IF NOT EXISTS pins (
+    conversation_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID""",
+)
+
+
 def _default_conversation(db: sqlite3.Connection) -> None:
     """Give a store that holds anything its one conversation, ``default`` (id 1, the rows' key)."""
     held = db.execute(
@@ -256,6 +268,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "failures record their kind (counted toward quarantine or an outage)", _FAILURE_KINDS),
     Migration(5, "image captions beside their blobs", _CAPTIONS),
     Migration(6, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS, _default_conversation),
+    Migration(7, "pins: messages a conversation keeps verbatim in every compile", _PINS),
 )
 
 #: The schema version this code writes and reads.
@@ -271,7 +284,7 @@ _MIGRATIONS_TABLE = (
 _BASELINE_TABLES = frozenset({"meta", "messages", "blobs", "token_counts", "summaries", "failures"})
 
 #: Every table name the store uses (a database holding one of them is no place to create a store).
-STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions", "conversations"}
+STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions", "conversations", "pins"}
 
 
 def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:

@@ -576,12 +576,17 @@ class PostgresStore(ConversationScope):
         ]
 
     def pinned_seqs(self) -> list[int]:
-        """Return the seqs of the system messages (pinned: always shown raw), in order."""
+        """Return the seqs of the pinned messages (system messages and :meth:`pin`'s), in order."""
         with self._reading("reading the pinned messages"):
             where, args = self._rows()
+            pins, pin_args = self._pins()
             return [
                 int(r[0])
-                for r in self._db.execute(f"SELECT seq FROM messages WHERE role = 'system' AND {where} ORDER BY seq", args)
+                for r in self._db.execute(
+                    f"SELECT seq FROM messages WHERE role = 'system' AND {where}"
+                    f" UNION SELECT seq FROM pins WHERE {pins} ORDER BY 1",
+                    (*args, *pin_args),
+                )
             ]
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:

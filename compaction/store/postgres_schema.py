@@ -28,6 +28,7 @@ Versions:
    events gain ``conversation_id`` (added with a constant default, which PostgreSQL records
    without rewriting a row), and the keys that were per store become per conversation.  A
    store that holds anything gets one conversation, ``default`` (id 1), that its rows belong to.
+4. Pins (SQLite's migration 7): ``pins (conversation_id, seq, created_at)``.
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -154,11 +155,21 @@ _CONVERSATIONS = (
     "ALTER TABLE compaction_events ADD COLUMN conversation_id BIGINT NOT NULL DEFAULT 1",
 )
 
+_PINS = (
+    """CREATE TABLE pins (
+    conversation_id BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+)""",
+)
+
 #: Every migration, in order; the last one's version is :data:`PG_SCHEMA_VERSION`.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "messages, blobs, token counts, summaries, failures with kinds, compaction events", _BASELINE),
     PgMigration(2, "image captions beside their blobs", _CAPTIONS),
     PgMigration(3, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS),
+    PgMigration(4, "pins: messages a conversation keeps verbatim in every compile", _PINS),
 )
 
 #: The PostgreSQL schema version this code writes and reads.

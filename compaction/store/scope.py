@@ -231,6 +231,81 @@ class ConversationScope:
             )
         return next(info for info in self.conversations() if info.name == name)
 
+    # -- pins ------------------------------------------------------------------------------
+    def _pins(self) -> tuple[str, list[int]]:
+        """The SQL condition (and its arguments) selecting the pins this conversation sees."""
+        self._refresh()
+        return self._lineage.points("", self._mark)
+
+    def pin(self, seq: int) -> bool:
+        """Pin message ``seq``: compile keeps its text verbatim in every request of this conversation.
+
+        A pinned message's text (its text blocks; images as placeholders, as for a system
+        message) joins the system text of every compile, counted in the budget, wherever the
+        rest of the history is summarized; compile raises :class:`~compaction.errors.OverBudget`
+        when the pinned text alone does not fit.  A branch sees the pins its parent made on
+        the messages it shares.  The messages stay as they are (append-only).
+
+        Returns:
+            True when pinned now, False when it was pinned already (here or in a parent).
+
+        Raises:
+            StoreError: no message ``seq`` in this conversation, or it holds no text block to
+                keep (e.g. a tool result alone), or the write failed.
+            InvalidArgument: ``seq`` is not an integer.
+        """
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise InvalidArgument(f"a message's seq must be an integer; found {found(seq)}")
+        m = self._mark
+        with self._reading(f"pinning message {seq}"), self._write():
+            total = self.next_seq()
+            if not 0 <= seq < total:
+                holds = f"it holds messages 0 to {total - 1}" if total else "it holds no message"
+                raise StoreError(f"{self.path}: no message {seq} in conversation {self.conversation!r}: {holds}")
+            if seq in self.pinned_seqs():
+                return False
+            message = self.messages(seq, seq + 1)[0]
+            if not any(block.get("type") == "text" and block.get("text") for block in message.content):
+                raise StoreError(
+                    f"{self.path}: message {seq} ({message.role}) holds no text block to keep; pin a message with text"
+                )
+            self._db.execute(
+                f"INSERT INTO pins (conversation_id, seq, created_at) VALUES ({m}, {m}, {m})",
+                (self._own(), seq, time.time()),
+            )
+        return True
+
+    def unpin(self, seq: int) -> bool:
+        """Unpin message ``seq`` (a pin this conversation made); return whether it was pinned here.
+
+        Raises:
+            StoreError: the pin was made by a conversation this one branches from (unpin it
+                there, or it stays), or the write failed.
+            InvalidArgument: ``seq`` is not an integer.
+        """
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise InvalidArgument(f"a message's seq must be an integer; found {found(seq)}")
+        m = self._mark
+        with self._reading(f"unpinning message {seq}"), self._write():
+            own = self._own()
+            removed = self._db.execute(
+                f"DELETE FROM pins WHERE conversation_id = {m} AND seq = {m}", (own, seq)
+            ).rowcount
+            if not removed:
+                pins, args = self._pins()
+                if self._db.execute(f"SELECT 1 FROM pins WHERE seq = {m} AND {pins}", (seq, *args)).fetchone():
+                    raise StoreError(
+                        f"{self.path}: message {seq} was pinned by a conversation {self.conversation!r} branches from;"
+                        " unpin it there"
+                    )
+        return bool(removed)
+
+    def pinned_seqs(self) -> list[int]:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
     def lineage(self) -> Iterator[tuple[int, int, int | None]]:
         """Yield ``(conversation id, first seq, end seq or None)`` of each part of what this conversation shows."""
         for seg in self._lineage.segments:
