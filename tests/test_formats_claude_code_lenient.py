@@ -86,9 +86,13 @@ def test_sidechain_events_are_reported_not_dropped_silently(tmp_path: Path) -> N
     assert [m.content[0]["text"] for m in parsed.messages] == [f"message {i}" for i in range(4)]
     assert parsed.skipped == 0
     assert [p[len(str(path)) + 1 :] for p in parsed.problems] == [
-        "3: 2 sidechain events (a sub-agent's conversation, isSidechain: true; lines 3, 4) are not "
-        "imported into the main conversation"
+        "3: 2 sidechain events (a sub-agent's conversation, isSidechain: true, kept verbatim in the meta "
+        "'claude_code_sidechain' of the next message; lines 3, 4) are not imported into the main conversation"
     ]
+    kept = parsed.messages[2].meta["claude_code_sidechain"]
+    assert [(r["line"], r["uuid"], r["type"]) for r in kept] == [(3, "u10", "user"), (4, "u11", "assistant")]
+    assert kept[1]["message"]["content"] == [{"type": "text", "text": "sub-agent answer"}]
+    assert all("claude_code_sidechain" not in m.meta for m in parsed.messages[:2] + parsed.messages[3:])
 
 
 def test_a_rewind_is_kept_in_file_order_and_said(tmp_path: Path) -> None:
@@ -132,3 +136,25 @@ def test_progress_events_carrying_a_subagent_message_are_reported(tmp_path: Path
         "3: 1 progress event carrying a sub-agent's message (data.message, under the parentToolUseID "
         "call; line 3) is not imported into the main conversation"
     ]
+
+
+def test_a_trailing_sidechain_is_kept_on_the_last_message_and_a_too_deep_one_only_reported(
+    tmp_path: Path,
+) -> None:
+    deep: dict = {}
+    for _ in range(120):
+        deep = {"x": deep}
+    trailing = _event(20, None, sidechain=True, text="late sub-agent note")
+    too_deep = {**_event(21, "u20", sidechain=True), "message": {"role": "assistant", "content": [deep]}}
+    lines = _session(2) + [json.dumps(trailing), json.dumps(too_deep)]
+    path = _write(tmp_path, lines)
+    parsed = load_transcript(path)
+    assert [(r["line"], r["uuid"]) for r in parsed.messages[-1].meta["claude_code_sidechain"]] == [(3, "u20")]
+    notes = [p[len(str(path)) + 1 :] for p in parsed.problems]
+    assert notes[0] == (
+        "4: this sidechain event nests more than 98 levels of JSON, too deep to keep in a message's "
+        "meta; it is only reported"
+    )
+    assert notes[1].startswith("3: 2 sidechain events") and notes[1].endswith(
+        "lines 3, 4) are not imported into the main conversation"
+    )

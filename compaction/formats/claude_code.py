@@ -14,7 +14,10 @@ whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_
 * Sidechain events (``isSidechain: true``, sub-agent conversations) and ``progress`` events
   that carry a sub-agent's message (``data.message``, newer versions, which also write the
   sub-agent's own ``agent-*.jsonl``) are not imported into the main conversation, and the
-  report says so (one note each: how many, and their lines); an event
+  report says so (one note each: how many, and their lines).  Sidechain events, the only
+  record older versions keep of a sub-agent's work, are kept as a nested record: ``line``,
+  ``uuid``, ``type`` and ``message`` of each, in ``meta["claude_code_sidechain"]`` of the next
+  main message (of the last one when none follows); an event
   whose ``uuid`` was already taken (sessions resumed into a new file repeat events) is skipped.
 * Events that are not messages (``summary``, ``system``, ``file-history-snapshot``,
   ``queue-operation`` and any other ``type``) are skipped without being counted as problems.
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..blocks import canonical_json
+from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
 from ._common import Context, Draft, Malformed, iter_jsonl
 from ._sniff import Sample, TranscriptFormat
@@ -158,7 +161,11 @@ class _Chain:
         """Say how many sub-agent events the main conversation leaves out, and where: sidechain
         events (older versions) and ``progress`` events that carry a sub-agent's message."""
         for lines, what in (
-            (self.sidechain_lines, "sidechain event{s} (a sub-agent's conversation, isSidechain: true"),
+            (
+                self.sidechain_lines,
+                "sidechain event{s} (a sub-agent's conversation, isSidechain: true, kept verbatim in the "
+                "meta 'claude_code_sidechain' of the next message",
+            ),
             (
                 self.progress_lines,
                 "progress event{s} carrying a sub-agent's message (data.message, under the parentToolUseID call",
@@ -177,6 +184,11 @@ class _Chain:
             )
 
 
+#: The deepest a kept sidechain record may nest: it sits two levels down in a message's meta,
+#: which may nest :data:`~compaction.blocks.MAX_JSON_DEPTH` levels.
+_SIDECHAIN_DEPTH = MAX_JSON_DEPTH - 2
+
+
 def _carries_subagent_message(event: dict[str, Any]) -> bool:
     """Whether a ``progress`` event carries a sub-agent's user or assistant message."""
     data = event.get("data")
@@ -191,6 +203,7 @@ def parse(text: str, ctx: Context) -> list[Draft]:
     by_message_id: dict[str, Draft] = {}
     seen_uuids: set[str] = set()
     compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
+    sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
     for line, event in iter_jsonl(text, ctx):
         kind = event.get("type")
         if not isinstance(kind, str):
@@ -199,6 +212,20 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         if event.get("isSidechain") is True:
             if kind in ("user", "assistant"):
                 chain.sidechain_lines.append(line)
+                record = {
+                    "line": line,
+                    "uuid": event.get("uuid"),
+                    "type": kind,
+                    "message": event.get("message"),
+                }
+                if json_depth(record, _SIDECHAIN_DEPTH) <= _SIDECHAIN_DEPTH:
+                    sidechain.append(record)
+                else:
+                    ctx.note(
+                        f"this sidechain event nests more than {_SIDECHAIN_DEPTH} levels of JSON, "
+                        "too deep to keep in a message's meta; it is only reported",
+                        line=line,
+                    )
         else:
             chain.see(event, line)
             if kind == "progress" and _carries_subagent_message(event):
@@ -252,9 +279,14 @@ def parse(text: str, ctx: Context) -> list[Draft]:
         if compaction is not None and "summary" in compaction:
             draft.meta["claude_code_compaction"] = compaction
             compaction = None
+        if sidechain:
+            draft.meta["claude_code_sidechain"] = sidechain
+            sidechain = []
         drafts.append(draft)
     if compaction is not None and "summary" in compaction and drafts:
         drafts[-1].meta["claude_code_compaction"] = compaction
+    if sidechain and drafts:
+        drafts[-1].meta.setdefault("claude_code_sidechain", []).extend(sidechain)
     chain.report_sidechains()
     return drafts
 
