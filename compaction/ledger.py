@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from .asks import ask_text
 from .blocks import DATA_URI_RE
+from .names_index import names_text
 from .store import HistoryStore
 from .tokens.counting import BLOCK_SEPARATOR, count_text
 
@@ -49,6 +50,8 @@ LEDGER_INTRO = (
 )
 #: The most tokens an ask keeps when the ledger is over its share and the oldest are shortened.
 SHORT_TOKENS = 40
+#: The share of the ledger's tokens the names index after it may take (beyond the asks' share).
+NAMES_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -237,9 +240,13 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
     low, high = 1, 2 * n
     if count_text(step(high), encoding) > room:
         # Not even the note fits the share: the note alone, so the request still says so.
-        return LEDGER_INTRO + "\n\n" + (
-            f"[{n} asks ({_seq_range(asks)}) are left out of this list: the ask ledger's share of the "
-            f"token budget ({share_tokens} tokens) cannot hold them; the summaries below cover them]"
+        return (
+            LEDGER_INTRO
+            + "\n\n"
+            + (
+                f"[{n} asks ({_seq_range(asks)}) are left out of this list: the ask ledger's share of the "
+                f"token budget ({share_tokens} tokens) cannot hold them; the summaries below cover them]"
+            )
         )
     while low < high:
         mid = (low + high) // 2
@@ -265,6 +272,9 @@ def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, en
     if scan is not None and key in scan.texts:
         return scan.texts[key]
     text = ledger_text(asks, cap=cap, share_tokens=share_tokens, encoding=encoding)
+    names = names_text(store, cut, share_tokens=int(share_tokens * NAMES_SHARE), encoding=encoding)
+    if names is not None:
+        text = names if text is None else f"{text}\n\n{names}"
     if scan is not None:
         if len(scan.texts) > 64:
             scan.texts.clear()
