@@ -312,3 +312,45 @@ def test_a_stored_reference_is_priced_at_the_maximum_where_the_store_sizes_messa
     assert (site.source, site.reference, site.location) == ("reference", BLOB, "tool_result")
     assert request_format(fmt).image_tokens(site.width, site.height, model) == max_image_tokens(model)
     assert facts[0].images == () and facts[1].images == ()
+
+
+@pytest.mark.parametrize(
+    "url", ["/home/me/shots/step-3.png", "file:///home/me/shots/step-3.png", "gs://bucket/step-3.png"]
+)
+def test_an_openai_chat_image_url_that_is_no_web_url_is_a_reference(tmp_path: Path, url: str) -> None:
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Look."}, {"type": "image_url", "image_url": {"url": url}}],
+        },
+        {"role": "assistant", "content": "A chart."},
+    ]
+    parsed = load_transcript(_write(tmp_path, "chat.json", json.dumps(messages)))
+    assert parsed.format == "openai"
+    assert parsed.messages[0].content == ({"type": "text", "text": "Look."}, image_reference_block(url))
+
+
+def test_a_web_url_image_stays_a_url_image(tmp_path: Path) -> None:
+    url = "HTTPS://example.com/chart.png"
+    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]
+    parsed = load_transcript(_write(tmp_path, "chat.json", json.dumps(messages)))
+    assert parsed.messages[0].content == ({"type": "image", "source": {"type": "url", "url": url}},)
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image", "source_type": "id", "id": "file-abc123"},
+        {"type": "image", "file_id": "file-abc123", "mime_type": "image/png"},
+    ],
+    ids=["source_type-id", "file_id"],
+)
+def test_a_langchain_image_given_by_file_id_is_a_reference(tmp_path: Path, part: dict) -> None:
+    dump = [
+        {"type": "human", "data": {"content": [{"type": "text", "text": "What is in this file?"}, part]}},
+        {"type": "ai", "data": {"content": "A receipt."}},
+    ]
+    parsed = load_transcript(_write(tmp_path, "dump.json", json.dumps(dump)))
+    assert parsed.format == "langchain"
+    expected = image_reference_block("file-abc123", part.get("mime_type"))
+    assert parsed.messages[0].content == ({"type": "text", "text": "What is in this file?"}, expected)

@@ -29,6 +29,7 @@ from ..blocks import (
     MAX_JSON_DEPTH,
     Block,
     Message,
+    image_reference_block,
     json_depth,
     validate_block,
 )
@@ -318,7 +319,14 @@ def tool_result(call_id: str, content: str | list[Block], is_error: bool = False
 
 
 def image_from_url(url: Any) -> Block:
-    """Return an image block for an image URL: a base64 ``data:`` URI or a remote URL."""
+    """Return an image block for an image URL.
+
+    A base64 ``data:`` URI becomes inline bytes; an ``http(s)://`` URL (or another ``data:``
+    URI) a URL image; anything else (a file path, ``file://``, ``blob:``, ``attachment://``,
+    a bucket URI) names an image whose bytes are not in the transcript and that no provider
+    can fetch: an image reference (:func:`~compaction.blocks.image_reference_block`), kept
+    and shown as a placeholder, never sent as a URL.
+    """
     if not isinstance(url, str) or not url:
         raise Malformed(f"an image needs a URL string, found {_clip(url)}")
     if url.startswith("data:"):
@@ -326,6 +334,8 @@ def image_from_url(url: Any) -> Block:
         if sep and header.endswith(";base64"):
             media_type = header[: -len(";base64")] or "application/octet-stream"
             return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": payload}}
+    elif not url[:8].lower().startswith(("http://", "https://")):
+        return image_reference_block(url)
     return {"type": "image", "source": {"type": "url", "url": url}}
 
 

@@ -25,7 +25,9 @@ The message ``type`` maps as follows (``*MessageChunk`` classes like their messa
 
 ``content`` is a string or a list of parts: text, OpenAI parts (``image_url``), Anthropic
 blocks (``image`` with a ``source``, ``tool_use``, ``thinking``) and langchain's standard
-blocks (``image`` with ``base64`` / ``url`` / ``source_type``, ``reasoning``, ``tool_call``).
+blocks (``image`` with ``base64`` / ``url`` / ``source_type``, ``reasoning``, ``tool_call``);
+an image given only by a provider ``file_id`` (``source_type: "id"``) becomes an image
+reference (kept, shown as a loud placeholder), as does one whose URL is a file path.
 A ``tool_use`` / ``tool_call`` part that repeats one of the message's ``tool_calls`` (the same
 id) is dropped, so each call is imported once; any other part type is kept verbatim.  The
 message ``id`` is the source id.  ``function`` messages (deprecated) and ``remove`` markers
@@ -37,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..blocks import Block
+from ..blocks import Block, image_reference_block
 from ._common import (
     Context,
     Draft,
@@ -114,7 +116,10 @@ def _image(part: dict[str, Any]) -> Block:
     url = part.get("url") if part.get("url") is not None else part.get("data")
     if isinstance(url, str) and url:
         return image_from_url(url)
-    raise Malformed("an image part needs a 'source', 'base64' data or a 'url'")
+    file_id = part.get("file_id") or (part.get("id") if part.get("source_type") == "id" else None)
+    if isinstance(file_id, str) and file_id:  # a provider file id: the bytes are not in the dump
+        return image_reference_block(file_id, mime if part.get("mime_type") else None)
+    raise Malformed("an image part needs a 'source', 'base64' data, a 'url' or a 'file_id'")
 
 
 def _content(content: Any, call_ids: set[str]) -> list[Block]:
