@@ -1,4 +1,4 @@
-"""``compaction conversations``, ``branch`` and ``pin``: the conversations of one store.
+"""``compaction conversations``, ``branch``, ``pin`` and ``edit``: the conversations of one store.
 
 A store holds many conversations; ``compaction import`` puts each transcript in its own
 (named after the file), and a branch forks a conversation at a message, sharing the history
@@ -12,7 +12,7 @@ import json
 
 import click
 
-__all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command", "pin_command"]
+__all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command", "edit_command", "pin_command"]
 
 _STORE_HELP = "SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
 
@@ -111,5 +111,58 @@ def pin_command(store_path: str, conversation: str | None, seq: int, unpin: bool
         click.echo(f"message {seq} of {name!r}: {'pinned' if changed else 'pinned already'}; pinned: {pinned}")
 
 
+@click.command("edit")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help=_STORE_HELP)
+@click.option("--conversation", help="The conversation (optional while the store holds one).")
+@click.argument("seq", type=click.IntRange(min=0))
+@click.option("--text", "new_text", help="The message's new text (one text block).")
+@click.option(
+    "--content",
+    "content_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A JSON file with the message's new content blocks (a list, the Anthropic Messages shape).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the revision and the summaries made stale as JSON.")
+def edit_command(
+    store_path: str, conversation: str | None, seq: int, new_text: str | None, content_path: str | None, as_json: bool
+) -> None:
+    """Edit message SEQ: a new revision of it (the old one is kept); compile shows the newest.
+
+    The summaries that cover the message or follow it are marked stale and made anew by the
+    next `compaction compress`.
+    """
+    from pathlib import Path
+
+    from .cli import _errors
+    from .errors import InvalidArgument
+    from .store.factory import open_store
+
+    if (new_text is None) == (content_path is None):
+        raise click.UsageError("give one of --text TEXT or --content FILE.json")
+    with _errors():
+        if content_path is not None:
+            try:
+                content = json.loads(Path(content_path).read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise InvalidArgument(f"{content_path}: not a JSON list of content blocks ({err})") from None
+            if not isinstance(content, list) or not all(isinstance(b, dict) and "type" in b for b in content):
+                raise InvalidArgument(f"{content_path}: expected a JSON list of content blocks, each with a 'type'")
+        else:
+            content = [{"type": "text", "text": new_text}]
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
+        before = len(store.stale_summaries())
+        revision = store.edit(seq, content)
+        stale = len(store.stale_summaries()) - before
+        name = store.conversation
+        store.check_location()
+    if as_json:
+        click.echo(json.dumps({"conversation": name, "seq": seq, "revision": revision, "stale_summaries": stale}))
+        return
+    click.echo(
+        f"message {seq} of {name!r}: revision {revision}; {stale} summaries marked stale "
+        "(compaction compress makes them anew)"
+    )
+
+
 #: The commands this module adds to ``compaction`` (registered by :mod:`compaction.cli`).
-CONVERSATION_COMMANDS = (conversations_command, branch_command, pin_command)
+CONVERSATION_COMMANDS = (conversations_command, branch_command, pin_command, edit_command)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument, found
 
-__all__ = ["ANY_CONVERSATION", "DEFAULT_CONVERSATION", "Lineage", "Segment", "check_conversation_name", "lineage_of"]
+__all__ = ["ANY_CONVERSATION", "CURRENT_REVISION", "DEFAULT_CONVERSATION", "Lineage", "Segment", "check_conversation_name", "lineage_of"]
 
 #: The name of the conversation a store opened without one uses when it holds none yet (and
 #: of the conversation a store from before conversations existed migrates into).
@@ -41,6 +41,16 @@ DEFAULT_CONVERSATION = "default"
 #: Passed as the conversation by :func:`~compaction.store.factory.list_conversations`: open
 #: the store without choosing one (it reads no conversation's rows; not a valid name).
 ANY_CONVERSATION = "\x00any"
+
+#: Joins ``messages m`` to its newest revision ``r`` (none: ``r.*`` is NULL): an edit appends a
+#: revision of the message (its row stays), and every read shows the newest, so a read takes
+#: ``COALESCE(r.content, m.content)`` (and likewise ``tool_uses``, ``tool_results``, ``images``).
+#: A revision is keyed as its message is, so a branch sharing the message sees it too.
+CURRENT_REVISION = (
+    "LEFT JOIN revisions r ON r.conversation_id = m.conversation_id AND r.seq = m.seq"
+    " AND r.revision = (SELECT MAX(x.revision) FROM revisions x"
+    " WHERE x.conversation_id = m.conversation_id AND x.seq = m.seq)"
+)
 
 #: The longest conversation name (characters).
 MAX_NAME = 200

@@ -40,6 +40,11 @@ Versions:
    and seqs are kept) and ``failures`` and ``compaction_events`` gain the column.
 7. Pins: ``pins (conversation_id, seq, created_at)``, the messages a conversation keeps
    verbatim in every compile (beside its system messages).  A new table only.
+8. Edits: ``revisions (conversation_id, seq, revision, content, tool_uses, tool_results,
+   images, created_at)`` holds each edit of a message as a new revision (the message row
+   stays as it was; reads show the newest revision), and ``stale_summaries`` keeps the
+   summaries an edit made stale, row for row with when and why, out of ``summaries`` (so the
+   next compression makes them anew).  New tables only.
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -247,6 +252,33 @@ _PINS = (
 )
 
 
+_EDITS = (
+    """CREATE TABLE IF NOT EXISTS revisions (
+    conversation_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    tool_uses TEXT NOT NULL DEFAULT '[]',
+    tool_results TEXT NOT NULL DEFAULT '[]',
+    images TEXT NOT NULL DEFAULT '[]',
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation_id, seq, revision)
+)""",
+    """CREATE TABLE IF NOT EXISTS stale_summaries (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    level INTEGER NOT NULL,
+    start_seq INTEGER NOT NULL,
+    end_seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    stale_at REAL NOT NULL,
+    reason TEXT NOT NULL
+)""",
+)
+
+
 def _default_conversation(db: sqlite3.Connection) -> None:
     """Give a store that holds anything its one conversation, ``default`` (id 1, the rows' key)."""
     held = db.execute(
@@ -269,6 +301,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "image captions beside their blobs", _CAPTIONS),
     Migration(6, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS, _default_conversation),
     Migration(7, "pins: messages a conversation keeps verbatim in every compile", _PINS),
+    Migration(8, "edits: message revisions and the summaries they made stale", _EDITS),
 )
 
 #: The schema version this code writes and reads.
@@ -284,7 +317,7 @@ _MIGRATIONS_TABLE = (
 _BASELINE_TABLES = frozenset({"meta", "messages", "blobs", "token_counts", "summaries", "failures"})
 
 #: Every table name the store uses (a database holding one of them is no place to create a store).
-STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions", "conversations", "pins"}
+STORE_NAMES = _BASELINE_TABLES | {"compaction_events", "schema_migrations", "captions", "conversations", "pins", "revisions", "stale_summaries"}
 
 
 def database_state(db: sqlite3.Connection) -> tuple[str, list[str]]:

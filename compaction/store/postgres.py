@@ -44,7 +44,7 @@ from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, sync
-from .lineage import ANY_CONVERSATION, check_conversation_name
+from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
 from .scope import ConversationScope
@@ -464,6 +464,9 @@ class PostgresStore(ConversationScope):
             self._own()  # created here, or picked up when another process created it meanwhile
             return sync.append_batch(_Rows(self), batch, chain_seed)
 
+    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
+        _Rows(self)._store_blobs(row)
+
     def _blob_for_hydrate(self, sha256: str) -> bytes:
         row = self._db.execute("SELECT data FROM blobs WHERE sha256 = %s", (sha256,)).fetchone()
         if row is None:
@@ -471,10 +474,10 @@ class PostgresStore(ConversationScope):
         return bytes(row[0])
 
     def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
-        where, args = self._rows()
+        where, args = self._rows("m.")
         rows = self._db.execute(
-            "SELECT seq, role, content, source_id, meta, import_key FROM messages"
-            f" WHERE {where} AND seq >= %s AND seq < %s ORDER BY seq",
+            "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
+            f" {CURRENT_REVISION} WHERE {where} AND m.seq >= %s AND m.seq < %s ORDER BY m.seq",
             (*args, start, end),
         ).fetchall()
         return [
@@ -537,15 +540,16 @@ class PostgresStore(ConversationScope):
         encoding = encoding or self.encoding
         key = ingest.token_key(encoding, dropped)
         plain = ingest.token_key(encoding)
-        holds = " OR ".join("strpos(m.content, %s) > 0" for _ in dropped) or "FALSE"
+        holds = " OR ".join("strpos(COALESCE(r.content, m.content), %s) > 0" for _ in dropped) or "FALSE"
         with self._reading("reading message facts"):
             with self._db.transaction():
                 end = self.next_seq() if end is None else end
                 where, args = self._rows("m.")
                 rows = self._db.execute(
-                    "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
+                    "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
+                    " COALESCE(r.images, m.images),"
                     f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                    " m.kind, m.conversation_id FROM messages m"
+                    f" m.kind, m.conversation_id FROM messages m {CURRENT_REVISION}"
                     " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq"
                     " AND t.encoding = %s"
                     " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq"
@@ -595,13 +599,15 @@ class PostgresStore(ConversationScope):
         _check_optional_ints(end=end)
         with self._reading("reading the user turns"), self._db.transaction():
             end = self.next_seq() if end is None else end
-            where, args = self._rows()
+            where, args = self._rows("m.")
+            content = "COALESCE(r.content, m.content)"
             return [
-                int(r[0])
-                for r in self._db.execute(
-                    f"SELECT seq FROM messages WHERE {where} AND role = 'user' AND seq >= %s AND seq < %s"
-                    " AND (tool_results = '[]' OR strpos(content, '\"type\": \"text\"') > 0"
-                    " OR strpos(content, '\"type\":\"text\"') > 0) ORDER BY seq",
+                int(row[0])
+                for row in self._db.execute(
+                    f"SELECT m.seq FROM messages m {CURRENT_REVISION}"
+                    f" WHERE {where} AND m.role = 'user' AND m.seq >= %s AND m.seq < %s"
+                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR strpos({content}, '\"type\": \"text\"') > 0"
+                    f" OR strpos({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
                     (*args, start, end),
                 )
             ]

@@ -29,6 +29,8 @@ Versions:
    without rewriting a row), and the keys that were per store become per conversation.  A
    store that holds anything gets one conversation, ``default`` (id 1), that its rows belong to.
 4. Pins (SQLite's migration 7): ``pins (conversation_id, seq, created_at)``.
+5. Edits (SQLite's migration 8): ``revisions`` (each edit of a message, its newest shown)
+   and ``stale_summaries`` (the summaries an edit made stale, moved out of ``summaries``).
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -164,12 +166,39 @@ _PINS = (
 )""",
 )
 
+_EDITS = (
+    """CREATE TABLE revisions (
+    conversation_id BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    revision INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    tool_uses TEXT NOT NULL DEFAULT '[]',
+    tool_results TEXT NOT NULL DEFAULT '[]',
+    images TEXT NOT NULL DEFAULT '[]',
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (conversation_id, seq, revision)
+)""",
+    """CREATE TABLE stale_summaries (
+    id BIGINT PRIMARY KEY,
+    conversation_id BIGINT NOT NULL,
+    level INTEGER NOT NULL,
+    start_seq BIGINT NOT NULL,
+    end_seq BIGINT NOT NULL,
+    text BYTEA NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    created_at DOUBLE PRECISION NOT NULL,
+    stale_at DOUBLE PRECISION NOT NULL,
+    reason TEXT NOT NULL
+)""",
+)
+
 #: Every migration, in order; the last one's version is :data:`PG_SCHEMA_VERSION`.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "messages, blobs, token counts, summaries, failures with kinds, compaction events", _BASELINE),
     PgMigration(2, "image captions beside their blobs", _CAPTIONS),
     PgMigration(3, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS),
     PgMigration(4, "pins: messages a conversation keeps verbatim in every compile", _PINS),
+    PgMigration(5, "edits: message revisions and the summaries they made stale", _EDITS),
 )
 
 #: The PostgreSQL schema version this code writes and reads.

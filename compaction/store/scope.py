@@ -10,12 +10,12 @@ placeholder (``_mark``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ..blocks import Message
-from ..errors import InvalidArgument, StoreError, found
+from ..blocks import Message, canonical_json
+from ..errors import InvalidArgument, InvalidMessage, StoreError, found
 from . import ingest
 from .lineage import ANY_CONVERSATION, DEFAULT_CONVERSATION, Lineage, check_conversation_name, lineage_of
 from .model import ConversationInfo
@@ -33,6 +33,7 @@ class ConversationScope:
     """
 
     path: str
+    encoding: str
     conversation: str
     _db: Any
     _lineage: Lineage
@@ -299,6 +300,136 @@ class ConversationScope:
                         " unpin it there"
                     )
         return bool(removed)
+
+    # -- edits -----------------------------------------------------------------------------
+    def edit(self, seq: int, content: Sequence[dict[str, Any]]) -> int:
+        """Edit message ``seq``: append a revision with ``content``; every read then shows it.
+
+        The store stays append-only: the message row and earlier revisions are kept, and
+        :meth:`messages`, :meth:`facts` and compile show the newest revision.  The summaries
+        this conversation (or a branch sharing the message) shows that cover the message or
+        come after it are marked stale: moved to ``stale_summaries`` (kept, with when and why),
+        so the next compression makes them anew from the edited history.  A compaction event
+        records the edit with an empty frame, so the next compile plans afresh.
+
+        Args:
+            seq: the message to edit; one this conversation holds (not one shared from the
+                conversation it branches from: branch there instead).
+            content: the new content blocks (the role stays the message's).
+
+        Returns:
+            The revision number (1 for the first edit of the message).
+
+        Raises:
+            StoreError: no message ``seq``, a message shared from a parent, or the write failed.
+            InvalidMessage: ``content`` is not a list of blocks.
+            ImageError: an image block holds invalid base64.
+            InvalidArgument: ``seq`` is not an integer.
+        """
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise InvalidArgument(f"a message's seq must be an integer; found {found(seq)}")
+        if isinstance(content, (str, bytes, dict)) or not isinstance(content, Sequence) or not content:
+            raise InvalidMessage(f"an edit's content must be a non-empty list of content blocks; found {found(content)}")
+        m = self._mark
+        with self._reading(f"editing message {seq}"), self._write():
+            total = self.next_seq()
+            if not 0 <= seq < total:
+                holds = f"it holds messages 0 to {total - 1}" if total else "it holds no message"
+                raise StoreError(f"{self.path}: no message {seq} in conversation {self.conversation!r}: {holds}")
+            own = self._own()
+            if self._lineage.owner(seq) != own:
+                raise StoreError(
+                    f"{self.path}: message {seq} of {self.conversation!r} is shared with the conversation it branches"
+                    f" from; branch at {seq} (compaction branch --at {seq}) and append the corrected message there"
+                )
+            old = self.messages(seq, seq + 1)[0]
+            edited = ingest.checked_messages([Message(old.role, tuple(content), None, old.source_id, old.meta)])[0]
+            row = ingest.prepare(edited, self.encoding)
+            self._store_blobs(row)
+            now = time.time()
+            revision = int(
+                self._db.execute(
+                    f"SELECT COALESCE(MAX(revision), 0) + 1 FROM revisions WHERE conversation_id = {m} AND seq = {m}",
+                    (own, seq),
+                ).fetchone()[0]
+            )
+            self._db.execute(
+                "INSERT INTO revisions (conversation_id, seq, revision, content, tool_uses, tool_results, images,"
+                f" created_at) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})",
+                (own, seq, revision, row.content, row.tool_uses, row.tool_results, row.images, now),
+            )
+            self._db.execute(f"DELETE FROM token_counts WHERE conversation_id = {m} AND seq = {m}", (own, seq))
+            self._db.execute(
+                f"INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES ({m}, {m}, {m}, {m})",
+                (own, seq, row.token_key, row.text_tokens),
+            )
+            stale = self._stale_from(own, seq, f"message {seq} edited (revision {revision})", now)
+            detail = {"frame": {"cut": 0, "cover": []}, "edit": {"seq": seq, "revision": revision, "stale_summaries": stale}}
+            self._db.execute(
+                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
+                f" VALUES ({m}, {m}, 0, 0, NULL, {m})",
+                (own, now, canonical_json(detail)),
+            )
+        return revision
+
+    def _stale_from(self, owner: int, seq: int, reason: str, now: float) -> int:
+        """Move every summary that shows message ``seq`` of ``owner`` or what follows it to ``stale_summaries``.
+
+        That is, in ``owner`` and in every conversation whose lineage holds ``owner``'s message
+        ``seq``, the summaries kept there ending after ``seq``.  Returns how many.
+        """
+        m = self._mark
+        tree = self._tree()
+        moved = 0
+        for cid in sorted(tree):
+            segment = next((g for g in lineage_of(cid, tree).segments if g.conversation_id == owner), None)
+            if segment is None or (segment.end is not None and segment.end <= seq):
+                continue
+            self._db.execute(
+                "INSERT INTO stale_summaries (id, conversation_id, level, start_seq, end_seq, text, provenance,"
+                f" created_at, stale_at, reason) SELECT id, conversation_id, level, start_seq, end_seq, text,"
+                f" provenance, created_at, {m}, {m} FROM summaries WHERE conversation_id = {m} AND end_seq > {m}",
+                (now, reason, cid, seq),
+            )
+            moved += self._db.execute(
+                f"DELETE FROM summaries WHERE conversation_id = {m} AND end_seq > {m}", (cid, seq)
+            ).rowcount
+        return int(moved)
+
+    def stale_summaries(self) -> list[dict[str, Any]]:
+        """Return the summaries edits made stale in this conversation's lineage, oldest first.
+
+        Each is a dict of ``id``, ``level``, ``start_seq``, ``end_seq``, ``reason`` and ``stale_at``.
+        """
+        ids = [seg.conversation_id for seg in self._lineage.segments]
+        if not ids:
+            return []
+        m = self._mark
+        marks = ", ".join(m for _ in ids)
+        with self._reading("reading stale summaries"):
+            rows = self._db.execute(
+                f"SELECT id, level, start_seq, end_seq, reason, stale_at FROM stale_summaries"
+                f" WHERE conversation_id IN ({marks}) ORDER BY stale_at, id",
+                ids,
+            ).fetchall()
+        return [
+            {"id": int(i), "level": int(lv), "start_seq": int(s), "end_seq": int(e), "reason": str(r), "stale_at": float(at)}
+            for i, lv, s, e, r, at in rows
+        ]
+
+    def revisions(self, seq: int) -> int:
+        """Return how many times message ``seq`` was edited (0: never), as this conversation sees it."""
+        owner = self._lineage.owner(seq) if isinstance(seq, int) else None
+        if owner is None:
+            return 0
+        with self._reading("reading revisions"):
+            row = self._db.execute(
+                f"SELECT COUNT(*) FROM revisions WHERE conversation_id = {self._mark} AND seq = {self._mark}", (owner, seq)
+            ).fetchone()
+        return int(row[0])
+
+    def _store_blobs(self, row: Any) -> None:  # pragma: no cover - the backend's
+        raise NotImplementedError
 
     def pinned_seqs(self) -> list[int]:  # pragma: no cover - the backend's
         raise NotImplementedError

@@ -40,7 +40,7 @@ from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations
-from .lineage import ANY_CONVERSATION, check_conversation_name
+from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .scope import ConversationScope
 from .sync import append_batch
@@ -528,10 +528,10 @@ class SQLiteStore(ConversationScope):
         _check_optional_ints(end=end)
         with self._reading("reading messages"):
             end = self.next_seq() if end is None else end
-            where, args = self._rows()
+            where, args = self._rows("m.")
             rows = self._db.execute(
-                "SELECT seq, role, content, source_id, meta FROM messages"
-                f" WHERE {where} AND seq >= ? AND seq < ? ORDER BY seq",
+                "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta FROM messages m"
+                f" {CURRENT_REVISION} WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
                 (*args, start, end),
             ).fetchall()
             self._check_dense([r[0] for r in rows], start, min(end, self.next_seq()))
@@ -604,14 +604,15 @@ class SQLiteStore(ConversationScope):
         key = ingest.token_key(encoding, dropped)
         plain = ingest.token_key(encoding)
         # A message whose JSON names none of the dropped types counts the same either way.
-        holds = " OR ".join("instr(m.content, ?) > 0" for _ in dropped) or "0"
+        holds = " OR ".join("instr(COALESCE(r.content, m.content), ?) > 0" for _ in dropped) or "0"
         with self._reading("reading message facts"):
             end = self.next_seq() if end is None else end
             where, args = self._rows("m.")
             rows = self._db.execute(
-                "SELECT m.seq, m.role, m.tool_uses, m.tool_results, m.images,"
+                "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
+                " COALESCE(r.images, m.images),"
                 f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                " json_extract(m.meta, '$.kind'), m.conversation_id FROM messages m"
+                f" json_extract(m.meta, '$.kind'), m.conversation_id FROM messages m {CURRENT_REVISION}"
                 " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq AND t.encoding = ?"
                 " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq AND p.encoding = ?"
                 f" WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
@@ -664,13 +665,15 @@ class SQLiteStore(ConversationScope):
         _check_optional_ints(end=end)
         with self._reading("reading the user turns"):
             end = self.next_seq() if end is None else end
-            where, args = self._rows()
+            where, args = self._rows("m.")
+            content = "COALESCE(r.content, m.content)"
             return [
-                int(r[0])
-                for r in self._db.execute(
-                    f"SELECT seq FROM messages WHERE {where} AND role = 'user' AND seq >= ? AND seq < ?"
-                    " AND (tool_results = '[]' OR instr(content, '\"type\": \"text\"') > 0"
-                    " OR instr(content, '\"type\":\"text\"') > 0) ORDER BY seq",
+                int(row[0])
+                for row in self._db.execute(
+                    f"SELECT m.seq FROM messages m {CURRENT_REVISION}"
+                    f" WHERE {where} AND m.role = 'user' AND m.seq >= ? AND m.seq < ?"
+                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR instr({content}, '\"type\": \"text\"') > 0"
+                    f" OR instr({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
                     (*args, start, end),
                 )
             ]
@@ -822,9 +825,10 @@ class SQLiteStore(ConversationScope):
             raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write():
             home = self._summary_home(level, start_seq, end_seq)
-            cur = self._db.execute(
-                "INSERT OR IGNORE INTO summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            cur = self._db.execute(  # a new id above the stale ones too: an id names one summary for good
+                "INSERT OR IGNORE INTO summaries (id, conversation_id, level, start_seq, end_seq, text, provenance,"
+                " created_at) VALUES (MAX(COALESCE((SELECT MAX(id) FROM summaries), 0),"
+                " COALESCE((SELECT MAX(id) FROM stale_summaries), 0)) + 1, ?, ?, ?, ?, ?, ?, ?)",
                 (home, level, start_seq, end_seq, ingest.sql_text(text), recorded, time.time()),
             )
             if cur.rowcount == 0:
