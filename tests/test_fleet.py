@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
+import sys
 import uuid
 from concurrent.futures import Future
 from pathlib import Path
@@ -176,6 +178,46 @@ def test_the_dispatcher_never_runs_two_tasks_on_one_file_and_keeps_the_order(
         assert [n for n in executor.ran if targets[int(n[1:])].lock == lock] == [
             t.name for t in targets if t.lock == lock
         ]
+
+
+def test_an_existing_scheduler_runs_the_fleet(
+    fleet_source: Path, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    from distributed import LocalCluster
+
+    targets = fleet_targets(copy_fleet(fleet_source, tmp_path / "fleet"))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        report = run_fleet(targets, SETTINGS, engine="dask", scheduler=cluster.scheduler_address)
+    assert report.workers == 2 and report.failed_conversations == []
+    assert dump_fleet(targets) == reference
+
+
+def test_an_unreachable_scheduler_is_one_typed_error(
+    fleet_source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compaction.fleet import engines
+
+    monkeypatch.setattr(engines, "SCHEDULER_TIMEOUT", "1s")
+    with pytest.raises(engines.FleetEngineError, match=r"tcp://127.0.0.1:1: cannot reach the Dask scheduler"):
+        run_fleet(fleet_targets(fleet_source), SETTINGS, engine="dask", scheduler="tcp://127.0.0.1:1")
+    args = [
+        "fleet",
+        "compress",
+        "--store",
+        str(fleet_source),
+        "--engine",
+        "dask",
+        "--scheduler",
+        "tcp://127.0.0.1:1",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and result.output.startswith(
+        "compaction: error: tcp://127.0.0.1:1: cannot reach"
+    )
+    usage = CliRunner().invoke(
+        main, ["fleet", "compress", "--store", str(fleet_source), "--scheduler", "tcp://x:1"]
+    )
+    assert usage.exit_code == 2 and "--scheduler needs --engine dask" in usage.output
 
 
 # -- killed workers --------------------------------------------------------------------------
@@ -385,3 +427,15 @@ def test_an_empty_postgresql_database_is_a_typed_error() -> None:
             fleet_targets(url)
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def test_dask_is_imported_only_when_the_dask_engine_runs() -> None:
+    code = (
+        "import json, sys\n"
+        "import compaction, compaction.cli, compaction.fleet, compaction.fleet.counting\n"
+        "from click.testing import CliRunner\n"
+        "CliRunner().invoke(compaction.cli.main, ['fleet', 'compress', '--help'])\n"
+        "print(json.dumps(sorted(m for m in ('dask', 'distributed') if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []

@@ -41,6 +41,9 @@ __all__ = ["ENGINES", "FleetEngineError", "FleetReport", "run_fleet"]
 #: The engines :func:`run_fleet` knows.
 ENGINES = ("local", "dask")
 
+#: How long to try reaching an existing Dask scheduler before giving up.
+SCHEDULER_TIMEOUT = "10s"
+
 Task = Callable[[FleetTarget, FleetSettings], ConversationResult]
 Progress = Callable[[int, int], None]
 
@@ -236,7 +239,7 @@ def _dask_executor(
         ) from err
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as err:
             raise FleetEngineError(f"{scheduler}: cannot reach the Dask scheduler: {err}") from err
         try:
