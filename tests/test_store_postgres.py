@@ -242,6 +242,32 @@ def test_the_compaction_claim_is_held_by_one_store_at_a_time() -> None:
         drop_postgres_store(url)
 
 
+def test_the_compaction_claim_is_per_tree_of_branches() -> None:
+    """Conversations of one store compress in parallel; a branch waits for its parent's worker (they share summaries)."""
+    url = new_postgres_url()
+    try:
+        with PostgresStore(url, conversation="main") as main:
+            main.append([text("user", "one"), text("assistant", "two")])
+            main.branch("alt", 1)
+        with PostgresStore(url, conversation="other") as other:
+            other.append([text("user", "elsewhere")])
+        with (
+            PostgresStore(url, conversation="main") as main,
+            PostgresStore(url, conversation="alt") as alt,
+            PostgresStore(url, conversation="other") as other,
+        ):
+            with compaction_claim(main) as held:
+                assert held is True
+                with compaction_claim(other, wait=False) as parallel:
+                    assert parallel is True
+                with compaction_claim(alt, wait=False) as branch:
+                    assert branch is False
+            with compaction_claim(alt, wait=False) as branch:
+                assert branch is True
+    finally:
+        drop_postgres_store(url)
+
+
 # -- the same bytes on both backends ---------------------------------------------------------
 def _turn_by_turn(store: SQLiteStore | PostgresStore, messages: list[Message], recipe: Recipe) -> list[bytes]:
     payloads = []

@@ -23,7 +23,8 @@ Concurrency and crashes:
   for each other).  Summaries are unique per ``(level, start_seq, end_seq)``: two workers
   adding the same one store it once and both get its id.
 * :meth:`PostgresStore.compaction_claim` is a session-level advisory lock: a worker that
-  holds it is the only one compressing the store, so a chunk is not summarized twice
+  holds it is the only one compressing the conversation (and the branches of its tree), so
+  a chunk is not summarized twice
   (:func:`compaction.store.factory.compaction_claim` takes it for any store).  It is released
   when the worker's connection ends, so a worker that dies leaves no claim behind.
 """
@@ -371,7 +372,11 @@ class PostgresStore(ConversationScope):
 
     @contextmanager
     def compaction_claim(self, wait: bool = True) -> Iterator[bool]:
-        """Hold the store's compaction claim for the block: no other worker compresses meanwhile.
+        """Hold the conversation's compaction claim for the block: no other worker compresses it meanwhile.
+
+        The claim covers the conversation's whole tree of branches (they share summaries of
+        their shared messages), so two workers never make the same or overlapping summaries;
+        conversations of other trees in the same store are compressed in parallel.
 
         Args:
             wait: wait for a worker holding the claim to finish (True), or yield False at once.
@@ -385,7 +390,9 @@ class PostgresStore(ConversationScope):
         Raises:
             StoreError: the server could not be asked.
         """
-        key = _lock_key(self.name, "compaction")
+        self._refresh()
+        tree = self._lineage.segments[-1].conversation_id if self._lineage.segments else self.conversation
+        key = _lock_key(self.name, f"compaction:{tree}")  # one per tree of branches: others compress in parallel
         if self._claims:
             self._claims += 1
             try:
