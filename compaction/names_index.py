@@ -148,7 +148,7 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
         encoding: the encoding the tokens are counted in.
 
     Returns:
-        :data:`NAMES_INTRO` and the names, comma-separated, the most used first; ``None`` when
+        :data:`NAMES_INTRO` and the names, separated by spaces, the most used first; ``None`` when
         no name recurs or not even the intro and one name fit.
     """
     counts = names_before(store, cut)
@@ -161,7 +161,7 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
         return None
 
     def render(n: int) -> str:
-        return f"{NAMES_INTRO}\n{', '.join(ranked[:n])}"
+        return f"{NAMES_INTRO}\n{' '.join(ranked[:n])}"
 
     low, high = 0, len(ranked)
     while low < high:  # the most names whose line fits

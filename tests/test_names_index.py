@@ -55,7 +55,7 @@ def test_recurring_names_are_listed_most_used_first_within_the_share() -> None:
             ]
         )
         text = names_text(store, 5, share_tokens=60, encoding=ENC)
-        assert text == f"{NAMES_INTRO}\nfetch_rows, StoreReader, load_rows"
+        assert text == f"{NAMES_INTRO}\nfetch_rows StoreReader load_rows"
         assert count_text(text, ENC) <= 60
         assert names_text(store, 1, share_tokens=60, encoding=ENC) is None  # nothing recurs yet
         assert names_text(store, 5, share_tokens=5, encoding=ENC) is None  # not even one name fits
