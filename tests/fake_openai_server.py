@@ -1,6 +1,8 @@
 """A fake OpenAI-compatible Chat Completions server on loopback, for summarizer tests.
 
-It speaks ``POST /v1/chat/completions`` with the standard library's ``http.server`` in a
+It speaks ``POST /v1/chat/completions`` (and ``POST /v1/responses``: a deterministic
+:func:`response_object`, a ``function_call`` when the newest ask ends with ``[tool]``,
+streamed as Responses SSE events when asked) with the standard library's ``http.server`` in a
 daemon thread on ``127.0.0.1`` port 0, records every request (raw body bytes, headers,
 path, the status it answered) and misbehaves on demand with :meth:`FakeOpenAI.set_mode`:
 
@@ -35,8 +37,8 @@ path, the status it answered) and misbehaves on demand with :meth:`FakeOpenAI.se
 :class:`Raw` and :func:`write_raw` are shared with :mod:`fake_anthropic_server`.
 
 The text of every failure mode carries :data:`FAILURE_MARK`, so a test can prove that no
-error text ever became a summary.  The server is bounded: bodies over 32 MB and requests
-past :attr:`FakeOpenAI.max_requests` get HTTP 503 unrecorded, and it shuts itself down after
+error text ever became a summary.  The server is bounded: bodies over 32 MB (``max_body``) and
+requests past :attr:`FakeOpenAI.max_requests` get HTTP 503 unrecorded, and it shuts itself down after
 ``lifetime`` seconds if a test forgets to.
 """
 
@@ -56,7 +58,7 @@ import pytest
 
 __all__ = [
     "FakeOpenAI", "Recorded", "Raw", "FAILURE_MARK", "completion", "image_inputs", "fake_openai", "streamed",
-    "write_raw", "caption_of", "CAPTION_PROMPT_START",
+    "write_raw", "caption_of", "CAPTION_PROMPT_START", "response_object", "response_events", "newest_user_text",
 ]
 
 FAILURE_MARK = "FAKE-SERVER-FAILURE-TEXT"
@@ -246,9 +248,10 @@ class _Mode:
 class FakeOpenAI:
     """The fake server; use it through the :func:`fake_openai` fixture or as a context manager."""
 
-    def __init__(self, *, lifetime: float = 120.0, max_requests: int = 5000) -> None:
+    def __init__(self, *, lifetime: float = 120.0, max_requests: int = 5000, max_body: int = _MAX_BODY) -> None:
         self.requests: list[Recorded] = []
         self.max_requests = max_requests
+        self.max_body = max_body
         self._mode = _Mode()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -407,6 +410,67 @@ def _ok(request: Any, body: bytes) -> dict[str, Any]:
     return answer
 
 
+def newest_user_text(request: Any) -> str:
+    """The text of the last user message of a Responses ``input`` (a string input is one)."""
+    items = request.get("input") if isinstance(request, dict) else None
+    if isinstance(items, str):
+        return items
+    for item in reversed(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            return "\n\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "input_text")
+    return ""
+
+
+def response_object(request: Any, number: int) -> dict[str, Any]:
+    """A completed Responses API answer to ``request`` (the ``number``-th the fake served).
+
+    When the newest user message ends with ``[tool]`` and the input does not end with a
+    ``function_call_output``, the answer is a ``function_call`` of ``bash`` (``call_id``
+    ``call_<number>``); otherwise an assistant message ``ack: <newest user text>``.
+    """
+    items = request.get("input") if isinstance(request, dict) else None
+    last = items[-1] if isinstance(items, list) and items else {}
+    ask = newest_user_text(request)
+    output: list[dict[str, Any]]
+    if ask.endswith("[tool]") and not (isinstance(last, dict) and last.get("type") == "function_call_output"):
+        output = [{"type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}", "name": "bash",
+                   "arguments": json.dumps({"cmd": f"pytest -k case{number}"}), "status": "completed"}]
+    else:
+        output = [{"type": "message", "id": f"msg_{number}", "status": "completed", "role": "assistant",
+                   "content": [{"type": "output_text", "text": f"ack: {ask}", "annotations": []}]}]
+    prompt = max(1, len(json.dumps(request)) // 4)
+    return {
+        "id": f"resp_{number}", "object": "response", "created_at": 0, "status": "completed",
+        "model": request.get("model", "unknown") if isinstance(request, dict) else "unknown",
+        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+
+
+def response_events(response: dict[str, Any]) -> bytes:
+    """The SSE stream of ``response``: created, each output item added and done (text as deltas), completed."""
+    events: list[dict[str, Any]] = []
+    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    events.append({"type": "response.created", "response": pending})
+    for index, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": {**item, "status": "in_progress"}})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            for start in range(0, len(text), 7):
+                events.append({"type": "response.output_text.delta", "output_index": index, "content_index": 0,
+                               "item_id": item["id"], "delta": text[start:start + 7]})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return b"".join(
+        f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode()
+        for n, event in enumerate(events)
+    )
+
+
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "FakeOpenAI/1.0"
@@ -427,12 +491,39 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up (a timeout test)
                 pass
 
+        def _respond(self, record: Recorded, body: bytes, number: int) -> None:
+            """``POST /v1/responses``: a :func:`response_object`, streamed when the request asks."""
+            try:
+                request = json.loads(body)
+            except ValueError:
+                record.status = 400
+                self._send(400, _error("invalid_json", f"{FAILURE_MARK}: the body is not JSON"))
+                return
+            if not isinstance(request, dict):
+                record.status = 400
+                self._send(400, _error("invalid_request", f"{FAILURE_MARK}: the body is not an object"))
+                return
+            response = response_object(request, number)
+            record.status = 200
+            if request.get("stream") is not True:
+                self._send(200, response)
+                return
+            data = response_events(response)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass
+
         def do_GET(self) -> None:  # noqa: N802
             self._send(404, _error("not_found", f"{FAILURE_MARK}: only POST /v1/chat/completions"))
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
-            if length > _MAX_BODY or len(fake.requests) >= fake.max_requests:
+            if length > fake.max_body or len(fake.requests) >= fake.max_requests:
                 self._send(503, _error("overloaded", f"{FAILURE_MARK}: the fake server's bound was reached"))
                 return
             body = self.rfile.read(length)
@@ -440,6 +531,10 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             record = Recorded("POST", self.path, headers, body, mode=fake._mode.name)
             with fake._lock:
                 fake.requests.append(record)
+                number = len(fake.requests)
+            if self.path.split("?", 1)[0] == "/v1/responses":
+                self._respond(record, body, number)
+                return
             if self.path.split("?", 1)[0] != "/v1/chat/completions":
                 record.status = 404
                 self._send(404, _error("not_found", f"{FAILURE_MARK}: unknown path {self.path}"))

@@ -10,6 +10,10 @@ Anthropic Messages: a body's ``content``; a stream's ``content_block_start`` /
 ``signature_delta``) / ``content_block_stop`` events, complete at ``message_stop``; usage from
 ``message_start`` and ``message_delta``.
 
+OpenAI Responses: a body's ``output`` items (read by the Responses parser,
+:func:`compaction.loop.from_responses`); a stream's ``response.completed`` event, which carries
+the whole response (its output items and usage); other events pass by unread.
+
 Nothing here trusts the upstream: a malformed event is skipped, an answer that does not
 assemble is ``None`` (then nothing is recorded), and the SSE buffer is bounded.
 """
@@ -22,6 +26,7 @@ from typing import Any
 
 from ..blocks import Block, Message
 from ..formats import parse_messages
+from ..loop import from_responses
 
 __all__ = ["Usage", "answer_from_body", "usage_from_body", "SSEAssembler", "MAX_EVENT_BYTES"]
 
@@ -56,7 +61,12 @@ def _merge_usage(usage: Usage, api: str, raw: Any) -> None:
     if not isinstance(raw, dict):
         return
     names: tuple[tuple[str, str], ...]
-    if api == "openai":
+    if api == "responses":
+        details = raw.get("input_tokens_details")
+        raw = {**raw, "cached_tokens": details.get("cached_tokens") if isinstance(details, dict) else None}
+        names = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                 ("cached_tokens", "cache_read_tokens"))
+    elif api == "openai":
         details = raw.get("prompt_tokens_details")
         raw = {**raw, "cached_tokens": details.get("cached_tokens") if isinstance(details, dict) else None}
         names = (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens"),
@@ -105,10 +115,32 @@ def _anthropic_message(content: Any) -> Message | None:
         return None
 
 
+def _responses_message(output: Any) -> Message | None:
+    """The model's turn of a Responses ``output`` list, read by the Responses parser, as one message."""
+    if not isinstance(output, list) or not output:
+        return None
+    try:
+        messages = from_responses(output)
+    except ValueError:
+        return None
+    blocks = [b for m in messages if m.role == "assistant" for b in m.content]
+    if not blocks or any(m.role != "assistant" for m in messages):
+        return None
+    return Message("assistant", tuple(blocks), None, None, dict(messages[0].meta))
+
+
 def answer_from_body(api: str, body: Any) -> Message | None:
-    """Return the assistant message of a non-streamed answer, or ``None`` when it has none."""
+    """Return the assistant message of a non-streamed answer, or ``None`` when it has none.
+
+    ``api``: ``"openai"`` (Chat ``choices[0].message``), ``"anthropic"`` (``content``) or
+    ``"responses"`` (the ``output`` items of a response whose ``status`` is ``completed``).
+    """
     if not isinstance(body, dict):
         return None
+    if api == "responses":
+        if body.get("status", "completed") != "completed":
+            return None
+        return _responses_message(body.get("output"))
     if api == "openai":
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -145,6 +177,8 @@ class SSEAssembler:
         self._text: list[str] = []
         self._calls: dict[int, _ToolCall] = {}
         self._finished = False
+        # OpenAI Responses
+        self._response: dict[str, Any] | None = None
         # Anthropic
         self._blocks: dict[int, Block] = {}
         self._partial: dict[int, list[str]] = {}
@@ -183,6 +217,8 @@ class SSEAssembler:
         if isinstance(value, dict):
             if self.api == "openai":
                 self._openai(value)
+            elif self.api == "responses":
+                self._responses(value)
             else:
                 self._anthropic(value)
 
@@ -214,6 +250,19 @@ class SSEAssembler:
         if choice.get("finish_reason"):
             self._finished = True
             self.complete = True
+
+    # -- OpenAI Responses -------------------------------------------------------------------
+    def _responses(self, event: dict[str, Any]) -> None:
+        """``response.completed`` carries the whole response (output items and usage)."""
+        kind = event.get("type")
+        if kind in ("response.completed", "response.incomplete", "response.failed", "error"):
+            self.ended = True
+            response = event.get("response")
+            if isinstance(response, dict):
+                _merge_usage(self.usage, "responses", response.get("usage"))
+                if kind == "response.completed":
+                    self._response = response
+                    self.complete = True
 
     # -- Anthropic --------------------------------------------------------------------------
     def _anthropic(self, event: dict[str, Any]) -> None:
@@ -248,6 +297,8 @@ class SSEAssembler:
         """Return the assembled assistant message, or ``None`` (incomplete, empty or malformed)."""
         if not self.complete:
             return None
+        if self.api == "responses":
+            return answer_from_body("responses", self._response)
         if self.api == "openai":
             message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
             calls = [self._calls[i] for i in sorted(self._calls)]

@@ -1,8 +1,11 @@
-"""``compaction serve``: an OpenAI Chat / Anthropic Messages proxy that compacts each conversation.
+"""``compaction serve``: an OpenAI Chat / Responses / Anthropic Messages proxy that compacts each conversation.
 
 Routes: ``POST /v1/chat/completions`` (forwarded to ``{upstream}/chat/completions``),
-``POST /v1/messages`` (to ``{upstream}/messages``), ``GET /healthz``, ``GET /metrics``
-(Prometheus text: :mod:`.metrics`).
+``POST /v1/responses`` (to ``{upstream}/responses``), ``POST /v1/messages`` (to
+``{upstream}/messages``), ``GET /healthz``, ``GET /metrics`` (Prometheus text: :mod:`.metrics`).
+A Responses request that names a ``previous_response_id`` continues a conversation the
+upstream keeps: the proxy cannot see its history, so it forwards such a body as sent, not
+compacted, and says so in its log line.
 
 Per request: read the body (bounded), find the conversation and append what is new
 (:mod:`.conversations`), compile with the recipe in events mode under the budget (``--budget``,
@@ -69,7 +72,9 @@ logger = logging.getLogger("compaction.serve")
 
 #: The request header that names a conversation explicitly.
 CONVERSATION_HEADER = "x-compaction-conversation"
-_PATHS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/messages"}
+_PATHS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/messages", "responses": "/responses"}
+#: The request format each API's compiled request is rendered in.
+_FORMATS: dict[str, str] = {"openai": "openai", "anthropic": "anthropic", "responses": "openai-responses"}
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 409: "invalid_request_error", 413: "request_too_large",
                     500: "api_error", 502: "api_error", 504: "timeout_error"}
 
@@ -103,6 +108,7 @@ class _Parsed:
     messages: list[Message]
     base: str
     budget: int
+    passthrough: bool = False  # forwarded as sent (Responses previous_response_id)
 
 
 @dataclass
@@ -124,6 +130,9 @@ def error_body(api: str, status: int, code: str, message: str) -> dict[str, Any]
 
 def _stream_error(api: str, code: str, message: str) -> bytes:
     """The SSE event that ends a stream the upstream broke off."""
+    if api == "responses":
+        event = {"type": "error", "code": code, "message": f"compaction serve: {message}", "param": None}
+        return f"event: error\ndata: {json.dumps(event)}\n\n".encode()
     payload = json.dumps(error_body(api, 502, code, message))
     if api == "anthropic":
         return f"event: error\ndata: {payload}\n\n".encode()
@@ -145,6 +154,25 @@ def outgoing_body(client: dict[str, Any], compiled: bytes) -> bytes:
         body["system"] = rendered["system"]
     for key, value in rendered.items():
         if key not in body and key not in ("model", "max_tokens", "tools", "system"):
+            body[key] = value
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return escape_lone_surrogates(text).encode("utf-8")
+
+
+def outgoing_responses_body(client: dict[str, Any], compiled: bytes) -> bytes:
+    """Return the Responses body sent upstream: the client's, with the compiled ``input`` and ``instructions``.
+
+    Every other field is the client's (``model``, ``max_output_tokens``, ``stream``, ``tools``
+    as sent, hosted tools included, ``reasoning``, ``store``, ``include``...); the client's
+    ``instructions`` are the first message of the history, so the compiled ones replace them.
+    """
+    rendered = json.loads(compiled)
+    body = {k: v for k, v in client.items() if k not in ("input", "instructions")}
+    if "instructions" in rendered:
+        body["instructions"] = rendered["instructions"]
+    body["input"] = rendered["input"]
+    for key, value in rendered.items():
+        if key not in body and key not in ("model", "max_output_tokens", "tools"):
             body[key] = value
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return escape_lone_surrogates(text).encode("utf-8")
@@ -175,7 +203,9 @@ class _Proxy:
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise BadRequest(f"tools must be a list; found {type(tools).__name__}")
-        changes: dict[str, Any] = {"budget_tokens": budget, "output_format": api}
+        if api == "responses":  # hosted tools (web_search, file_search...) are the upstream's; not counted
+            tools = [t for t in tools if isinstance(t, dict) and t.get("type") == "function"]
+        changes: dict[str, Any] = {"budget_tokens": budget, "output_format": _FORMATS[api]}
         if model:
             changes["model"] = model
         recipe = self.settings.recipe.replace(**changes)
@@ -195,7 +225,8 @@ class _Proxy:
         events = len(store.events()) - before
         new = messages[len(messages) - resolved.appended:] if resolved.appended else []
         tokens_in = sum(blocks_text_tokens(m.content, recipe.encoding) for m in new)
-        return _Prepared(resolved, outgoing_body(body, compiled.request.payload), compiled.tokens, events, tokens_in)
+        outgoing = outgoing_responses_body if api == "responses" else outgoing_body
+        return _Prepared(resolved, outgoing(body, compiled.request.payload), compiled.tokens, events, tokens_in)
 
     # -- one request ------------------------------------------------------------------------
     async def handle(self, request: Request, api: Api) -> Response:
@@ -251,6 +282,8 @@ class _Proxy:
         if not isinstance(body, dict):
             raise BadRequest(f"the request body must be a JSON object; found {type(body).__name__}")
         budget = request_budget(body, self.settings.budget)
+        if api == "responses" and body.get("previous_response_id") is not None:
+            return _Parsed(body, [], "", budget, passthrough=True)
         messages = scrub_messages(incoming_messages(api, body), keys)
         return _Parsed(body, messages, conversation_id(api, messages, header_conversation(header)), budget)
 
@@ -263,17 +296,28 @@ class _Proxy:
         body, messages, base, budget = parsed.body, parsed.messages, parsed.base, parsed.budget
         record.stream = body.get("stream") is True
         record.model = body.get("model") if isinstance(body.get("model"), str) else None
-        record.conversation, record.messages_in, record.budget = base, len(messages), budget
-        async with self.pool.hold(base) as slot:
-            prepared = await slot.run(self._prepare, api, base, messages, body, budget, slot.stores)
-        resolved = prepared.resolved
-        record.conversation, record.appended, record.stored = resolved.conversation, resolved.appended, resolved.stored
-        record.tokens_shipped, record.events = prepared.tokens, prepared.events
-        record.tokens_in = prepared.tokens_in
+        resolved: Resolved | None = None
+        if parsed.passthrough:
+            # the conversation lives on the upstream (previous_response_id): the proxy sees only
+            # its newest items, so the body goes as the client sent it
+            logger.info("responses: previous_response_id given: forwarded as sent, not compacted "
+                        "(the upstream holds the conversation)")
+            record.error = "not_compacted"
+            outgoing = data
+        else:
+            record.conversation, record.messages_in, record.budget = base, len(messages), budget
+            async with self.pool.hold(base) as slot:
+                prepared = await slot.run(self._prepare, api, base, messages, body, budget, slot.stores)
+            resolved = prepared.resolved
+            record.conversation, record.appended, record.stored = (
+                resolved.conversation, resolved.appended, resolved.stored)
+            record.tokens_shipped, record.events = prepared.tokens, prepared.events
+            record.tokens_in = prepared.tokens_in
+            outgoing = prepared.body
 
         started = time.monotonic()
         record.overhead_ms = (started - began) * 1000
-        upstream = await self.upstream.open(_PATHS[api], request.url.query, prepared.body, request.headers)
+        upstream = await self.upstream.open(_PATHS[api], request.url.query, outgoing, request.headers)
         record.status = upstream.status_code
         headers = response_headers(upstream.headers)
         streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
@@ -290,7 +334,7 @@ class _Proxy:
         )
 
     async def _record_answer(
-        self, api: Api, record: RequestRecord, resolved: Resolved, keys: Sequence[str], data: bytes
+        self, api: Api, record: RequestRecord, resolved: Resolved | None, keys: Sequence[str], data: bytes
     ) -> None:
         try:
             parsed = json.loads(data)
@@ -300,9 +344,9 @@ class _Proxy:
         await self._store_answer(record, resolved, keys, answer_from_body(api, parsed))
 
     async def _store_answer(
-        self, record: RequestRecord, resolved: Resolved, keys: Sequence[str], answer: Message | None
+        self, record: RequestRecord, resolved: Resolved | None, keys: Sequence[str], answer: Message | None
     ) -> None:
-        if answer is None:
+        if answer is None or resolved is None:
             return
         (answer,) = scrub_messages([answer], keys)
         async with self.pool.hold(resolved.base) as slot:
@@ -316,7 +360,7 @@ class _Proxy:
             setattr(record, name, value)
 
     async def _relay(
-        self, api: Api, record: RequestRecord, resolved: Resolved, keys: Sequence[str],
+        self, api: Api, record: RequestRecord, resolved: Resolved | None, keys: Sequence[str],
         upstream: httpx.Response, started: float,
     ) -> AsyncIterator[bytes]:
         assembler = SSEAssembler(api)
@@ -329,7 +373,7 @@ class _Proxy:
                 await self._store_answer(record, resolved, keys, assembler.answer())
             except CompactionError as err:
                 record.error = "answer_not_stored"
-                logger.warning("conversation %s: the answer was not stored: %s", resolved.conversation, err)
+                logger.warning("conversation %s: the answer was not stored: %s", record.conversation, err)
 
         try:
             try:
@@ -370,6 +414,9 @@ def create_app(settings: ServeSettings, *, transport: httpx.AsyncBaseTransport |
     async def messages(request: Request) -> Response:
         return await proxy.handle(request, "anthropic")
 
+    async def responses(request: Request) -> Response:
+        return await proxy.handle(request, "responses")
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -385,6 +432,7 @@ def create_app(settings: ServeSettings, *, transport: httpx.AsyncBaseTransport |
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],

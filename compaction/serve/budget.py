@@ -56,7 +56,7 @@ def model_window(model: str | None) -> int:
 
 
 def _max_output(body: dict[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         value = body.get(key)
         if value is None:
             continue
@@ -70,7 +70,8 @@ def request_budget(body: dict[str, Any], fixed: int | None) -> int:
     """Return the input budget for a request body (tokens).
 
     Args:
-        body: the client's JSON body (``model``, ``max_tokens`` / ``max_completion_tokens``).
+        body: the client's JSON body (``model``, ``max_tokens`` / ``max_completion_tokens`` /
+            ``max_output_tokens``).
         fixed: ``--budget``: used as it is when given.
 
     Raises:

@@ -35,6 +35,7 @@ from ..errors import InvalidTranscript
 from ..formats import parse_messages
 from ..formats._common import Malformed
 from ..formats.anthropic import content_blocks
+from ..loop import from_responses
 from ..store import Store
 from ..summarizers._secrets import scrub_key
 from ._errors import BadRequest, ConversationConflict
@@ -52,7 +53,7 @@ __all__ = [
     "header_conversation",
 ]
 
-Api = Literal["openai", "anthropic"]
+Api = Literal["openai", "anthropic", "responses"]
 
 #: ``Message.meta`` of an answer the proxy recorded from the upstream.
 ANSWER_META = {"serve": "answer"}
@@ -95,11 +96,15 @@ def incoming_messages(api: Api, body: dict[str, Any]) -> list[Message]:
 
     OpenAI Chat bodies carry the system prompt among ``messages``; Anthropic bodies carry it
     as a top-level ``system`` (a string or text blocks), which becomes the first message.
-    ``cache_control`` marks are dropped: the compiled request carries its own.
+    ``cache_control`` marks are dropped: the compiled request carries its own.  OpenAI
+    Responses bodies (``api="responses"``) carry ``instructions`` and ``input`` items.
 
     Raises:
-        BadRequest: no non-empty ``messages`` list, or a malformed message (named by index).
+        BadRequest: no non-empty ``messages`` list (``input`` for Responses), or a malformed
+            message (named by index).
     """
+    if api == "responses":
+        return _responses_messages(body)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise BadRequest("the request body needs a non-empty 'messages' list")
@@ -114,6 +119,29 @@ def incoming_messages(api: Api, body: dict[str, Any]) -> list[Message]:
         raise BadRequest(f"malformed messages: {_without_cli_hint(str(err))}") from err
     except ValueError as err:  # InvalidMessage, ImageError: a block the store cannot hold
         raise BadRequest(f"malformed messages: {err}") from err
+    return messages
+
+
+def _responses_messages(body: dict[str, Any]) -> list[Message]:
+    """A Responses body's ``instructions`` (a system message first) and ``input`` items as messages.
+
+    ``input`` is a string (one user message) or a list of items, read by the Responses parser
+    (:func:`compaction.loop.from_responses`).
+    """
+    raw = body.get("input")
+    if isinstance(raw, str) and raw:
+        raw = [{"type": "message", "role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("the request body needs an 'input': a non-empty string or list of items")
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise BadRequest(f"instructions must be a string; found {type(instructions).__name__}")
+    try:
+        messages = from_responses(raw)
+    except ValueError as err:  # InvalidArgument, InvalidMessage: named by the item's index
+        raise BadRequest(f"malformed input items: {err}") from err
+    if instructions:
+        messages.insert(0, Message("system", ({"type": "text", "text": instructions},)))
     return messages
 
 
