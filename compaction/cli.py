@@ -181,8 +181,19 @@ focus_option = click.option(
 @click.option(
     "--conversation", help="The conversation to append to (default: the transcript file's name without its suffix)."
 )
+@click.option(
+    "--branches",
+    is_flag=True,
+    help="pi session trees: import the branches the session left too, each a branch of the conversation.",
+)
 def import_command(
-    transcript: str, store_path: str, input_format: str | None, lenient: bool, as_json: bool, conversation: str | None
+    transcript: str,
+    store_path: str,
+    input_format: str | None,
+    lenient: bool,
+    as_json: bool,
+    conversation: str | None,
+    branches: bool,
 ) -> None:
     """Append a transcript's messages to a store, in a conversation of its own (importing it again adds nothing)."""
     with _errors():
@@ -203,6 +214,16 @@ def import_command(
             "store_messages": len(store),
             "conversation": store.conversation,
         }
+    if branches:
+        from .branch_import import import_session_branches
+
+        with _errors():
+            made = import_session_branches(store_path, transcript, conversation)
+        made_branches = [
+            {"name": b.name, "parent": b.parent, "fork_seq": b.fork_seq, "messages": b.messages, "added": b.added}
+            for b in made
+        ]
+        report["branches"] = made_branches
     if as_json:
         click.echo(json.dumps(report))
         return
@@ -210,6 +231,11 @@ def import_command(
         f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
         f"({report['store_messages']} in conversation {report['conversation']!r} of the store)"
     )
+    for made_branch in made_branches if branches else []:
+        click.echo(
+            f"  branch {made_branch['name']}: from {made_branch['parent']!r} at message {made_branch['fork_seq']}, "
+            f"{made_branch['messages']} messages, {made_branch['added']} added"
+        )
     if parsed.unknown_blocks:  # kept verbatim, rendered by the loud default rule: say so
         kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
         click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)
