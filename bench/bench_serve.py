@@ -17,12 +17,14 @@ call on the same machine at the same moment.
   same bodies direct: requests per second of each.
 
 Run ``pytest bench/bench_serve.py --benchmark-only -q -s`` (about a minute); the table prints
-after pytest-benchmark's own.  ``COMPACTION_BENCH_SERVE_MESSAGES=1000,10000`` picks the
-conversation sizes (default 1000; 10,000 adds about 40 s).  There is no 100k-message size: the
-client of a drop-in proxy resends the whole history with every request, 7.5 MB of JSON at 10k
-of these messages, so about 75 MB at 100k, over the proxy's 64 MB request cap
-(``Limits.max_request_bytes``); a store of 100k built with ``bench/make_store.py`` cannot be
-driven through the HTTP API without such a body.
+after pytest-benchmark's own.  ``COMPACTION_BENCH_SERVE_MESSAGES=1000,10000,100000`` picks the
+conversation sizes (default 1000; 10,000 adds about 40 s, 100,000 several minutes).  The client
+of a drop-in proxy resends the whole history with every request: 7.5 MB of JSON at 10k of these
+messages, about 75 MB at 100k, so the proxy runs with ``--max-request-mb 256`` (its default cap
+is 64 MiB) and the fake upstream takes bodies that large.  Sizes of 100k and more time
+:data:`ROUNDS_LARGE` turns (their p99 is the largest value), ``COMPACTION_BENCH_SERVE_ROUNDS``
+overrides both.  The ``json.loads`` column is the time this process takes to parse the same
+body (``json.loads``, p50): the floor of any proxy that reads the client's history as JSON.
 
 Measured on this 2-core machine (one run, 1 Dec 2026): added latency p50 102 ms / p99 824 ms at
 1k messages, 488 ms / 1,039 ms at 10k; 33 requests/s through the proxy beside 270 direct.
@@ -54,7 +56,9 @@ from fake_openai_server import FakeOpenAI  # noqa: E402
 
 SIZES = [int(s) for s in os.environ.get("COMPACTION_BENCH_SERVE_MESSAGES", "1000").split(",") if s]
 BUDGET = 32_000
-ROUNDS = 50
+ROUNDS = int(os.environ.get("COMPACTION_BENCH_SERVE_ROUNDS", "50"))
+ROUNDS_LARGE = int(os.environ.get("COMPACTION_BENCH_SERVE_ROUNDS", "20"))
+MAX_REQUEST_MB = 256
 CLIENTS = 4
 THROUGHPUT_TURNS = 25
 OUTPUT = "FAILED tests/test_parser.py::test_case - AssertionError: expected a list, found None\n" * 30
@@ -68,6 +72,7 @@ class Latency:
     shipped_bytes: int
     raw_bytes: int
     warm_seconds: float
+    parse: list[float]
 
 
 LATENCY: list[Latency] = []
@@ -99,7 +104,7 @@ def proxy_process(upstream: str, store_dir: Path) -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     command = [sys.executable, "-m", "compaction", "serve", "--upstream", upstream, "--port", str(port),
-               "--store-dir", str(store_dir), "--budget", str(BUDGET)]
+               "--store-dir", str(store_dir), "--budget", str(BUDGET), "--max-request-mb", str(MAX_REQUEST_MB)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -120,7 +125,7 @@ def proxy_process(upstream: str, store_dir: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(lifetime=3600, max_requests=10**6) as upstream:
+    with FakeOpenAI(lifetime=3600, max_requests=10**6, max_body=MAX_REQUEST_MB * 1024 * 1024) as upstream:
         yield upstream
 
 
@@ -133,15 +138,18 @@ class _Summary:
         write = terminalreporter.write_line
         write("")
         write(f"compaction serve on loopback, budget {BUDGET:,}: latency per request (ms), proxy vs direct to the "
-              f"fake upstream; messages stored before the {ROUNDS} timed turns (4 more each), body sizes at the end")
-        write(f"{'messages':>11s} {'raw body':>10s} {'shipped':>9s} {'proxy p50':>9s} {'proxy p99':>9s} "
-              f"{'direct p50':>10s} {'direct p99':>10s} {'added p50':>9s} {'added p99':>9s} {'first (s)':>9s}")
+              f"fake upstream; messages stored before the timed turns (4 more each), body sizes at the end")
+        write(f"{'messages':>11s} {'turns':>5s} {'raw body':>10s} {'shipped':>9s} {'proxy p50':>9s} {'proxy p99':>9s} "
+              f"{'direct p50':>10s} {'direct p99':>10s} {'added p50':>9s} {'added p99':>9s} {'json.loads':>10s} "
+              f"{'first (s)':>9s}")
         for row in LATENCY:
             added = [p - d for p, d in zip(row.proxied, row.direct, strict=True)]
-            write(f"{row.messages:>11,d} {row.raw_bytes / 1e6:>8.1f}MB {row.shipped_bytes / 1e3:>7.0f}kB "
+            write(f"{row.messages:>11,d} {len(row.proxied):>5d} {row.raw_bytes / 1e6:>8.1f}MB "
+                  f"{row.shipped_bytes / 1e3:>7.0f}kB "
                   f"{statistics.median(row.proxied):>9.1f} {percentile(row.proxied, 0.99):>9.1f} "
                   f"{statistics.median(row.direct):>10.1f} {percentile(row.direct, 0.99):>10.1f} "
-                  f"{statistics.median(added):>9.1f} {percentile(added, 0.99):>9.1f} {row.warm_seconds:>9.1f}")
+                  f"{statistics.median(added):>9.1f} {percentile(added, 0.99):>9.1f} "
+                  f"{statistics.median(row.parse):>10.1f} {row.warm_seconds:>9.1f}")
         if THROUGHPUT:
             write(f"requests per second, {CLIENTS} clients x {THROUGHPUT_TURNS} turns, one conversation each "
                   f"({os.cpu_count()} CPUs): proxy {THROUGHPUT['proxy']:.1f}/s, direct {THROUGHPUT['direct']:.1f}/s")
@@ -170,8 +178,10 @@ def test_serve_latency(benchmark: Any, fake: FakeOpenAI, messages: int) -> None:
     headers = {"X-Compaction-Conversation": f"bench-{messages}"}
     proxied: list[float] = []
     direct: list[float] = []
+    parse: list[float] = []
+    rounds = ROUNDS_LARGE if messages >= 100_000 else ROUNDS
     with tempfile.TemporaryDirectory() as tmp, proxy_process(fake.base_url, Path(tmp)) as proxy, \
-            httpx.Client(timeout=600) as client:
+            httpx.Client(timeout=3600) as client:
         started = time.monotonic()
         first = client.post(f"{proxy}/chat/completions", json={"model": "gpt-4o", "messages": history},
                             headers=headers)
@@ -190,14 +200,17 @@ def test_serve_latency(benchmark: Any, fake: FakeOpenAI, messages: int) -> None:
             began = time.perf_counter()
             client.post(f"{fake.base_url}/chat/completions", content=body).raise_for_status()
             direct.append((time.perf_counter() - began) * 1000)
+            began = time.perf_counter()
+            json.loads(body)
+            parse.append((time.perf_counter() - began) * 1000)
             history.append({"role": "assistant", "content": text})
 
-        benchmark.pedantic(one_turn, rounds=ROUNDS, iterations=1)
+        benchmark.pedantic(one_turn, rounds=rounds, iterations=1)
         shipped = len(fake.requests[-2].body)
     raw = len(json.dumps(history))
-    assert len(proxied) == len(direct) == ROUNDS
+    assert len(proxied) == len(direct) == rounds
     assert shipped < raw  # the proxy shipped the compiled request, not the whole history
-    LATENCY.append(Latency(messages, proxied, direct, shipped, raw, warm))
+    LATENCY.append(Latency(messages, proxied, direct, shipped, raw, warm, parse))
     benchmark.extra_info.update({"proxy_p50_ms": statistics.median(proxied),
                                  "direct_p50_ms": statistics.median(direct)})
 
@@ -218,7 +231,7 @@ def test_serve_requests_per_second(benchmark: Any, fake: FakeOpenAI) -> None:
         def client_thread(number: int) -> None:
             history = bodies[number]
             headers = {"X-Compaction-Conversation": f"rps-{number}"}
-            with httpx.Client(timeout=600) as client:
+            with httpx.Client(timeout=3600) as client:
                 for index in range(10, 10 + THROUGHPUT_TURNS):
                     history.extend(turn(index)[:3])
                     answer = client.post(f"{url}/chat/completions", json={"model": "gpt-4o", "messages": history},
