@@ -106,12 +106,16 @@ def compress_or_die(
 ) -> ConversationResult:
     """Compress ``target``; on the first attempt at ``victim``, SIGKILL this worker after two summaries commit.
 
-    The marker file ``marker_dir/<victim>`` says the first attempt happened, so the retry
-    (on a restarted or another worker) runs plainly.
+    The marker file ``marker_dir/<victim>`` gets one line per attempt (the worker's pid); a
+    first line says the first attempt happened, so a retry (on a restarted or another worker)
+    runs plainly.
     """
     marker = Path(marker_dir) / target.name
-    if target.name == victim and not marker.exists():
-        marker.write_text(str(os.getpid()))
+    first = not marker.exists()
+    if target.name == victim:
+        with marker.open("a") as attempts:
+            attempts.write(f"{os.getpid()}\n")
+    if target.name == victim and first:
         from compaction.store.sqlite import SQLiteStore
 
         original = SQLiteStore.add_summary

@@ -229,8 +229,9 @@ def test_killing_a_dask_worker_mid_fleet_loses_nothing_and_the_task_is_retried(
     markers.mkdir()
     task = functools.partial(compress_or_die, marker_dir=str(markers), victim="openhands")
     report = run_fleet(targets, SETTINGS, engine="dask", workers=2, processes=True, task=task)
-    killed_pid = int((markers / "openhands").read_text())
-    assert killed_pid != os.getpid()  # a worker process died, not this one
+    attempts = [int(pid) for pid in (markers / "openhands").read_text().split()]
+    assert len(attempts) == 2 and len(set(attempts)) == 2  # killed in one worker, run again in another
+    assert os.getpid() not in attempts
     assert report.failed_conversations == []  # the scheduler ran the dead worker's task again
     for target in targets:
         assert_consistent(target.location, target.conversation)
@@ -248,6 +249,7 @@ def test_a_killed_local_worker_leaves_consistent_stores_and_a_rerun_completes_th
     task = functools.partial(compress_or_die, marker_dir=str(markers), victim="openhands")
     report = run_fleet(targets, SETTINGS, engine="local", workers=2, task=task)
     broken = report.failed_conversations
+    assert len((markers / "openhands").read_text().split()) == 1  # one attempt, killed; no retry here
     assert "openhands" in [r.name for r in broken]  # the pool broke under it: reported, not hidden
     assert all("run the fleet again" in (r.error or "") for r in broken)
     for target in targets:
@@ -411,6 +413,20 @@ def test_a_postgresql_database_is_a_fleet_with_the_sqlite_runs_summaries(referen
         for target in targets:
             assert_consistent(target.location, target.conversation)
         assert [t.name for t in fleet_targets(f"{url}?store=cc_todowrite")] == ["cc_todowrite"]
+        with open_store(f"{url}?store=cc_todowrite", conversation="second") as store:  # a store of two
+            import_transcript(store, TRANSCRIPTS["swe_agent"])
+        both = [t for t in fleet_targets(url) if t.name.startswith("cc_todowrite")]
+        assert [(t.name, t.conversation) for t in both] == [
+            ("cc_todowrite/default", "default"),
+            ("cc_todowrite/second", "second"),
+        ]
+        assert run_fleet(both, SETTINGS, engine="dask", workers=2, processes=False).summaries_made == len(
+            reference["swe_agent"]["summaries"]
+        )
+        second = dump_fleet(both)["cc_todowrite/second"][
+            "summaries"
+        ]  # ids follow the store's first conversation
+        assert [s[1:5] for s in second] == [s[1:5] for s in reference["swe_agent"]["summaries"]]
         with pytest.raises(FleetLocationError, match="no compaction store named 'nobody'"):
             fleet_targets(f"{url}?store=nobody")
     finally:
