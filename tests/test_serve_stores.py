@@ -9,6 +9,7 @@ and shutdown closes them all.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -20,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from serve_support import MockUpstream, conversations, live_server, make_app, post, stored_messages
 
-from compaction import Store
+from compaction import Message, Store
 from compaction.errors import InvalidArgument
+from compaction.serve.conversations import IncomingMemo, _exact, scrub_messages
 from compaction.serve.stores import StorePool
 
 OPENAI = "/v1/chat/completions"
@@ -119,8 +121,6 @@ def test_a_store_replaced_on_disk_is_opened_again(tmp_path: Path) -> None:
     # another store (a copy of an older state: only the system prompt) moved in place of it
     replacement = tmp_path / "other.sqlite"
     with Store(replacement) as other:
-        from compaction.blocks import Message
-
         other.append([Message("system", ({"type": "text", "text": "agent alpha"},))])
     _remove_store(path)
     shutil.move(str(replacement), path)
@@ -242,3 +242,46 @@ def test_a_slot_runs_its_work_on_one_thread() -> None:
 
     assert len(asyncio.run(go())) == 1
     pool.close()
+
+
+_TEXTS = st.sampled_from(["hi", "run the tests", "sk-test-KEYabcdefghijklmnop", "key sk-test-KEYabcdefgh here", "done"])
+_MESSAGES = st.builds(
+    lambda role, text: Message(role, ({"type": "text", "text": text},)),
+    st.sampled_from(["user", "assistant"]),
+    _TEXTS,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    histories=st.lists(st.lists(_MESSAGES, max_size=8), min_size=1, max_size=6),
+    keys=st.lists(st.sampled_from([(), ("sk-test-KEYabcdefghijklmnop",), ("other-secret-value-123",)]), min_size=6,
+                  max_size=6),
+)
+def test_incoming_memo_equals_scrubbing_and_hashing_everything(
+    histories: list[list[Message]], keys: list[tuple[str, ...]]
+) -> None:
+    """Request after request (growing, rewritten, other credentials), the memo's answer is the full one."""
+    memo = IncomingMemo()
+    grown: list[Message] = []
+    for index, (extra, key) in enumerate(zip(histories, keys, strict=False)):
+        grown = (grown[: len(grown) // 2] if index % 3 == 2 else grown) + extra  # sometimes a rewrite
+        # a fresh parse each request: equal messages, new objects
+        incoming = [Message(m.role, tuple(dict(b) for b in m.content)) for m in grown]
+        scrubbed, exact = memo.prepare(incoming, key)
+        assert scrubbed == scrub_messages(incoming, key)
+        assert exact == [_exact(m) for m in scrub_messages(incoming, key)]
+        if key == ("sk-test-KEYabcdefghijklmnop",):  # the credential never reaches the store
+            assert all("KEYabcdefgh" not in json.dumps(list(m.content)) for m in scrubbed)
+
+
+def test_incoming_memo_scrubs_only_what_is_new() -> None:
+    memo = IncomingMemo()
+    history = [Message("user", ({"type": "text", "text": f"ask {n}"},)) for n in range(50)]
+    memo.prepare(history, ["sk-secret-abcdefghijkl"])
+    assert memo.computed == 50
+    again = [Message(m.role, tuple(dict(b) for b in m.content)) for m in history]
+    memo.prepare(again + [Message("user", ({"type": "text", "text": "new"},))], ["sk-secret-abcdefghijkl"])
+    assert memo.computed == 1
+    memo.prepare(again, ["another-key-0123456789"])  # other credentials: everything again
+    assert memo.computed == 50

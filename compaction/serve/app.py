@@ -55,8 +55,10 @@ from .budget import request_budget
 from .conversations import (
     Api,
     ConversationBook,
+    IncomingMemo,
     Resolved,
     conversation_id,
+    conversation_start,
     header_conversation,
     incoming_messages,
     scrub_messages,
@@ -64,7 +66,7 @@ from .conversations import (
 from .forwarding import Limits, Upstream, credentials, response_headers
 from .ledger import Ledger, RequestRecord
 from .metrics import Metrics
-from .stores import DEFAULT_OPEN_CONVERSATIONS, OpenStores, StorePool
+from .stores import DEFAULT_OPEN_CONVERSATIONS, Slot, StorePool
 
 __all__ = ["ServeSettings", "create_app", "CONVERSATION_HEADER"]
 
@@ -109,6 +111,7 @@ class _Parsed:
     base: str
     budget: int
     passthrough: bool = False  # forwarded as sent (Responses previous_response_id)
+    keys: list[str] = field(default_factory=list)  # the client's credentials, scrubbed from what is stored
 
 
 @dataclass
@@ -194,9 +197,12 @@ class _Proxy:
 
     # -- blocking work (worker threads) -----------------------------------------------------
     def _prepare(
-        self, api: Api, base: str, messages: list[Message], body: dict[str, Any], budget: int, stores: OpenStores
+        self, api: Api, base: str, parsed: _Parsed, budget: int, slot: Slot
     ) -> _Prepared:
-        resolved = self.book.resolve(base, messages, stores)
+        body, stores = parsed.body, slot.stores
+        memo = slot.memo.setdefault("incoming", IncomingMemo())
+        messages, exact = memo.prepare(parsed.messages, parsed.keys)
+        resolved = self.book.resolve(base, messages, stores, exact)
         model = body.get("model")
         if model is not None and not isinstance(model, str):
             raise BadRequest(f"model must be a string; found {type(model).__name__}")
@@ -284,8 +290,10 @@ class _Proxy:
         budget = request_budget(body, self.settings.budget)
         if api == "responses" and body.get("previous_response_id") is not None:
             return _Parsed(body, [], "", budget, passthrough=True)
-        messages = scrub_messages(incoming_messages(api, body), keys)
-        return _Parsed(body, messages, conversation_id(api, messages, header_conversation(header)), budget)
+        # unscrubbed here: the conversation's IncomingMemo scrubs only what it has not seen
+        messages = incoming_messages(api, body, strip_cache_control=b"cache_control" in data)
+        start = scrub_messages(conversation_start(messages), keys)
+        return _Parsed(body, messages, conversation_id(api, start, header_conversation(header)), budget, keys=keys)
 
     async def _handle(self, request: Request, api: Api, record: RequestRecord) -> Response:
         began = time.monotonic()
@@ -307,7 +315,7 @@ class _Proxy:
         else:
             record.conversation, record.messages_in, record.budget = base, len(messages), budget
             async with self.pool.hold(base) as slot:
-                prepared = await slot.run(self._prepare, api, base, messages, body, budget, slot.stores)
+                prepared = await slot.run(self._prepare, api, base, parsed, budget, slot)
             resolved = prepared.resolved
             record.conversation, record.appended, record.stored = (
                 resolved.conversation, resolved.appended, resolved.stored)

@@ -46,7 +46,9 @@ __all__ = [
     "ANSWER_META",
     "MAX_FORKS",
     "ConversationBook",
+    "IncomingMemo",
     "Resolved",
+    "conversation_start",
     "conversation_id",
     "incoming_messages",
     "scrub_messages",
@@ -91,7 +93,7 @@ def _strip_cache_control(value: Any) -> Any:
     return value
 
 
-def incoming_messages(api: Api, body: dict[str, Any]) -> list[Message]:
+def incoming_messages(api: Api, body: dict[str, Any], *, strip_cache_control: bool = True) -> list[Message]:
     """Return a request body's history in the internal block form.
 
     OpenAI Chat bodies carry the system prompt among ``messages``; Anthropic bodies carry it
@@ -108,12 +110,13 @@ def incoming_messages(api: Api, body: dict[str, Any]) -> list[Message]:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise BadRequest("the request body needs a non-empty 'messages' list")
-    raw = _strip_cache_control(raw)
+    if strip_cache_control:  # False: the caller knows the body holds none (a scan of its bytes)
+        raw = _strip_cache_control(raw)
     try:
         messages = parse_messages(raw, api)
         system = body.get("system") if api == "anthropic" else None
         if system:
-            blocks = content_blocks(_strip_cache_control(system))
+            blocks = content_blocks(_strip_cache_control(system) if strip_cache_control else system)
             messages.insert(0, Message("system", tuple(blocks)))
     except (InvalidTranscript, Malformed) as err:
         raise BadRequest(f"malformed messages: {_without_cli_hint(str(err))}") from err
@@ -177,6 +180,16 @@ def scrub_messages(messages: Sequence[Message], keys: Sequence[str]) -> list[Mes
     ]
 
 
+def conversation_start(messages: Sequence[Message]) -> list[Message]:
+    """Return the messages :func:`conversation_id` hashes: the leading ones up to the first user message."""
+    start: list[Message] = []
+    for message in messages:
+        start.append(message)
+        if message.role == "user":
+            break
+    return start
+
+
 def conversation_id(api: Api, messages: Sequence[Message], header: str | None = None) -> str:
     """Return the conversation's base id: the header's, else a hash of its start.
 
@@ -224,6 +237,52 @@ def _loose_blocks(blocks: Sequence[Block]) -> list[Any]:
 def _loose(message: Message) -> str:
     payload = canonical_json({"role": message.role, "parts": _loose_blocks(message.content)})
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class IncomingMemo:
+    """The history one conversation's client sent last, scrubbed and fingerprinted.
+
+    A client resends its whole history with every request; scrubbing credentials out of
+    every message and hashing each one's canonical JSON again would cost the proxy time in
+    proportion to the history.  :meth:`prepare` compares each incoming message with the one
+    at the same position last time (object equality, no serialization) and reuses its scrubbed
+    form and fingerprint when they are equal and the credentials are the same; only the rest
+    is scrubbed and hashed.  The result is the same as scrubbing and hashing everything.
+
+    Holds about one parsed copy of the history (a scrubbed message equal to its original is
+    the same object).  Used by one request at a time (the conversation's lock).
+    """
+
+    def __init__(self) -> None:
+        self._keys: tuple[str, ...] = ()
+        self._raw: list[Message] = []
+        self._scrubbed: list[Message] = []
+        self._exact: list[str] = []
+        #: messages scrubbed and hashed by the last :meth:`prepare` (the rest were reused).
+        self.computed = 0
+
+    def prepare(self, messages: Sequence[Message], keys: Sequence[str]) -> tuple[list[Message], list[str]]:
+        """Return ``messages`` scrubbed of ``keys`` (:func:`scrub_messages`) and their fingerprints."""
+        wanted = tuple(k for k in keys if k)
+        reuse = wanted == self._keys
+        held = len(self._raw)
+        scrubbed: list[Message] = []
+        exact: list[str] = []
+        computed = 0
+        for index, message in enumerate(messages):
+            if reuse and index < held and self._raw[index] == message:
+                scrubbed.append(self._scrubbed[index])
+                exact.append(self._exact[index])
+                continue
+            (clean,) = scrub_messages([message], wanted)
+            if clean == message:
+                clean = message  # one object, not two copies
+            scrubbed.append(clean)
+            exact.append(_exact(clean))
+            computed += 1
+        self._keys, self._raw, self._scrubbed, self._exact = wanted, list(messages), scrubbed, exact
+        self.computed = computed
+        return scrubbed, exact
 
 
 @dataclass(frozen=True)
@@ -311,7 +370,7 @@ class ConversationBook:
             self._cache.pop(conversation, None)
 
     @staticmethod
-    def _extends(stored: list[_Stored], incoming: Sequence[Message], exact: list[str]) -> bool:
+    def _extends(stored: list[_Stored], incoming: Sequence[Message], exact: Sequence[str]) -> bool:
         """Whether the stored messages are a prefix of ``incoming`` (answers compared loosely)."""
         if len(stored) > len(incoming):
             return False
@@ -336,7 +395,10 @@ class ConversationBook:
             names.append(name)
         return names
 
-    def resolve(self, base: str, incoming: Sequence[Message], stores: OpenStores | None = None) -> Resolved:
+    def resolve(
+        self, base: str, incoming: Sequence[Message], stores: OpenStores | None = None,
+        exact: Sequence[str] | None = None,
+    ) -> Resolved:
         """Find (or create) the conversation ``incoming`` extends and append what is new.
 
         Args:
@@ -344,6 +406,8 @@ class ConversationBook:
             incoming: the client's whole history.
             stores: the open stores to use and keep (the proxy's, kept between requests);
                 ``None``: stores opened for this call and closed at its end.
+            exact: the fingerprints of ``incoming`` (:class:`IncomingMemo`), or ``None``
+                to compute them here.
 
         Returns:
             The conversation and what was appended.
@@ -355,10 +419,13 @@ class ConversationBook:
         if stores is None:
             own = OpenStores()
             try:
-                return self.resolve(base, incoming, own)
+                return self.resolve(base, incoming, own, exact)
             finally:
                 own.close()
-        exact = [_exact(m) for m in incoming]
+        if exact is None:
+            exact = [_exact(m) for m in incoming]
+        elif len(exact) != len(incoming):
+            raise ValueError(f"{len(exact)} fingerprints for {len(incoming)} messages")
         for _attempt in range(3):
             existing = self.candidates(base)
             for name in existing:

@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import InvalidArgument, StoreError
 from ..store import Store
@@ -112,6 +112,8 @@ class Slot:
         self.lock = asyncio.Lock()
         self.users = 0  # requests holding or waiting for the lock
         self.stores = OpenStores()
+        #: what the app keeps of this conversation between requests (used on the slot's thread)
+        self.memo: dict[str, Any] = {}
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"compaction-serve-{base[:24]}")
 
     async def run(self, function: Callable[..., T], *args: object) -> T:
