@@ -636,7 +636,7 @@ def _dropped_counts(dropped: Any) -> dict[str, int]:
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--encoding",
     default="o200k_base",
@@ -660,6 +660,12 @@ def _dropped_counts(dropped: Any) -> dict[str, int]:
 )
 @click.option("--workers", type=click.IntRange(min=1), help="With --engine dask: LocalCluster workers (default 2).")
 @click.option("--scheduler", help="With --engine dask: a running scheduler's address (workers must see the files).")
+@click.option(
+    "--store",
+    "store_path",
+    help="Count a store's message texts instead of files (an SQLite file or a postgresql:// URL).",
+)
+@click.option("--conversation", help="With --store: the conversation (optional while the store holds one).")
 def count(
     files: tuple[str, ...],
     encoding: str,
@@ -668,12 +674,19 @@ def count(
     engine: str,
     workers: int | None,
     scheduler: str | None,
+    store_path: str | None,
+    conversation: str | None,
 ) -> None:
-    """Count the tokens of UTF-8 text files."""
+    """Count the tokens of UTF-8 text files, or of a store's messages (--store)."""
     from .fleet.counting import count_files_on_dask, count_partition
 
     if scheduler is not None and engine != "dask":
         raise click.UsageError("--scheduler needs --engine dask")
+    if bool(files) == (store_path is not None):
+        raise click.UsageError("give FILES to count, or --store S to count a store's messages (not both)")
+    if store_path is not None:
+        _count_store(store_path, conversation, encoding, method, as_json, engine, workers, scheduler)
+        return
     with _errors():
         if engine == "dask":
             pairs = count_files_on_dask(files, encoding, method, workers=workers, scheduler=scheduler)
@@ -691,6 +704,30 @@ def count(
         click.echo(f"{row['tokens']:>10}  {row['file']}")
     if len(rows) > 1:
         click.echo(f"{total:>10}  total")
+
+
+def _count_store(
+    location: str,
+    conversation: str | None,
+    encoding: str,
+    method: str,
+    as_json: bool,
+    engine: str,
+    workers: int | None,
+    scheduler: str | None,
+) -> None:
+    """Count a store's message texts (``compaction count --store``) and print the total."""
+    from .fleet.counting import count_store_messages
+
+    with _errors():
+        counted = count_store_messages(
+            location, encoding, method, conversation=conversation, engine=engine, workers=workers, scheduler=scheduler
+        )
+    if as_json:
+        data = {"encoding": encoding, "method": method, "messages": counted.messages}
+        click.echo(json.dumps({**data, "characters": counted.characters, "total": counted.tokens}))
+        return
+    click.echo(f"{counted.tokens:>10}  {counted.messages:,} messages")
 
 
 from .eval import eval_command  # noqa: E402  (eval's command reuses _errors and _progress above)

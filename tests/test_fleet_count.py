@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 
 from compaction.cli import main
 from compaction.errors import CompactionError
-from compaction.fleet.counting import count_files_on_dask, count_partition, partitions
+from compaction.fleet.counting import (
+    StoreCount,
+    count_files_on_dask,
+    count_partition,
+    count_store_messages,
+    partitions,
+)
+from compaction.inspect import message_text
+from compaction.pipeline import import_transcript
+from compaction.store import open_store
+from compaction.tokens.batch import count_batch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FILES = sorted(
@@ -68,3 +78,46 @@ def test_a_file_that_is_not_utf8_is_one_error_on_either_engine(tmp_path: Path) -
     assert result.exit_code == 1 and "not UTF-8 text (byte 0xff at offset 8)" in result.output
     usage = CliRunner().invoke(main, ["count", "--scheduler", "tcp://127.0.0.1:1", str(bad)])
     assert usage.exit_code == 2 and "--scheduler needs --engine dask" in usage.output
+
+
+# -- a store's messages ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pi_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    location = str(tmp_path_factory.mktemp("count") / "pi.sqlite")
+    with open_store(location) as store:
+        import_transcript(store, EXAMPLES / "pi__pi-mono__before-compaction.jsonl")
+    return location
+
+
+def test_a_stores_messages_count_the_same_on_dask_in_partitions(pi_store: str) -> None:
+    with open_store(pi_store, create=False) as store:
+        texts = [message_text(m.content) for m in store.messages()]
+    direct = StoreCount(len(texts), sum(map(len, texts)), int(count_batch(texts, "o200k_base", "fast").sum()))
+    assert direct.messages == 962 and direct.tokens > 100_000
+    assert count_store_messages(pi_store, "o200k_base", "fast") == direct
+    on_dask = count_store_messages(
+        pi_store, "o200k_base", "fast", engine="dask", workers=2, processes=False, partition_messages=100
+    )
+    assert on_dask == direct  # 10 partitions, the same sums
+
+
+def test_the_command_counts_a_store_and_wants_files_or_a_store(pi_store: str, tmp_path: Path) -> None:
+    local = CliRunner().invoke(main, ["count", "--store", pi_store, "--json"])
+    assert local.exit_code == 0, local.output
+    data = json.loads(local.output)
+    assert data == {
+        "encoding": "o200k_base",
+        "method": "fast",
+        "messages": 962,
+        "characters": count_store_messages(pi_store, "o200k_base", "fast").characters,
+        "total": count_store_messages(pi_store, "o200k_base", "fast").tokens,
+    }
+    neither = CliRunner().invoke(main, ["count"])
+    both = CliRunner().invoke(main, ["count", "--store", pi_store, FILES[0]])
+    assert neither.exit_code == both.exit_code == 2 and "give FILES to count, or --store S" in both.output
+    missing = CliRunner().invoke(main, ["count", "--store", str(tmp_path / "none.sqlite")])
+    assert (
+        missing.exit_code == 1
+        and missing.output.startswith("compaction: error: ")
+        and missing.output.count("\n") == 1
+    )

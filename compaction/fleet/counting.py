@@ -1,4 +1,4 @@
-"""Count a large corpus on a Dask cluster: the batch counter mapped over partitions of files.
+"""Count a large corpus on a Dask cluster: the batch counter mapped over partitions.
 
 ``compaction count --engine dask`` splits its files into partitions of about
 ``partition_bytes`` (never splitting a file; at least one partition per worker when there
@@ -6,19 +6,50 @@ are enough files), and each Dask task reads its partition's files itself and cou
 with :func:`compaction.tokens.batch.count_batch`.  Counting is a pure function of the text,
 so the per-file counts, and the total, are the same numbers as the local count's.  Workers
 must see the files at the same paths (one machine, or a shared filesystem).
+
+``compaction count --store S`` counts a store's messages instead: one text per message (its
+blocks rendered as :func:`compaction.inspect.message_text` does, the texts ``compaction
+bench`` counts), in partitions of ``partition_messages`` seqs, each task opening the store
+itself and reading its range.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import CompactionError
 
-__all__ = ["count_files_on_dask", "count_partition", "partitions", "read_text_file"]
+__all__ = [
+    "StoreCount",
+    "count_files_on_dask",
+    "count_partition",
+    "count_store_messages",
+    "count_store_range",
+    "partitions",
+    "read_text_file",
+]
 
 #: Bytes of files per Dask task by default (16 MiB).
 PARTITION_BYTES = 16 * 1024 * 1024
+#: Messages per Dask task when counting a store (seqs).
+PARTITION_MESSAGES = 4096
+
+
+@dataclass(frozen=True)
+class StoreCount:
+    """The tokens of a store's message texts.
+
+    Attributes:
+        messages: the messages counted.
+        characters: their texts' characters.
+        tokens: their texts' tokens (tokens).
+    """
+
+    messages: int
+    characters: int
+    tokens: int
 
 
 def read_text_file(name: str) -> str:
@@ -123,3 +154,81 @@ def count_files_on_dask(
             executor.submit(count_partition, [names[i] for i in run], encoding, method) for run in runs
         ]
         return [pair for future in futures for pair in future.result()]
+
+
+def count_store_range(
+    location: str, conversation: str | None, start: int, end: int, encoding: str, method: str
+) -> StoreCount:
+    """Open the store at ``location`` and count the texts of its messages ``start <= seq < end``.
+
+    Raises:
+        StoreError: no store there (nothing is created), or it cannot be read.
+        CompactionError: the encoding or method is unknown.
+    """
+    from ..inspect import message_text
+    from ..store import open_store
+    from ..tokens.batch import count_batch
+
+    with open_store(location, create=False, conversation=conversation) as store:
+        texts = [message_text(message.content) for message in store.messages(start, end)]
+    counts = count_batch(texts, encoding, method)
+    return StoreCount(len(texts), sum(len(t) for t in texts), int(counts.sum()))
+
+
+def count_store_messages(
+    location: str,
+    encoding: str,
+    method: str,
+    *,
+    conversation: str | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    partition_messages: int = PARTITION_MESSAGES,
+    processes: bool = True,
+) -> StoreCount:
+    """Count the texts of every message of a store's conversation, here or on a Dask cluster.
+
+    Args:
+        location: a store (a file path or a ``postgresql://`` URL) every worker can open.
+        encoding: as :func:`~compaction.tokens.batch.count_batch`.
+        method: ``"exact"``, ``"fast"`` or ``"estimate"``.
+        conversation: the conversation (default: the store's only one).
+        engine: ``"local"`` (one pass in this process) or ``"dask"`` (one task per
+            ``partition_messages`` seqs).
+        workers, scheduler, processes: the Dask cluster, as :func:`count_files_on_dask`.
+        partition_messages: seqs per Dask task.
+
+    Returns:
+        A :class:`StoreCount`; the same numbers on either engine.
+
+    Raises:
+        StoreError: no store at ``location``, several conversations and none named, or a
+            read failed.
+        InvalidArgument: an unknown engine.
+        FleetEngineError: dask is not installed, or the scheduler cannot be reached.
+    """
+    from ..errors import InvalidArgument, found
+    from ..store import open_store
+
+    if engine not in ("local", "dask"):
+        raise InvalidArgument(f"engine must be one of local, dask; found {found(engine)}")
+    with open_store(location, create=False, conversation=conversation) as store:
+        total = len(store)
+        conversation = getattr(store, "conversation", conversation)
+    if engine == "local":
+        return count_store_range(location, conversation, 0, total, encoding, method)
+    from .engines import _dask_executor
+
+    step = max(1, partition_messages)
+    with _dask_executor(workers, scheduler, retries=1, processes=processes) as (executor, _count):
+        futures = [
+            executor.submit(
+                count_store_range, location, conversation, start, min(start + step, total), encoding, method
+            )
+            for start in range(0, total, step)
+        ]
+        parts = [future.result() for future in futures]
+    return StoreCount(
+        sum(p.messages for p in parts), sum(p.characters for p in parts), sum(p.tokens for p in parts)
+    )
