@@ -110,7 +110,7 @@ def compress_or_die(
     first line says the first attempt happened, so a retry (on a restarted or another worker)
     runs plainly.
     """
-    marker = Path(marker_dir) / target.name
+    marker = Path(marker_dir) / target.name.replace("/", "__")
     first = not marker.exists()
     if target.name == victim:
         with marker.open("a") as attempts:

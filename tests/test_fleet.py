@@ -307,6 +307,26 @@ def test_every_conversation_and_branch_of_a_store_is_a_task_and_engines_agree(tm
             assert_consistent(target.location, target.conversation)
 
 
+def test_a_pool_broken_while_a_store_waits_reports_the_rest_and_a_rerun_completes(tmp_path: Path) -> None:
+    source = _shared_store_fleet(tmp_path / "source")
+    sequential = fleet_targets(copy_fleet(source, tmp_path / "sequential"))
+    run_fleet(sequential, SETTINGS)
+    targets = fleet_targets(copy_fleet(source, tmp_path / "killed"))
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    task = functools.partial(compress_or_die, marker_dir=str(markers), victim="shared/swe_agent")
+    report = run_fleet(targets, SETTINGS, engine="local", workers=2, task=task)
+    failed = [
+        r.name for r in report.failed_conversations
+    ]  # the shared store's later tasks found the pool broken
+    assert {"shared/swe_agent", "shared/cc_representative", "shared/swe_agent_retry"} <= set(failed)
+    assert [r.name for r in report.results] == [t.name for t in targets]
+    for target in targets:
+        assert_consistent(target.location, target.conversation)
+    assert run_fleet(targets, SETTINGS, engine="local", workers=2).failed_conversations == []
+    assert dump_fleet(targets) == dump_fleet(sequential)
+
+
 # -- locations ---------------------------------------------------------------------------------
 def test_a_plain_directory_of_stores_and_one_store_file_are_fleets_too(
     fleet_source: Path, tmp_path: Path

@@ -199,10 +199,19 @@ def _dispatch(
             if target.lock is not None and target.lock in busy:
                 still.append(target)
                 continue
+            try:
+                future = submit(target)
+            except Exception as err:  # a pool broken by a dead worker takes no more tasks
+                results[position[id(target)]] = _crashed(target, err, 0.0)
+                if progress is not None:
+                    progress(len(results), len(targets))
+                continue
             if target.lock is not None:
                 busy.add(target.lock)
-            running[submit(target)] = (target, time.perf_counter())
+            running[future] = (target, time.perf_counter())
         waiting = still
+        if not running:
+            continue
         done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
         for future in done:
             target, submitted = running.pop(future)
