@@ -351,20 +351,30 @@ def test_count_command_takes_an_hf_encoding(tmp_path: Path, trained: tuple[str, 
 
 
 def test_run_command_takes_an_hf_encoding(tmp_path: Path, trained: tuple[str, Tokenizer]) -> None:
-    encoding = trained[0]
+    encoding, tok = trained
     transcript = tmp_path / "t.jsonl"
     lines = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}: " + CORPUS[:400]}
         for i in range(30)
     ]
     transcript.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    reports = {}
+    for name in (encoding, "o200k_base"):
+        result = CliRunner().invoke(
+            main, ["run", str(transcript), "--budget", "3000", "--encoding", name, "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        reports[name] = json.loads(result.output[result.output.index("{") :])
+    report = reports[encoding]
+    # every message's text counted by the local tokenizer, framing on top
+    assert report["tokens_before"] >= sum(reference(tok, line["content"]) for line in lines)
+    assert report["tokens_before"] != reports["o200k_base"]["tokens_before"]
+    assert 0 < report["tokens_after"] <= 3000
     result = CliRunner().invoke(
-        main, ["run", str(transcript), "--budget", "3000", "--encoding", encoding, "--json"]
+        main, ["run", str(transcript), "--budget", "3000", "--encoding", "hf:/nope.json"]
     )
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output[result.output.index("{") :])
-    assert report["encoding"] == encoding
-    assert 0 < report["tokens"] <= 3000
+    assert result.exit_code == 1
+    assert "cannot read the tokenizer file /nope.json" in result.output
 
 
 def test_import_and_tiktoken_counts_never_import_tokenizers() -> None:
