@@ -160,6 +160,7 @@ def test_the_dispatcher_never_runs_two_tasks_on_one_file_and_keeps_the_order(
     files: list[str | None], picks: list[int]
 ) -> None:
     targets = [FleetTarget(f"c{i}", f"loc{i}", f"loc{i}", lock=file) for i, file in enumerate(files)]
+    targets += targets[: len(targets) // 3]  # the same target twice: each run, each result in its place
     executor = _ShuffledExecutor(picks)
     import concurrent.futures as cf
 
@@ -173,6 +174,7 @@ def test_the_dispatcher_never_runs_two_tasks_on_one_file_and_keeps_the_order(
         patch.setattr(cf, "wait", wait)
         results = _dispatch(targets, executor.submit, None)
     assert [r.name for r in results] == [t.name for t in targets]
+    assert [r.summaries_made for r in results] == [len(t.name) for t in targets]
     assert sorted(executor.ran) == sorted(t.name for t in targets)
     for lock in {f for f in files if f is not None}:  # one file's conversations run in the order given
         assert [n for n in executor.ran if targets[int(n[1:])].lock == lock] == [

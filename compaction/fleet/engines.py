@@ -15,10 +15,11 @@
   here, only when this engine runs.
 
 What is shared: the settings (one picklable :class:`~compaction.fleet.task.FleetSettings`)
-and the list of targets; what is per task: one store, opened and closed by the task.  Two
-tasks never write one SQLite file at once: a target's ``lock`` is held from submission to
-completion, and a target whose lock is busy waits on this side (the scheduler never sees
-it), so results cannot depend on the order workers finish in.
+and the list of targets; what is per task: one conversation's store, opened and closed by
+the task.  Two tasks never write one store at once: a target's ``lock`` (its store) is held
+from submission to completion, and a target whose lock is busy waits on this side (the
+scheduler never sees it) and goes in the fleet's order, so results cannot depend on the
+order workers finish in.
 """
 
 from __future__ import annotations
@@ -188,41 +189,44 @@ def _dispatch(
     targets: Sequence[FleetTarget], submit: Callable[[FleetTarget], cf.Future[Any]], progress: Progress | None
 ) -> list[ConversationResult]:
     """Submit each target when its lock is free; collect the results in the targets' order."""
-    waiting = list(targets)
+    waiting = list(enumerate(targets))
     busy: set[str] = set()
-    running: dict[cf.Future[Any], tuple[FleetTarget, float]] = {}
+    running: dict[cf.Future[Any], tuple[int, float]] = {}
     results: dict[int, ConversationResult] = {}
-    position = {id(t): i for i, t in enumerate(targets)}
+
+    def finish(index: int, result: ConversationResult) -> None:
+        results[index] = result
+        if progress is not None:
+            progress(len(results), len(targets))
+
     while waiting or running:
         still = []
-        for target in waiting:
+        for index, target in waiting:
             if target.lock is not None and target.lock in busy:
-                still.append(target)
+                still.append((index, target))
                 continue
             try:
                 future = submit(target)
             except Exception as err:  # a pool broken by a dead worker takes no more tasks
-                results[position[id(target)]] = _crashed(target, err, 0.0)
-                if progress is not None:
-                    progress(len(results), len(targets))
+                finish(index, _crashed(target, err, 0.0))
                 continue
             if target.lock is not None:
                 busy.add(target.lock)
-            running[future] = (target, time.perf_counter())
+            running[future] = (index, time.perf_counter())
         waiting = still
         if not running:
             continue
         done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
         for future in done:
-            target, submitted = running.pop(future)
+            index, submitted = running.pop(future)
+            target = targets[index]
             if target.lock is not None:
                 busy.discard(target.lock)
             try:
-                results[position[id(target)]] = future.result()
+                result = future.result()
             except Exception as err:  # raised after its retries, a dead worker, a broken pool
-                results[position[id(target)]] = _crashed(target, err, time.perf_counter() - submitted)
-            if progress is not None:
-                progress(len(results), len(targets))
+                result = _crashed(target, err, time.perf_counter() - submitted)
+            finish(index, result)
     return [results[i] for i in range(len(targets))]
 
 
