@@ -145,27 +145,26 @@ class Lineage:
             alias = "summaries."
         parts: list[str] = []
         args: list[int] = []
-        nearer: list[str] = []  # how a nearer segment's summary 'o' is seen
-        nearer_args: list[int] = []
+        nearer: list[Segment] = []
         for seg in self.segments:
             if seg.end is None:
                 parts.append(f"({alias}conversation_id = {mark})")
                 args.append(seg.conversation_id)
-                nearer.append(f"o.conversation_id = {mark}")
-                nearer_args.append(seg.conversation_id)
+                nearer.append(seg)
                 continue
             part = f"{alias}conversation_id = {mark} AND {alias}end_seq <= {mark}"
             args += [seg.conversation_id, seg.end]
             if shadowed:
-                part += (
-                    f" AND NOT EXISTS (SELECT 1 FROM summaries o WHERE o.level = {alias}level"
-                    f" AND o.start_seq < {alias}end_seq AND {alias}start_seq < o.end_seq"
-                    f" AND ({' OR '.join(f'({n})' for n in nearer)}))"
-                )
-                args += nearer_args
+                for near in nearer:  # one probe per conversation: each an index range, not a scan
+                    part += (
+                        f" AND NOT EXISTS (SELECT 1 FROM summaries o WHERE o.conversation_id = {mark}"
+                        f" AND o.level = {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq"
+                        + ("" if near.end is None else f" AND o.end_seq <= {mark}")
+                        + ")"
+                    )
+                    args += [near.conversation_id] + ([] if near.end is None else [near.end])
             parts.append(f"({part})")
-            nearer.append(f"o.conversation_id = {mark} AND o.end_seq <= {mark}")
-            nearer_args += [seg.conversation_id, seg.end]
+            nearer.append(seg)
         return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
 
     def points(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
