@@ -285,3 +285,37 @@ def test_incoming_memo_scrubs_only_what_is_new() -> None:
     assert memo.computed == 1
     memo.prepare(again, ["another-key-0123456789"])  # other credentials: everything again
     assert memo.computed == 50
+
+
+def test_serve_command_passes_the_request_cap_and_open_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from compaction.cli import main
+    from compaction.serve import _run
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(_run, "run_server", lambda **kwargs: seen.update(kwargs))
+    result = CliRunner().invoke(main, ["serve", "--upstream", "http://127.0.0.1:9/v1", "--max-request-mb", "128",
+                                       "--open-conversations", "3"])
+    assert result.exit_code == 0, result.output
+    assert seen["max_request_bytes"] == 128 * 1024 * 1024 and seen["open_conversations"] == 3
+    seen.clear()
+    assert CliRunner().invoke(main, ["serve", "--upstream", "http://127.0.0.1:9/v1"]).exit_code == 0
+    assert seen["max_request_bytes"] == 64 * 1024 * 1024 and seen["open_conversations"] == 64  # the defaults
+    refused = CliRunner().invoke(main, ["serve", "--upstream", "http://127.0.0.1:9/v1", "--open-conversations", "0"])
+    assert refused.exit_code == 2 and "--open-conversations" in refused.output
+
+
+@pytest.mark.parametrize(
+    "option,value,needle",
+    [
+        ("max_request_bytes", 0, "--max-request-mb must be a positive size; found 0 bytes"),
+        ("open_conversations", 0, "--open-conversations must be a positive integer; found 0"),
+    ],
+)
+def test_run_server_refuses_bad_bounds(tmp_path: Path, option: str, value: int, needle: str) -> None:
+    from compaction.serve._run import run_server
+
+    with pytest.raises(InvalidArgument) as caught:
+        run_server(upstream="http://127.0.0.1:9/v1", store_dir=tmp_path, **{option: value})
+    assert str(caught.value) == needle
