@@ -223,6 +223,7 @@ def test_an_unreachable_scheduler_is_one_typed_error(
 
 
 # -- killed workers --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_killing_a_dask_worker_mid_fleet_loses_nothing_and_the_task_is_retried(
     fleet_source: Path, reference: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -242,6 +243,7 @@ def test_killing_a_dask_worker_mid_fleet_loses_nothing_and_the_task_is_retried(
     assert again.summaries_made == 0 and dump_fleet(targets) == reference
 
 
+@pytest.mark.slow
 def test_a_killed_local_worker_leaves_consistent_stores_and_a_rerun_completes_them(
     fleet_source: Path, reference: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -309,6 +311,7 @@ def test_every_conversation_and_branch_of_a_store_is_a_task_and_engines_agree(tm
             assert_consistent(target.location, target.conversation)
 
 
+@pytest.mark.slow
 def test_a_pool_broken_while_a_store_waits_reports_the_rest_and_a_rerun_completes(tmp_path: Path) -> None:
     source = _shared_store_fleet(tmp_path / "source")
     sequential = fleet_targets(copy_fleet(source, tmp_path / "sequential"))

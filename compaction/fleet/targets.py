@@ -66,7 +66,7 @@ class FleetTarget:
 
 
 def fleet_targets(location: str | os.PathLike[str]) -> list[FleetTarget]:
-    """Return the conversations stored at ``location``, one target each, sorted by name.
+    """Return the conversations stored at ``location``, one target each, in the fleet's order.
 
     Args:
         location: a directory of SQLite stores (``DIR/conversations/*.sqlite`` or
