@@ -149,6 +149,64 @@ def test_two_processes_appending_and_compressing_lose_nothing_and_make_no_summar
         drop_postgres_store(url)
 
 
+def branch_worker(url: str, workdir: str, conversation: str, name: str) -> None:
+    """Append ``name``'s history to ``conversation`` in batches, compressing under the claim after each."""
+    work = Path(workdir)
+    history = turns(name, 25)
+    rng = random.Random(f"batches-{name}")
+    (work / f"ready-{name}").touch()
+    while not (work / "go").exists():
+        time.sleep(0.005)
+    made = {"l1": 0, "merged": 0}
+    index = 0
+    with open_store(url, create=False, conversation=conversation) as store:
+        while index <= len(history):
+            size = rng.randint(1, 3)
+            store.append([m for turn in history[index : index + size] for m in turn])
+            index += size
+            with compaction_claim(store):
+                report = Compactor(store, RECIPE).tick()
+            made["l1"] += report.l1_added
+            made["merged"] += sum(report.merged.values())
+    print(json.dumps(made))
+
+
+def test_a_parent_and_its_branch_compressed_at_once_share_summaries_and_never_overlap(tmp_path: Path) -> None:
+    """Two processes, one compressing a conversation and one its branch, take turns on the tree's claim."""
+    url = new_postgres_url()
+    try:
+        with open_store(url, conversation="main") as main:
+            main.append([m for turn in turns("P", 20) for m in turn])  # 80 messages, shared up to 40
+            main.branch("alt", 40)
+        workers = {
+            name: _spawn("branch_worker", url, str(tmp_path), conversation, name)
+            for name, conversation in (("M", "main"), ("B", "alt"))
+        }
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"ready-{n}").exists() for n in workers):
+            assert time.monotonic() < deadline, "the workers did not start"
+            assert all(p.poll() is None for p in workers.values()), "a worker died at start"
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
+        results = {name: process.communicate(timeout=240) for name, process in workers.items()}
+        for name, (_out, err) in results.items():
+            assert err == "", f"{name} wrote to stderr:\n{err}"
+        made = {name: json.loads(out) for name, (out, _err) in results.items()}
+        with open_store(url, create=False, conversation="main") as main, open_store(
+            url, create=False, conversation="alt"
+        ) as alt:
+            for store in (main, alt):
+                _check_tiling([(s.level, s.start_seq, s.end_seq) for s in store.summaries()], frontier_at_least=40)
+            shared = {s.id for s in main.summaries()} & {s.id for s in alt.summaries()}
+            assert shared and all(s.end_seq <= 40 for s in alt.summaries() if s.id in shared)
+            stored = int(main._db.execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
+        total = sum(m["l1"] + m["merged"] for m in made.values())
+        assert total == stored, f"a summary was made twice: {made}, {stored} stored"
+        assert min(m["l1"] for m in made.values()) > 0, f"one worker did all the compression: {made}"
+    finally:
+        drop_postgres_store(url)
+
+
 # -- a killed writer ---------------------------------------------------------------------------
 BATCH = 20
 KILL_SOURCE = [m for turn in turns("K", 45) for m in turn]  # 180 messages, 9 batches
