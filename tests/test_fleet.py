@@ -128,6 +128,34 @@ def test_any_order_and_any_repetition_of_tasks_store_the_reference(
     assert dump_fleet(list(targets.values())) == reference
 
 
+def test_a_budget_fleet_matches_its_sequential_run_and_reports_what_cannot_fit(
+    fleet_source: Path, tmp_path: Path
+) -> None:
+    budget = FleetSettings(RECIPE.replace(budget_tokens=3000), use_budget=True)
+    sequential = fleet_targets(copy_fleet(fleet_source, tmp_path / "sequential"))
+    first = run_fleet(sequential, budget)
+    targets = fleet_targets(copy_fleet(fleet_source, tmp_path / "dask"))
+    report = run_fleet(targets, budget, engine="dask", workers=2, processes=False)
+    assert dump_fleet(targets) == dump_fleet(sequential)
+    by_name = {r.name: r for r in report.results}
+    fits = [r for r in report.results if r.error is None]
+    assert fits and all(r.request_tokens is not None and r.request_tokens <= 3000 for r in fits)
+    over = by_name["openhands"]  # its pinned system message and newest turn alone need more than 3000 tokens
+    assert over.error is not None and "cannot fit the budget of 3000 tokens" in over.error
+    assert (
+        over.summaries_made == len(dump_fleet(targets)["openhands"]["summaries"]) > 0
+    )  # made before it failed
+    assert [r.summaries_made for r in report.results] == [r.summaries_made for r in first.results]
+    again = run_fleet(targets, budget)
+    assert again.summaries_made == 0 and dump_fleet(targets) == dump_fleet(sequential)
+    result = CliRunner().invoke(
+        main, ["fleet", "compress", "--store", str(tmp_path / "dask"), "--budget", "3000"]
+    )
+    assert (
+        result.exit_code == 1 and "compaction: openhands: the request cannot fit the budget" in result.output
+    )
+
+
 # -- the dispatcher: one writer per store file, results in order -----------------------------
 class _ShuffledExecutor:
     """Completes submitted tasks in an order hypothesis picks, recording what ran at once."""

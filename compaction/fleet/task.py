@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import CompactionError
 from ..recipe import Recipe
 from .targets import FleetTarget
+
+if TYPE_CHECKING:
+    from ..store import HistoryStore
 
 __all__ = ["ConversationResult", "FleetSettings", "compress_conversation"]
 
@@ -98,26 +102,36 @@ def compress_conversation(target: FleetTarget, settings: FleetSettings) -> Conve
         ) as store:
             with compaction_claim(store):
                 before = len(store.summaries())
-                if settings.use_budget:
-                    compiled, reports = compress_and_compile(store, recipe)
-                    tokens = compiled.tokens
-                else:
-                    summarizer = summarizer_from_recipe(recipe)
-                    try:
-                        if recipe.caption_images:
-                            caption_before_compile(store, recipe, summarizer, limit=32)
-                        reports = [
-                            Compactor(store, recipe, summarizer).tick(
-                                keep_tail_tokens=settings.keep_tail_tokens
-                            )
-                        ]
-                    finally:
-                        summarizer.close()
-                made = len(store.summaries()) - before
-                failures = sum(report.failures for report in reports)
+                try:
+                    if settings.use_budget:
+                        compiled, reports = compress_and_compile(store, recipe)
+                        tokens = compiled.tokens
+                    else:
+                        summarizer = summarizer_from_recipe(recipe)
+                        try:
+                            if recipe.caption_images:
+                                caption_before_compile(store, recipe, summarizer, limit=32)
+                            reports = [
+                                Compactor(store, recipe, summarizer).tick(
+                                    keep_tail_tokens=settings.keep_tail_tokens
+                                )
+                            ]
+                        finally:
+                            summarizer.close()
+                    failures = sum(report.failures for report in reports)
+                finally:  # what was stored counts, even when the task then failed (over budget)
+                    made = _summaries_since(store, before)
             store.check_location()
     except (CompactionError, OSError) as err:
         return ConversationResult(target.name, made, failures, time.perf_counter() - started, error=str(err))
     return ConversationResult(
         target.name, made, failures, time.perf_counter() - started, request_tokens=tokens
     )
+
+
+def _summaries_since(store: HistoryStore, before: int) -> int:
+    """Return how many summaries ``store`` holds past ``before`` (0 when it cannot be read any more)."""
+    try:
+        return len(store.summaries()) - before
+    except CompactionError:
+        return 0
