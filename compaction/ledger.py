@@ -51,7 +51,7 @@ LEDGER_INTRO = (
 #: The most tokens an ask keeps when the ledger is over its share and the oldest are shortened.
 SHORT_TOKENS = 40
 #: The share of the ledger's tokens the names index after it may take (beyond the asks' share).
-NAMES_SHARE = 0.2
+NAMES_SHARE = 0.25
 
 
 @dataclass(frozen=True)
