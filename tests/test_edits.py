@@ -10,6 +10,8 @@ Store-level tests run on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from compaction import Compactor, Message, Recipe, Store, StoreError, compile_re
 from compaction.cli import main
 from compaction.errors import InvalidMessage
 from compaction.store import open_store
+from compaction.store.factory import compaction_claim
 
 RECIPE = Recipe(budget_tokens=10**7, chunk_target_tokens=200, chunk_min_messages=2, merge_fanout=2)
 
@@ -133,3 +136,26 @@ def test_edit_from_the_command_line(tmp_path: Path) -> None:
     assert refused.exit_code == 1 and "expected a JSON list of content blocks" in refused.output
     both = runner.invoke(main, ["edit", "--store", str(store), "4"])
     assert both.exit_code == 2 and "give one of --text TEXT or --content FILE.json" in both.output
+
+
+def test_an_edit_on_postgres_waits_for_a_compression_under_way_and_stales_what_it_made() -> None:
+    """A worker compressing under the claim may be summarizing the old revision: the edit waits, then stales it."""
+    with fresh_store("postgres", conversation="main") as worker:
+        worker.append([text("user" if i % 2 == 0 else "assistant", f"m {i}") for i in range(6)])
+        done: list[int] = []
+        with open_store(worker.path, conversation="main") as editor:
+            with compaction_claim(worker):
+                thread = threading.Thread(target=lambda: done.append(editor.edit(3, [{"type": "text", "text": "fixed"}])))
+                thread.start()
+                deadline = time.monotonic() + 30
+                while not worker._db.execute(
+                    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                ).fetchone():  # the editor is queued on the claim
+                    assert time.monotonic() < deadline and thread.is_alive(), "the edit did not wait for the claim"
+                    time.sleep(0.01)
+                made = worker.add_summary(1, 0, 6, "made from the old revision", {})
+                assert done == []
+            thread.join(timeout=60)
+        assert done == [1]
+        assert worker.summaries() == [] and [s["id"] for s in worker.stale_summaries()] == [made]
+        assert worker.messages(3, 4)[0].text() == "fixed"

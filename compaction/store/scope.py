@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..blocks import Message, canonical_json
@@ -310,7 +310,9 @@ class ConversationScope:
         this conversation (or a branch sharing the message) shows that cover the message or
         come after it are marked stale: moved to ``stale_summaries`` (kept, with when and why),
         so the next compression makes them anew from the edited history.  A compaction event
-        records the edit with an empty frame, so the next compile plans afresh.
+        records the edit with an empty frame, so the next compile plans afresh.  On PostgreSQL
+        the edit holds the conversation's compaction claim, so a compression under way (which
+        may be summarizing the old revision) ends first and its summaries are made stale too.
 
         Args:
             seq: the message to edit; one this conversation holds (not one shared from the
@@ -331,7 +333,8 @@ class ConversationScope:
         if isinstance(content, (str, bytes, dict)) or not isinstance(content, Sequence) or not content:
             raise InvalidMessage(f"an edit's content must be a non-empty list of content blocks; found {found(content)}")
         m = self._mark
-        with self._reading(f"editing message {seq}"), self._write():
+        claim = getattr(self, "compaction_claim", None)  # PostgreSQL: wait for a compression of this tree to end
+        with claim() if claim is not None else nullcontext(), self._reading(f"editing message {seq}"), self._write():
             total = self.next_seq()
             if not 0 <= seq < total:
                 holds = f"it holds messages 0 to {total - 1}" if total else "it holds no message"
