@@ -14,6 +14,7 @@ from strategies import check_tool_pairing, payload_json
 
 from compaction import __version__
 from compaction.cli import main
+from compaction.recipe import Recipe
 
 PI = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
 TINY = CASES / "tool-pair-at-window-edge.json"
@@ -167,7 +168,8 @@ def test_compile_after_compress_keeps_the_events_frame(tmp_path: Path) -> None:
     assert compiled.exit_code == 0, compiled.output
     tokens = int(compiled.output.split("wrote ")[1].split(": ")[1].split(" tokens")[0])
     assert f'"tokens": {tokens}' in compressed.output or str(tokens) in compressed.output
-    assert tokens <= int(16000 * 0.6)  # the event's low-water request, not a re-planned one
+    # the event's low-water request (the recipe's default low-water mark), not a re-planned one
+    assert tokens <= int(16000 * Recipe().low_water_ratio)
 
 
 def test_run_reports_unknown_blocks_shipped_and_warns_past_one_percent() -> None:
