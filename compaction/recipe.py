@@ -278,7 +278,7 @@ class Recipe:
             budget, so that the following turns append to a stable prefix (0.05 to 1).
             Default 0.7: measured at 32k on the pi, aider and OpenHands transcripts, it keeps
             the cached share at 0.91 or more and probe recall closest to re-planning every
-            turn (0.6 lost more errors and decisions on aider; 0.8 fell below 0.90 cached).
+            turn (0.6 kept fewer decisions on aider; 0.8 fell below 0.90 cached there).
         high_water_tokens: a compaction event happens when the next request would exceed
             this many tokens (``None``: the budget).
         cache_breakpoints: mark the stable prefix for prompt caches (Anthropic
