@@ -52,7 +52,7 @@ from compaction.pipeline import import_transcript
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_TRANSCRIPT = ROOT / "examples" / "pi__pi-mono__before-compaction.jsonl"
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 TAIL_TOKENS = (2000, 6000)
 
 
@@ -119,21 +119,22 @@ def _copy_range(db: sqlite3.Connection, lo: int, hi: int, offset: int, tag: str,
     args = {"lo": lo, "hi": hi, "shift": shift, "tag": tag}
     db.execute(
         "INSERT INTO main.messages"
-        " (seq, role, content, source_id, meta, import_key, tool_uses, tool_results, images)"
-        " SELECT seq + :shift, role, content, source_id, meta, import_key || ':' || :tag,"
+        " (conversation_id, seq, role, content, source_id, meta, import_key, tool_uses, tool_results, images)"
+        " SELECT conversation_id, seq + :shift, role, content, source_id, meta, import_key || ':' || :tag,"
         " tool_uses, tool_results, images"
         " FROM base.messages WHERE seq >= :lo AND seq < :hi ORDER BY seq",
         args,
     )
     db.execute(
-        "INSERT INTO main.token_counts (seq, encoding, text_tokens) SELECT seq + :shift, encoding,"
+        "INSERT INTO main.token_counts (conversation_id, seq, encoding, text_tokens)"
+        " SELECT conversation_id, seq + :shift, encoding,"
         " text_tokens FROM base.token_counts WHERE seq >= :lo AND seq < :hi",
         args,
     )
     if summaries:
         db.execute(
-            "INSERT INTO main.summaries (level, start_seq, end_seq, text, provenance, created_at)"
-            " SELECT 1, start_seq + :shift, end_seq + :shift, text, provenance, created_at"
+            "INSERT INTO main.summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
+            " SELECT conversation_id, 1, start_seq + :shift, end_seq + :shift, text, provenance, created_at"
             " FROM base.summaries WHERE level = 1 AND start_seq >= :lo AND end_seq <= :hi ORDER BY start_seq",
             args,
         )
@@ -151,7 +152,8 @@ def _build_levels(db: sqlite3.Connection, fanout: int) -> None:
     level = 1
     while True:
         rows = db.execute(
-            "SELECT id, start_seq, end_seq FROM main.summaries WHERE level = ? ORDER BY start_seq", (level,)
+            "SELECT id, start_seq, end_seq, conversation_id FROM main.summaries WHERE level = ? ORDER BY start_seq",
+            (level,),
         ).fetchall()
         chain = []
         position = 0
@@ -165,10 +167,11 @@ def _build_levels(db: sqlite3.Connection, fanout: int) -> None:
         texts = itertools.cycle(base_texts[min(level + 1, top)])
         now = time.time()
         db.executemany(
-            "INSERT INTO main.summaries (level, start_seq, end_seq, text, provenance, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO main.summaries (conversation_id, level, start_seq, end_seq, text, provenance, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 (
+                    group[0][3],
                     level + 1,
                     group[0][1],
                     group[-1][2],
@@ -234,6 +237,7 @@ def _build(n: int, path: Path) -> None:
             raise RuntimeError(f"{n} messages is less than one copy of the base ({unit} messages)")
         partial = max((end for _, end in ranges if end <= rest), default=0)
         db.execute("BEGIN")
+        db.execute("INSERT OR IGNORE INTO main.conversations SELECT * FROM base.conversations")
         db.execute("INSERT OR IGNORE INTO main.blobs SELECT * FROM base.blobs")
         offset = 0
         for copy in range(copies):
