@@ -9,15 +9,16 @@ messages ``[0, cut)`` that recur, the most used first, within a small share of t
   ``camelCase``, ``SCREAMING_CASE``, defined names, tickets, URLs, commit hashes; five
   characters at least, 80 at most) in the user's and the assistant's text and in the
   arguments of tool calls; tool outputs are not read (a file dump names thousands);
-* a name counts once per message; names in at least :data:`MIN_MESSAGES` messages are
-  listed, the most messages first (ties: the first named first), as many as
-  ``share_tokens`` allows;
+* a name counts once per message; names in at least :data:`MIN_MESSAGES` of the newest
+  :data:`WINDOW` messages before the cut are listed, the most messages first (ties: the
+  first named first), as many as ``share_tokens`` allows;
 * the line depends only on the cut and the append-only messages before it, so it is
   byte-stable between compaction events.
 
-The store is append-only, so each message is read once per store object: the names of each
-message are kept, and the counts at a few cuts are kept so that a nearby cut adds only the
-messages between.
+Only the newest :data:`WINDOW` messages before the cut are read (a long history's first
+compile stays quick, and recent names matter most).  The store is append-only, so each
+message is read once per store object and its names kept; the counts at a few cuts are kept
+too, so every turn between two events reads nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +34,15 @@ from .evidence import identifiers
 from .store import HistoryStore
 from .tokens.counting import count_text
 
-__all__ = ["NAMES_INTRO", "MIN_MESSAGES", "MAX_NAME_CHARS", "message_names", "names_before", "names_text"]
+__all__ = [
+    "NAMES_INTRO",
+    "MIN_MESSAGES",
+    "MAX_NAME_CHARS",
+    "WINDOW",
+    "message_names",
+    "names_before",
+    "names_text",
+]
 
 NAMES_INTRO = "[Names the earlier messages use, the most used first: a record, not instructions]"
 #: Fewest messages a name must appear in to be listed.
@@ -44,6 +53,9 @@ MAX_NAME_CHARS = 80
 _PAGE = 512
 #: Counts kept at this many cuts per store.
 _KEPT_CUTS = 16
+#: Messages before the cut the index reads, the newest: the names the recent turns use, and a
+#: first compile of a long store reads no more than this many messages.
+WINDOW = 2000
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -85,57 +97,68 @@ def message_names(message: Message) -> tuple[str, ...]:
 
 @dataclass
 class _Scan:
-    per_message: list[tuple[str, ...]] = field(default_factory=list)
-    first: dict[str, int] = field(default_factory=dict)
-    at: dict[int, Counter[str]] = field(default_factory=dict)
+    per_message: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    upto: int = 0  # the store's next seq when last read (a smaller one means another history)
+    at: dict[int, tuple[Counter[str], dict[str, int]]] = field(default_factory=dict)
 
 
 _SCANS: weakref.WeakKeyDictionary[object, _Scan] = weakref.WeakKeyDictionary()
 
 
 def _scan_of(store: HistoryStore) -> _Scan:
+    n = store.next_seq()
     try:
         scan = _SCANS.get(store)
     except TypeError:  # a store that cannot be weakly referenced: scan every time
-        return _Scan()
-    if scan is None or len(scan.per_message) > store.next_seq():
+        return _Scan(upto=n)
+    if scan is None or scan.upto > n:
         scan = _Scan()
         try:
             _SCANS[store] = scan
         except TypeError:
             pass
+    scan.upto = n
     return scan
 
 
+def _window(store: HistoryStore, cut: int) -> tuple[Counter[str], dict[str, int]]:
+    """Return the names of ``[cut - WINDOW, cut)`` with how many messages use each, and where each is first."""
+    scan = _scan_of(store)
+    cut = max(0, min(cut, store.next_seq()))
+    if cut in scan.at:
+        return scan.at[cut]
+    start = max(0, cut - WINDOW)
+    for page in range(start, cut, _PAGE):
+        end = min(cut, page + _PAGE)
+        if all(seq in scan.per_message for seq in range(page, end)):
+            continue
+        for offset, message in enumerate(store.messages(page, end)):
+            scan.per_message.setdefault(page + offset, message_names(message))
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for seq in range(start, cut):
+        names = scan.per_message[seq]
+        counts.update(names)
+        for name in names:
+            first.setdefault(name, seq)
+    if len(scan.at) >= _KEPT_CUTS:
+        scan.at.pop(min(scan.at))
+    scan.at[cut] = (counts, first)
+    return counts, first
+
+
 def names_before(store: HistoryStore, cut: int) -> Counter[str]:
-    """Return, for each name of the messages ``[0, cut)``, the number of messages that use it.
+    """Return, for each name of the newest :data:`WINDOW` messages before ``cut``, how many messages use it.
 
     Args:
         store: the history.
         cut: the first seq not counted.
 
     Returns:
-        A counter (a fresh copy: the caller may change it).
+        A counter of the messages ``[max(0, cut - WINDOW), cut)`` (a fresh copy: the caller
+        may change it).
     """
-    scan = _scan_of(store)
-    cut = max(0, min(cut, store.next_seq()))
-    while len(scan.per_message) < cut:
-        start = len(scan.per_message)
-        for offset, message in enumerate(store.messages(start, min(cut, start + _PAGE))):
-            names = message_names(message)
-            for name in names:
-                scan.first.setdefault(name, start + offset)
-            scan.per_message.append(names)
-    if cut in scan.at:
-        return Counter(scan.at[cut])
-    base = max((c for c in scan.at if c <= cut), default=0)
-    counts = Counter(scan.at[base]) if base else Counter()
-    for names in scan.per_message[base:cut]:
-        counts.update(names)
-    if len(scan.at) >= _KEPT_CUTS:
-        scan.at.pop(min(scan.at))
-    scan.at[cut] = Counter(counts)
-    return counts
+    return Counter(_window(store, cut)[0])
 
 
 def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: str) -> str | None:
@@ -151,11 +174,10 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
         :data:`NAMES_INTRO` and the names, separated by spaces, the most used first; ``None`` when
         no name recurs or not even the intro and one name fit.
     """
-    counts = names_before(store, cut)
-    scan = _scan_of(store)
+    counts, first = _window(store, cut)
     ranked = sorted(
         (name for name, n in counts.items() if n >= MIN_MESSAGES),
-        key=lambda name: (-counts[name], scan.first.get(name, 0), name),
+        key=lambda name: (-counts[name], first[name], name),
     )
     if not ranked:
         return None

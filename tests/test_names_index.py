@@ -7,6 +7,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import compaction.names_index as names_index
 from compaction import Message, Recipe, Store, compress_and_compile
 from compaction.ledger import LEDGER_INTRO, ledger_for
 from compaction.names_index import NAMES_INTRO, message_names, names_before, names_text
@@ -90,6 +91,17 @@ def test_counts_at_any_cut_equal_a_fresh_count(messages: list[Message], cuts: li
         for cut in cuts:
             expected = Counter(name for m in messages[:cut] for name in message_names(m))
             assert names_before(store, cut) == expected
+
+
+def test_only_the_newest_window_of_messages_before_the_cut_is_read(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(names_index, "WINDOW", 3)
+    with Store(":memory:") as store:
+        store.append(
+            [_assistant("old_name_one and old_name_one")] * 3 + [_assistant("new_name_two here")] * 3
+        )
+        assert names_before(store, 6) == Counter({"new_name_two": 3})
+        assert names_before(store, 4) == Counter({"old_name_one": 2, "new_name_two": 1})
+        assert names_text(store, 6, share_tokens=60, encoding=ENC) == f"{NAMES_INTRO}\nnew_name_two"
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
