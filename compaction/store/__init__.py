@@ -45,6 +45,7 @@ from .model import (
 )
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
+from .usage import UsageRecord
 
 __all__ = [
     "CAPTION_STATUSES",
@@ -65,6 +66,7 @@ __all__ = [
     "list_conversations",
     "open_store",
     "StoredSummary",
+    "UsageRecord",
     "describe_sqlite_error",
 ]
 

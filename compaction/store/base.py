@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..blocks import Message
 from .model import Caption, CompactionEvent, MessageFacts, StoredSummary
+from .usage import UsageRecord
 
 __all__ = ["HistoryStore", "CaptionStore"]
 
@@ -182,6 +183,30 @@ class HistoryStore(Protocol):
 
     def events(self) -> list[CompactionEvent]:
         """Return the recorded compaction events, oldest first."""
+        ...
+
+    # -- provider usage (calibration) ------------------------------------------------------
+    def record_usage(
+        self,
+        model: str,
+        request_format: str,
+        compiled_tokens: int,
+        *,
+        input_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        output_tokens: int | None = None,
+        source: str = "client",
+    ) -> int:
+        """Record a request's count (``compiled_tokens``) beside the provider's usage; return its id.
+
+        ``input_tokens`` is every prompt token the provider counted, cached ones included
+        (see :func:`compaction.calibration.usage_counts`); ``None``: no usage was returned.
+        """
+        ...
+
+    def usage_records(self, model: str | None = None) -> list[UsageRecord]:
+        """Return the store's usage records (every conversation; one ``model`` when given), oldest first."""
         ...
 
 

@@ -279,6 +279,24 @@ _EDITS = (
 )
 
 
+_USAGE = (
+    """CREATE TABLE IF NOT EXISTS usage_records (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    model TEXT NOT NULL,
+    request_format TEXT NOT NULL,
+    compiled_tokens INTEGER NOT NULL,
+    input_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cache_write_tokens INTEGER,
+    output_tokens INTEGER,
+    source TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS usage_records_by_model ON usage_records (model, id)",
+)
+
+
 def _default_conversation(db: sqlite3.Connection) -> None:
     """Give a store that holds anything its one conversation, ``default`` (id 1, the rows' key)."""
     held = db.execute(
@@ -302,6 +320,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS, _default_conversation),
     Migration(7, "pins: messages a conversation keeps verbatim in every compile", _PINS),
     Migration(8, "edits: message revisions and the summaries they made stale", _EDITS),
+    Migration(9, "usage records: our count of each request beside the provider's usage", _USAGE),
 )
 
 #: The schema version this code writes and reads.

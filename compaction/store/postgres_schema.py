@@ -31,6 +31,8 @@ Versions:
 4. Pins (SQLite's migration 7): ``pins (conversation_id, seq, created_at)``.
 5. Edits (SQLite's migration 8): ``revisions`` (each edit of a message, its newest shown)
    and ``stale_summaries`` (the summaries an edit made stale, moved out of ``summaries``).
+6. Usage records (SQLite's migration 9): ``usage_records``, our count of each request beside
+   the usage the provider returned (see :mod:`.usage`).
 
 To change the schema, append a migration; never edit one that has shipped.
 """
@@ -192,6 +194,23 @@ _EDITS = (
 )""",
 )
 
+_USAGE = (
+    """CREATE TABLE usage_records (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    conversation_id BIGINT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    model TEXT NOT NULL,
+    request_format TEXT NOT NULL,
+    compiled_tokens BIGINT NOT NULL,
+    input_tokens BIGINT,
+    cache_read_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    output_tokens BIGINT,
+    source TEXT NOT NULL
+)""",
+    "CREATE INDEX usage_records_by_model ON usage_records (model, id)",
+)
+
 #: Every migration, in order; the last one's version is :data:`PG_SCHEMA_VERSION`.
 PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "messages, blobs, token counts, summaries, failures with kinds, compaction events", _BASELINE),
@@ -199,6 +218,7 @@ PG_MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(3, "conversations and branches: every row keyed by its conversation", _CONVERSATIONS),
     PgMigration(4, "pins: messages a conversation keeps verbatim in every compile", _PINS),
     PgMigration(5, "edits: message revisions and the summaries they made stale", _EDITS),
+    PgMigration(6, "usage records: our count of each request beside the provider's usage", _USAGE),
 )
 
 #: The PostgreSQL schema version this code writes and reads.

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
-from . import ingest, migrations
+from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
 from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .scope import ConversationScope
 from .sync import append_batch
+from .usage import UsageRecord
 
 if TYPE_CHECKING:
     from .base import CaptionStore, HistoryStore
@@ -1005,6 +1006,56 @@ class SQLiteStore(ConversationScope):
             CompactionEvent(i, at, before, after, budget, json.loads(detail))
             for i, at, before, after, budget, detail in rows
         ]
+
+    # -- provider usage (calibration) ------------------------------------------------------
+    def record_usage(
+        self,
+        model: str,
+        request_format: str,
+        compiled_tokens: int,
+        *,
+        input_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        output_tokens: int | None = None,
+        source: str = "client",
+    ) -> int:
+        """Record one request's count beside the usage its provider returned; return the record's id.
+
+        Args:
+            model: the model the request named.
+            request_format: the request format it was rendered in (``"openai"``, ``"anthropic"``...).
+            compiled_tokens: the tokens our counter gave the shipped request (tokens).
+            input_tokens: every prompt token the provider counted, cached ones included
+                (tokens); ``None`` when it returned no usage (the record then never enters a fit).
+            cache_read_tokens: of those, read from the prompt cache (tokens), if given.
+            cache_write_tokens: of those, written to the prompt cache (tokens), if given.
+            output_tokens: the answer's tokens (tokens), if given.
+            source: who recorded it (``"summarizer"``, ``"proxy"``, ``"client"``).
+
+        Raises:
+            InvalidArgument: a name that is not a non-empty string, a count that is not an integer.
+            StoreError: a negative count, or the database refused the write.
+        """
+        counts: dict[str, object] = {
+            "input_tokens": input_tokens,
+            "cache_read_tokens": cache_read_tokens,
+            "cache_write_tokens": cache_write_tokens,
+            "output_tokens": output_tokens,
+        }
+        usage.check_usage(model, request_format, compiled_tokens, counts, source)
+        values = (model, request_format, compiled_tokens, *counts.values(), source)
+        with self._reading("recording a request's usage"), self._write():
+            return usage.insert_usage(self._db, self._mark, self._own(), values)
+
+    def usage_records(self, model: str | None = None) -> list[UsageRecord]:
+        """Return the store's usage records, of every conversation (of one ``model`` when given), oldest first.
+
+        A fit is per model, not per conversation: each record names the conversation it was
+        recorded under, for a caller that wants one.
+        """
+        with self._reading("reading usage records"):
+            return usage.select_usage(self._db, self._mark, model)
 
 
 def _check_ints(**values: object) -> None:

@@ -1,0 +1,143 @@
+"""Provider usage records: per request, what we counted and what the provider said it counted.
+
+Each row pairs the tokens our counter gave a shipped request (``compiled_tokens``) with the
+``usage`` the provider returned for it, so :mod:`compaction.calibration` can fit a per-model
+correction for models whose tokenizer is not public.  Both backends keep them in
+``usage_records`` (SQLite migration 9, PostgreSQL migration 6) and share the checks and SQL
+here; :meth:`record_usage` and :meth:`usage_records` on each store class call these.
+
+``input_tokens`` is every prompt token the provider counted, cached ones included (OpenAI's
+``prompt_tokens``; Anthropic's ``input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens``): see :func:`compaction.calibration.usage_counts`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgument, StoreError, found
+
+__all__ = ["UsageRecord", "check_usage", "insert_usage", "select_usage"]
+
+#: Longest model / request-format / source name kept (characters).
+_NAME_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One request's counts: ours and the provider's.
+
+    Attributes:
+        id: the row id; ids increase in the order records are made.
+        conversation: the name of the conversation it was recorded under.
+        created_at: when it was recorded (seconds since the epoch).
+        model: the model the request named.
+        request_format: the request format (``"openai"``, ``"anthropic"``, ...).
+        compiled_tokens: the tokens our counter gave the shipped request (tokens).
+        input_tokens: every prompt token the provider counted, cached ones included
+            (tokens); ``None`` when the provider returned no usage.
+        cache_read_tokens: of those, read from the provider's prompt cache (tokens), if given.
+        cache_write_tokens: of those, written to the prompt cache (tokens), if given.
+        output_tokens: the answer's tokens (tokens), if given.
+        source: who recorded it (``"summarizer"``, ``"proxy"``, ``"client"``...).
+    """
+
+    id: int
+    conversation: str
+    created_at: float
+    model: str
+    request_format: str
+    compiled_tokens: int
+    input_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int | None
+    source: str
+
+    @property
+    def ratio(self) -> float | None:
+        """Return ``input_tokens / compiled_tokens`` (``None`` without a usage or a count)."""
+        if self.input_tokens is None or self.compiled_tokens <= 0:
+            return None
+        return self.input_tokens / self.compiled_tokens
+
+
+def check_usage(
+    model: object,
+    request_format: object,
+    compiled_tokens: object,
+    counts: dict[str, object],
+    source: object,
+) -> None:
+    """Refuse a usage record's arguments of the wrong type or range with one clear line.
+
+    Raises:
+        InvalidArgument: a name that is not a non-empty string, a count that is not an integer.
+        StoreError: a negative count.
+    """
+    for label, value in (("model", model), ("request_format", request_format), ("source", source)):
+        if not isinstance(value, str) or not value or len(value) > _NAME_LIMIT:
+            raise InvalidArgument(
+                f"a usage record's {label} must be a non-empty string of up to {_NAME_LIMIT} characters; found {found(value)}"
+            )
+    every = {"compiled_tokens": compiled_tokens, **counts}
+    for label, value in every.items():
+        if value is None and label != "compiled_tokens":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(
+                f"a usage record's {label} must be an integer of tokens; found {found(value)}"
+            )
+        if value < 0:
+            raise StoreError(f"a usage record's {label} must be 0 or more tokens; found {value}")
+
+
+_COLUMNS = (
+    "conversation_id, created_at, model, request_format, compiled_tokens, input_tokens,"
+    " cache_read_tokens, cache_write_tokens, output_tokens, source"
+)
+
+
+def insert_usage(db: Any, mark: str, conversation_id: int, values: tuple[object, ...]) -> int:
+    """Insert one row (``values``: model, format, compiled, input, read, write, output, source); return its id."""
+    marks = ", ".join([mark] * 10)
+    row = db.execute(
+        f"INSERT INTO usage_records ({_COLUMNS}) VALUES ({marks}) RETURNING id",
+        (conversation_id, time.time(), *values),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def select_usage(db: Any, mark: str, model: str | None) -> list[UsageRecord]:
+    """Return the store's usage records (of every conversation; of one ``model`` when given), oldest first."""
+    query = (
+        "SELECT u.id, COALESCE(c.name, ''), u.created_at, u.model, u.request_format, u.compiled_tokens,"
+        " u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens, u.source"
+        " FROM usage_records u LEFT JOIN conversations c ON c.id = u.conversation_id"
+    )
+    args: tuple[object, ...] = ()
+    if model is not None:
+        query += f" WHERE u.model = {mark}"
+        args = (model,)
+    rows = db.execute(query + " ORDER BY u.id", args).fetchall()
+    return [_record(row) for row in rows]
+
+
+def _record(row: tuple[Any, ...]) -> UsageRecord:
+    """Build a :class:`UsageRecord` from one selected row."""
+    counts = [None if value is None else int(value) for value in row[6:10]]
+    return UsageRecord(
+        int(row[0]),
+        str(row[1]),
+        float(row[2]),
+        str(row[3]),
+        str(row[4]),
+        int(row[5]),
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        str(row[10]),
+    )
