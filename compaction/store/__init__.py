@@ -42,6 +42,7 @@ from .model import (
     ImageFact,
     MessageFacts,
     StoredSummary,
+    SummarySpan,
 )
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore, Store, describe_sqlite_error
@@ -66,6 +67,7 @@ __all__ = [
     "list_conversations",
     "open_store",
     "StoredSummary",
+    "SummarySpan",
     "UsageRecord",
     "describe_sqlite_error",
 ]

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..blocks import Message
-from .model import Caption, CompactionEvent, MessageFacts, StoredSummary
+from .model import Caption, CompactionEvent, MessageFacts, StoredSummary, SummarySpan
 from .usage import UsageRecord
 
 __all__ = ["HistoryStore", "CaptionStore"]
@@ -153,6 +153,11 @@ class HistoryStore(Protocol):
 
     def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
         """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
+        ...
+
+    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
+        """Return the ids and ranges (no texts) of the ``level`` summaries starting at or after
+        ``from_seq``, ordered by start (then end)."""
         ...
 
     # -- failures and events -------------------------------------------------------------

@@ -10,7 +10,7 @@ in them depends on SQL.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..images import ImageSite
 
@@ -26,6 +26,7 @@ __all__ = [
     "ImageFact",
     "MessageFacts",
     "StoredSummary",
+    "SummarySpan",
 ]
 
 #: The kinds of a recorded summarizer failure: ``"failed"`` (the summarizer was reached and
@@ -81,6 +82,15 @@ class StoredSummary:
     end_seq: int
     text: str
     provenance: dict[str, Any]
+
+
+class SummarySpan(NamedTuple):
+    """Where a summary is, without its text: ``[start_seq, end_seq)`` at ``level``, by ``id``."""
+
+    id: int
+    level: int
+    start_seq: int
+    end_seq: int
 
 
 @dataclass(frozen=True)
