@@ -82,7 +82,7 @@ from .splitting import (
     truncate_text,
     truncate_tool_result,
 )
-from .store import HistoryStore, MessageFacts, StoredSummary
+from .store import HistoryStore, MessageFacts, StoredSummary, SummarySpan
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
 from .tokens.counting import count_text
@@ -97,6 +97,7 @@ __all__ = [
     "compression_image_settings",
     "l1_frontier",
     "quarantined_chunks",
+    "summarized_frontier",
 ]
 
 Progress = Callable[[int, int], None]
@@ -217,6 +218,31 @@ def l1_frontier(l1: Sequence[StoredSummary]) -> int:
     return frontier
 
 
+def summarized_frontier(store: HistoryStore) -> int:
+    """Return where unsummarized history starts: the end of the level-1 chain from seq 0.
+
+    Equal to ``l1_frontier(store.summaries(level=1))`` on any store the compactor built, but
+    reads only ranges, and few of them: every merge covers a contiguous chain of the level
+    below (down to level 1), so the chain from 0 is followed along the coarsest level first,
+    then each finer level continues from where the coarser one ended.  The rows read are
+    each level's tail past the level above it (fewer than ``merge_fanout`` per level once
+    merges are made), not every summary.  Returns 0 when there are no summaries.
+
+    Raises:
+        StoreError: the store could not be read.
+    """
+    top = 1
+    while store.summary_frontier(top + 1) > 0:
+        top += 1
+    position = 0
+    for level in range(top, 0, -1):
+        for span in store.summary_spans(level, position):
+            if span.start_seq != position:
+                break  # a gap at this level: the finer levels go on from here
+            position = span.end_seq
+    return position
+
+
 class Compactor:
     """Build and extend the summary hierarchy of a store.
 
@@ -313,7 +339,7 @@ class Compactor:
         n = store.next_seq()
         if n < 2:
             return
-        frontier = l1_frontier(store.summaries(level=1))
+        frontier = summarized_frontier(store)
         facts = store.facts(frontier, n, encoding=self.encoding)
         if not facts:
             return
@@ -650,28 +676,35 @@ class Compactor:
     def _merge_levels(self) -> None:
         """Merge ``merge_fanout`` contiguous summaries of each level into one of the next level.
 
-        A group that cannot be merged whole is merged as a prefix of smaller merges
-        (:meth:`_merge_group`); merging stops for this tick at the first child no merge
-        took, so every level stays contiguous and the children left are retried next tick.
+        Per level only the frontier of the level above (the end of its newest summary) and
+        the ranges of this level's summaries from there on are read; texts are read for the
+        groups merged only.  A group that cannot be merged whole is merged as a prefix of
+        smaller merges (:meth:`_merge_group`); merging stops for this tick at the first child
+        no merge took, so every level stays contiguous and the children left are retried
+        next tick.
         """
         fanout = self.recipe.merge_fanout
         level = 1
         while True:
-            lower = [s for s in self.store.summaries(level=level)]
-            if len(lower) < fanout:
-                break
-            upper = self.store.summaries(level=level + 1)
-            frontier = max((s.end_seq for s in upper), default=0)
-            chain: list[StoredSummary] = []
+            frontier = self.store.summary_frontier(level + 1)
+            chain: list[SummarySpan] = []
             position = frontier
-            for summary in lower:
-                if summary.start_seq == position:
-                    chain.append(summary)
-                    position = summary.end_seq
-            for index in range(0, len(chain) - fanout + 1, fanout):
-                if not self._merge_group(level, chain[index : index + fanout]):
+            for span in self.store.summary_spans(level, frontier):
+                if span.start_seq == position:
+                    chain.append(span)
+                    position = span.end_seq
+            groups = [chain[i : i + fanout] for i in range(0, len(chain) - fanout + 1, fanout)]
+            if not groups and frontier == 0:
+                break  # nothing at the next level and nothing to put there: no level above either
+            for spans in groups:
+                if not self._merge_group(level, self._children(level, spans)):
                     return  # the rest waits for the next tick
             level += 1
+
+    def _children(self, level: int, spans: Sequence[SummarySpan]) -> list[StoredSummary]:
+        """Return the summaries (texts included) of the merge group ``spans`` of ``level``."""
+        rows = {s.id: s for s in self.store.summaries_within(level, spans[0].start_seq, spans[-1].end_seq)}
+        return [rows[span.id] for span in spans]
 
     def _merge_group(self, level: int, group: Sequence[StoredSummary]) -> bool:
         """Merge ``group`` into summaries of ``level + 1``; return whether all of it was merged.
