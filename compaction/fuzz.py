@@ -49,6 +49,7 @@ from .fuzz_checks import (
     store_snapshot,
     wire_images,
 )
+from .planning import summary_header
 from .recipe import Recipe, load_recipe
 from .store import Store
 
@@ -209,7 +210,7 @@ def _check_case(case: Case) -> CaseOutcome:
                 assert (seq in raw) == (seq >= compiled.live_start), f"seq {seq} raw outside the live window"
             text = compiled.request.payload.decode("utf-8")
             for summary in compiled.summaries:
-                header = f"[Messages {summary.start_seq}\u2013{summary.end_seq - 1}, L{summary.level}]"
+                header = summary_header(summary)
                 assert text.count(header) == 1, f"summary {header} shown {text.count(header)} times"
             return True
 

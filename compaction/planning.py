@@ -48,11 +48,19 @@ def live_image_settings(recipe: Recipe, store: HistoryStore | None = None) -> Im
     return settings if store is None else with_captions(settings, store, recipe)
 
 
+def summary_header(summary: StoredSummary) -> str:
+    """Return the line that opens a shown summary: ``[Messages 3–9, L1]``, or ``[Message 9, L1]`` for one.
+
+    The bracket names the stored messages the summary stands for (inclusive) and its level;
+    the fuzz checks and the tests find each shown summary by it.
+    """
+    last = summary.end_seq - 1
+    span = f"Message {last}" if summary.start_seq == last else f"Messages {summary.start_seq}–{last}"
+    return f"[{span}, L{summary.level}]"
+
+
 def summary_block(summary: StoredSummary) -> Block:
-    return {
-        "type": "text",
-        "text": f"[Messages {summary.start_seq}–{summary.end_seq - 1}, L{summary.level}]\n{summary.text}",
-    }
+    return {"type": "text", "text": f"{summary_header(summary)}\n{summary.text}"}
 
 
 _MESSAGES: weakref.WeakKeyDictionary[object, dict[int, Message]] = weakref.WeakKeyDictionary()

@@ -9,6 +9,7 @@ Chat: the recipe's ``prompt_cache_key``, on compiled requests only.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from strategies import CapturingSummarizer, check_provider_grammar
@@ -48,7 +49,7 @@ def test_anthropic_marks_system_summaries_and_the_newest_message() -> None:
         assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
         first, last = body["messages"][0], body["messages"][-1]
         (marked,) = [b for b in first["content"] if "cache_control" in b]  # the end of the summary stack
-        summaries = [b for b in first["content"] if b["text"].startswith("[Messages ")]
+        summaries = [b for b in first["content"] if re.match(r"\[Messages? \d+(–\d+)?, L\d+\]", b["text"])]
         assert marked is summaries[-1] and marked["cache_control"] == {"type": "ephemeral"}
         assert last["content"][-1]["cache_control"] == {"type": "ephemeral"}  # the newest message
         assert _markers(body) == 3

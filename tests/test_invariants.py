@@ -36,6 +36,7 @@ from compaction import (
     Store,
     compile_request,
 )
+from compaction.planning import summary_header
 
 PROPERTY = settings(
     max_examples=60,
@@ -128,7 +129,7 @@ def test_coverage(messages: list[Message], recipe: Recipe, keep_tail: int, close
         # the body carries each shown summary once
         text = compiled.request.payload.decode("utf-8")
         for summary in compiled.summaries:
-            assert text.count(f"[Messages {summary.start_seq}\u2013{summary.end_seq - 1}, L{summary.level}]") == 1
+            assert text.count(summary_header(summary)) == 1
     finally:
         outcome.store.close()
 
