@@ -83,6 +83,7 @@ from .splitting import (
     truncate_tool_result,
 )
 from .store import HistoryStore, MessageFacts, StoredSummary, SummarySpan
+from .summarizers._record import range_label
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
 from .tokens.counting import count_text
@@ -585,7 +586,7 @@ class Compactor:
             header = {
                 "type": "text",
                 "text": (
-                    f"Part {index + 1} of {len(parts)} of messages {start}–{end - 1} of the history "
+                    f"Part {index + 1} of {len(parts)} of {range_label(start, end - 1).lower()} of the history "
                     "(one tool round too large to send whole):"
                 ),
             }
