@@ -26,8 +26,16 @@ is 64 MiB) and the fake upstream takes bodies that large.  Sizes of 100k and mor
 overrides both.  The ``json.loads`` column is the time this process takes to parse the same
 body (``json.loads``, p50): the floor of any proxy that reads the client's history as JSON.
 
-Measured on this 2-core machine (one run, 1 Dec 2026): added latency p50 102 ms / p99 824 ms at
-1k messages, 488 ms / 1,039 ms at 10k; 33 requests/s through the proxy beside 270 direct.
+Measured on this 2-core machine, shared and loaded, 1 Dec 2026 (one run each; the direct column
+shows the load).  Stores kept open and the resent history scrubbed and fingerprinted only where
+it changed, beside the proxy before (the two runs back to back): added latency p50 / p99
+179 / 2,342 ms at 1k messages (before 186 / 962), 721 / 1,516 ms at 10k (before 1,125 / 2,806);
+27.0 requests/s through the proxy beside 162 direct (before 15.7 beside 158).  At 100k
+(73.7 MB bodies, 20 turns): added 6,980 / 9,696 ms (before the history memo: 16,242 / 27,899),
+direct 1,620 ms, ``json.loads`` of the body 733 ms: the JSON parse is a tenth of the added time;
+most of the rest is converting the 100k resent messages to blocks (``parse_messages``), which
+the proxy still runs on the whole history every request.  The p99 at 1k comes from the turns
+that compact (a summarizer pass), and the first request of a size from compacting it whole.
 """
 
 from __future__ import annotations
