@@ -221,7 +221,7 @@ def test_unknown_key_named_like_a_secret_explains_api_key_env(tmp_path: Path) ->
         ("model = 4\n", "key 'model': expected a non-empty string, found integer 4"),
         (
             'output_format = "gemini"\n',
-            "key 'output_format': expected one of 'openai', 'anthropic', found string 'gemini'",
+            "key 'output_format': expected one of 'openai', 'anthropic', 'openai-responses', found string 'gemini'",
         ),
         (
             'image_policy = "off"\n',
