@@ -571,6 +571,7 @@ def run(
         "images_shown": compiled.request.images_shown,
         "images_replaced": compiled.request.images_replaced,
         "request_format": compiled.request.format,
+        "calibration": result.calibration.to_json() if result.calibration else None,
         "out": out,
         "seconds": round(result.seconds, 3),
     }
@@ -585,6 +586,13 @@ def run(
         (f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}"),
         ("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})"),
     ]
+    if result.calibration:
+        fit = result.calibration
+        rows.append((
+            "calibration",
+            f"{fit.model} x{fit.factor:.4f} ({fit.samples} samples, fit {fit.version}):"
+            f" budget {recipe.budget_tokens or 0:,} -> {compiled.budget:,}",
+        ))
     rows += [
         (f"L{level} summaries (shown)", f"{count} ({shown_levels.get(level, 0)})")
         for level, count in sorted(result.summaries_per_level.items())
@@ -764,6 +772,10 @@ from .conversations_cli import CONVERSATION_COMMANDS  # noqa: E402  (they import
 
 for _command in CONVERSATION_COMMANDS:
     main.add_command(_command)
+
+from .calibrate_cli import calibrate_command  # noqa: E402  (it imports this module lazily)
+
+main.add_command(calibrate_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

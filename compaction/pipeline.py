@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .calibration import Correction, calibrated_budget, correction_for
 from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
 from .compile import CompiledRequest, raw_history_tokens, require_budget
@@ -26,6 +27,7 @@ from .summarizers.factory import summarizer_from_recipe
 __all__ = [
     "RunResult",
     "append_transcript",
+    "budget_correction",
     "caption_before_compile",
     "compress_and_compile",
     "import_transcript",
@@ -77,6 +79,7 @@ class RunResult:
         summaries_per_level: level -> summaries in the store.
         ticks: one report per compression round.
         seconds: wall time of the run.
+        calibration: the correction the budget was divided by (``None``: none applied).
     """
 
     transcript: ParsedTranscript
@@ -86,6 +89,7 @@ class RunResult:
     summaries_per_level: dict[int, int]
     ticks: list[TickReport] = field(default_factory=list)
     seconds: float = 0.0
+    calibration: Correction | None = None
 
 
 def import_transcript(
@@ -145,6 +149,18 @@ def _check_call(store: object, recipe: object, summarizer: object, tools: object
         raise InvalidArgument(f"tools must be a list of tool definitions (dicts); found {found(tools)}")
 
 
+def budget_correction(store: HistoryStore, recipe: Recipe) -> Correction | None:
+    """Return the calibration correction compile applies for ``recipe``'s target model (``None``: none).
+
+    ``None`` when ``recipe.calibrate`` is off or the store has too few usage records of the
+    model (see :mod:`compaction.calibration`).
+
+    Raises:
+        StoreError: the store could not be read.
+    """
+    return correction_for(store, recipe.target_model) if recipe.calibrate else None
+
+
 def compress_and_compile(
     store: HistoryStore,
     recipe: Recipe,
@@ -166,6 +182,9 @@ def compress_and_compile(
     already made are reused, so a call on a store that fits does no summarizer work.
     With ``recipe.caption_images``, up to 4 live images without a caption are captioned
     first, newest first (:func:`caption_before_compile`).
+    With ``recipe.calibrate`` (the default) and a correction fitted from the store's usage
+    records of the target model (:func:`budget_correction`), the budget compiled for is
+    ``floor(budget / correction)`` (``compiled.budget`` says it).
 
     Args:
         store: the history (summaries are added to it; messages are never edited).
@@ -191,6 +210,9 @@ def compress_and_compile(
     if mode not in ("events", "replan"):
         raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
     budget = require_budget(recipe.budget_tokens)
+    effective = calibrated_budget(budget, budget_correction(store, recipe), raise_budget=recipe.calibrate_raise_budget)
+    if effective != budget:  # the provider counts this model's requests differently: compile for what it counts
+        recipe, budget = recipe.replace(budget_tokens=effective), effective
     chosen: list[Summarizer] = []
 
     def make_summarizer() -> Summarizer:
@@ -268,6 +290,8 @@ def run_pipeline(
         for summary in store.summaries():
             levels[summary.level] = levels.get(summary.level, 0) + 1
         store.check_location()
-        return RunResult(parsed, added, compiled, before, levels, ticks, time.perf_counter() - started)
+        correction = budget_correction(store, recipe)
+        applied = correction if compiled.budget != recipe.budget_tokens else None
+        return RunResult(parsed, added, compiled, before, levels, ticks, time.perf_counter() - started, applied)
     finally:
         store.close()

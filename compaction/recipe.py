@@ -307,6 +307,11 @@ class Recipe:
             ``"llama3"``, ``"chatml"``, ``"mistral"`` or ``"none"`` (``None``: detected from the
             tokenizer's special tokens); only with an ``hf:`` encoding, whose name then carries
             it (``hf:PATH#chatml``, see :mod:`compaction.tokens.hf`).
+        calibrate: apply the correction fitted from the provider's reported usage of the
+            target model when the store has one (:mod:`compaction.calibration`): a provider
+            that counts more than we do gets a budget of ``floor(budget / correction)``.
+        calibrate_raise_budget: let a correction below 1 (we over-count) raise the budget
+            above the one given; off by default, so the budget is never exceeded on a stale fit.
         summarizer: the ``[summarizer]`` table.
         source: where the recipe came from (a path, ``"<mapping>"``), used in errors.
     """
@@ -341,6 +346,8 @@ class Recipe:
     quarantine_after: int = 3
     caption_images: bool = False
     chat_template: str | None = None
+    calibrate: bool = True
+    calibrate_raise_budget: bool = False
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     source: str = field(default="<defaults>", repr=False, compare=False)
 
@@ -401,6 +408,8 @@ class Recipe:
         check.string("summary_focus", self.summary_focus, optional=True)
         check.integer("quarantine_after", self.quarantine_after, minimum=1)
         check.boolean("caption_images", self.caption_images)
+        check.boolean("calibrate", self.calibrate)
+        check.boolean("calibrate_raise_budget", self.calibrate_raise_budget)
         if not isinstance(self.summarizer, SummarizerSettings):
             raise check.fail("summarizer", f"expected a table, found {_describe(self.summarizer)}")
 
