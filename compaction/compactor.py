@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 from .asks import ask_text
 from .blocks import Block, Message
+from .calibration import record_request_usage
 from .captions import with_captions
 from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import (
@@ -408,6 +409,9 @@ class Compactor:
         self._report.requests += 1
         self._report.max_request_tokens = max(self._report.max_request_tokens, gated.tokens)
         result = self.summarizer.summarize(gated, kind=kind)
+        # a provider's usage beside our count of the request: the samples calibration fits
+        usage = result.provenance.get("usage")
+        record_request_usage(self.store, gated.format, gated.model, gated.tokens, usage, source="summarizer")
         if not result.text.strip():
             raise SummarizerError(f"the summarizer returned an empty {kind} summary")
         self._answered += 1
