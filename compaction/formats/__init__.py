@@ -45,7 +45,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
@@ -66,6 +66,8 @@ __all__ = [
     "unknown_block_counts",
 ]
 
+#: The UTF-8 byte order mark a file may open with (``utf-8-sig`` drops it).
+_BOM = b"\xef\xbb\xbf"
 _HEAD_BYTES = 64 * 1024
 _READ_BYTES = 1 << 20
 
@@ -210,14 +212,22 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         data = Path(path).read_bytes()
     except OSError as err:  # missing, a directory, unreadable: one typed error naming the file
         raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
-    transcript_format = chosen or detect(_head_of(data), name, lambda: _decode(data, name))
-    text = _decode(data, name)
+    head = _head_of(data)
+    transcript_format = chosen or detect(head, name, lambda: _decode(data, name))
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
-    messages = finish(transcript_format.parse(text, ctx), ctx)
+    source: str | bytes
+    if transcript_format.reads_bytes:  # read a line at a time: never the whole file as one str
+        source = data[3:] if data.startswith(_BOM) else data
+    else:
+        source = _decode(data, name)
+    data = b""  # the file is held once: as source only
+    parse = cast(Callable[[str | bytes, Context], list[Draft]], transcript_format.parse)
+    messages = finish(parse(source, ctx), ctx)
     if ctx.unplaced:
         raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
     if chosen is not None and not messages:
-        raise _nothing_read(chosen, data, text, ctx)
+        text = source if isinstance(source, str) else source.decode("utf-8")
+        raise _nothing_read(chosen, head, text, ctx)
     return ParsedTranscript(
         messages=messages,
         format=transcript_format.name,
@@ -227,7 +237,7 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     )
 
 
-def _nothing_read(chosen: TranscriptFormat, data: bytes, text: str, ctx: Context) -> InvalidTranscript:
+def _nothing_read(chosen: TranscriptFormat, head: bytes, text: str, ctx: Context) -> InvalidTranscript:
     """Return the error for a file that, read as the format the caller chose, gave no message.
 
     It says what the format reads messages from, what the file held instead (lines none of
@@ -248,7 +258,7 @@ def _nothing_read(chosen: TranscriptFormat, data: bytes, text: str, ctx: Context
     else:
         why = f"none of {found} holds {chosen.holds}"
     try:
-        detected = detect(_head_of(data), ctx.path, lambda: text).name
+        detected = detect(head, ctx.path, lambda: text).name
     except InvalidTranscript:
         detected = None
     if detected is None:

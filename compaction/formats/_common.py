@@ -225,13 +225,43 @@ def _too_deep(text: str, value: Any) -> str | None:
     )
 
 
-def iter_jsonl(text: str, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
+def _split_lines(text: str | bytes) -> Iterator[tuple[int, str | bytes]]:
+    """Yield ``(offset, line)`` for each line of ``text``, as ``text.split("\n")`` would, one at a time."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    start = 0
+    while True:
+        end = text.find(newline, start)  # type: ignore[arg-type]
+        if end < 0:
+            yield start, text[start:]
+            return
+        yield start, text[start:end]
+        start = end + 1
+
+
+def iter_jsonl(text: str | bytes, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL text.
 
-    A line that is not valid JSON, or not a JSON object, is reported through ``ctx``.
+    ``text`` is the decoded text, or the file's UTF-8 bytes (a leading BOM removed): then
+    each line is decoded on its own, so the whole file is never held as one ``str``.  A
+    line that is not valid JSON, or not a JSON object, is reported through ``ctx``.
+
+    Raises:
+        InvalidTranscript: ``text`` is bytes that are not UTF-8 (even when lenient: the
+            whole file is refused, as a text that does not decode is), naming the byte.
     """
     loads = json.loads
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, (offset, raw) in enumerate(_split_lines(text), 1):
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InvalidTranscript(
+                    f"not UTF-8 text (byte {offset + err.start}: {err.reason}); "
+                    "transcripts are UTF-8 JSON, JSONL or Markdown",
+                    path=ctx.path,
+                ) from err
+        else:
+            line = raw
         if not line.strip():
             continue
         try:

@@ -197,6 +197,10 @@ class TranscriptFormat:
         holds: what the format reads a message from, in its users' words and with its
             article (``"a pi session entry with a conversation message (type 'message')"``),
             for the error that says why a file read as this format gave no message.
+        reads_bytes: ``parse`` takes the file's bytes (UTF-8, a leading BOM removed) and
+            reads them a line at a time (:func:`~compaction.formats._common.iter_jsonl`), so
+            the whole file is never decoded into one ``str`` (up to 4 bytes a character
+            when one line holds an emoji); JSONL formats set it.
 
     Example:
         >>> from compaction.formats import pi
@@ -209,3 +213,4 @@ class TranscriptFormat:
     sniff: Callable[[Sample], bool]
     parse: Callable[[str, Context], list[Draft]]
     holds: str = "a message"
+    reads_bytes: bool = False

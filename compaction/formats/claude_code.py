@@ -196,7 +196,7 @@ def _carries_subagent_message(event: dict[str, Any]) -> bool:
     return isinstance(message, dict) and isinstance(message.get("message"), dict)
 
 
-def parse(text: str, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes, ctx: Context) -> list[Draft]:
     """Parse a Claude Code session into drafts (file order; breaks, rewinds, sidechains reported)."""
     chain = _Chain(ctx)
     drafts: list[Draft] = []
@@ -304,4 +304,5 @@ FORMAT = TranscriptFormat(
     sniff=sniff,
     parse=parse,
     holds="a Claude Code 'user' or 'assistant' event (with its 'message')",
+    reads_bytes=True,
 )

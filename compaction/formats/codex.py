@@ -101,7 +101,7 @@ def output_block(item: dict[str, Any]) -> Block:
     return tool_result(_call_id(item), content)
 
 
-def parse(text: str, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes, ctx: Context) -> list[Draft]:
     """Parse a Codex rollout into drafts."""
     drafts: list[Draft] = []
     model: str | None = None
@@ -178,4 +178,5 @@ FORMAT = TranscriptFormat(
     sniff=sniff,
     parse=parse,
     holds="a Codex 'response_item' record (a 'payload' with a conversation item)",
+    reads_bytes=True,
 )

@@ -143,7 +143,7 @@ def _event_draft(event: Any, converter: OpenAIConverter, responses: set[str]) ->
     raise Malformed("a history event needs an 'action' or an 'observation'")
 
 
-def parse(text: str, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes, ctx: Context) -> list[Draft]:
     """Parse an OpenHands output.jsonl into drafts (all runs, in file order)."""
     drafts: list[Draft] = []
     for line, record in iter_jsonl(text, ctx):
@@ -186,4 +186,5 @@ FORMAT = TranscriptFormat(
     sniff=sniff,
     parse=parse,
     holds="an OpenHands run record ('instance_id' with a 'history' of events)",
+    reads_bytes=True,
 )

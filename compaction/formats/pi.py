@@ -256,7 +256,7 @@ def _lines(numbers: list[int], shown: int = 10) -> str:
     return text + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
 
 
-def parse(text: str, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes, ctx: Context) -> list[Draft]:
     """Parse a pi session into drafts (the active branch, compaction summaries as meta)."""
     entries = _active_branch(list(iter_jsonl(text, ctx)), ctx)
     drafts: list[Draft] = []
@@ -336,4 +336,5 @@ FORMAT = TranscriptFormat(
     sniff=sniff,
     parse=parse,
     holds="a pi session entry with a conversation message (type 'message')",
+    reads_bytes=True,
 )
