@@ -3,7 +3,7 @@
 :func:`open_store` is what ``--store`` goes through: a path opens the embedded SQLite store
 (the default), a URL the shared PostgreSQL one (see :mod:`.postgres` for the URL and how one
 database holds many stores).  :func:`compaction_claim` makes one worker the only one
-compressing a store while it holds the claim, on backends that can say so.
+compressing a conversation's tree of branches while it holds the claim.
 
 Example:
     >>> with open_store(":memory:") as store:
@@ -128,10 +128,11 @@ def _open_any(location: str | Path) -> SQLiteStore | PostgresStore:
 def compaction_claim(store: HistoryStore, wait: bool = True) -> Iterator[bool]:
     """Hold ``store``'s compaction claim for the block, where its backend has one.
 
-    Two workers compressing one PostgreSQL store with this around each ``Compactor.tick``
-    never summarize the same chunk twice: the second waits (or, with ``wait=False``, is
-    told ``False`` and should skip the tick).  A store without claims (SQLite: one machine,
-    its writes serialized by the file lock) yields ``True`` and holds nothing.
+    Two workers compressing one store (PostgreSQL, or an SQLite file) with this around each
+    ``Compactor.tick`` never summarize the same chunk twice: the second waits (or, with
+    ``wait=False``, is told ``False`` and should skip the tick).  The claim covers a
+    conversation's tree of branches.  A store without claims (SQLite ``:memory:``, a
+    backend without ``compaction_claim``) yields ``True`` and holds nothing.
 
     Yields:
         Whether this worker holds the claim.

@@ -41,15 +41,7 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import (
-    CAPTION_STATUSES,
-    FAILURE_KINDS,
-    Caption,
-    CompactionEvent,
-    MessageFacts,
-    StoredSummary,
-    SummarySpan,
-)
+from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
 from .scope import ConversationScope
 from .sync import append_batch
 from .usage import UsageRecord
@@ -908,26 +900,6 @@ class SQLiteStore(ConversationScope):
                 (*args, level, before_seq, limit),
             ).fetchall()
         return [int(r[0]) for r in rows]
-
-    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
-        """Return the ids and ranges of the ``level`` summaries starting at or after ``from_seq``, by start.
-
-        No texts or provenance are read: the compactor walks chains of ranges with this
-        and reads the texts of only the summaries it merges.  One index range scan.
-
-        Raises:
-            InvalidArgument: ``level`` or ``from_seq`` is not a whole number.
-            StoreError: the store could not be read.
-        """
-        _check_ints(level=level, from_seq=from_seq)
-        with self._reading("reading summary ranges"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT id, start_seq, end_seq FROM summaries WHERE {where} AND level = ? AND start_seq >= ?"
-                " ORDER BY start_seq, end_seq",
-                (*args, level, from_seq),
-            ).fetchall()
-        return [SummarySpan(int(i), level, int(s), int(e)) for i, s, e in rows]
 
     # -- failures and events -------------------------------------------------------------------
     def record_failure(
