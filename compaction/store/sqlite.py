@@ -27,6 +27,7 @@ crash loses nothing committed.  What a message looks like stored is decided in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -41,10 +42,23 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import CAPTION_STATUSES, FAILURE_KINDS, Caption, CompactionEvent, MessageFacts, StoredSummary
+from .model import (
+    CAPTION_STATUSES,
+    FAILURE_KINDS,
+    Caption,
+    CompactionEvent,
+    MessageFacts,
+    StoredSummary,
+    SummarySpan,
+)
 from .scope import ConversationScope
 from .sync import append_batch
 from .usage import UsageRecord
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - not POSIX: the claim holds nothing
+    _fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from .base import CaptionStore, HistoryStore
@@ -901,6 +915,26 @@ class SQLiteStore(ConversationScope):
             ).fetchall()
         return [int(r[0]) for r in rows]
 
+    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
+        """Return the ids and ranges of the ``level`` summaries starting at or after ``from_seq``, by start.
+
+        No texts or provenance are read: the compactor walks chains of ranges with this
+        and reads the texts of only the summaries it merges.  One index range scan.
+
+        Raises:
+            InvalidArgument: ``level`` or ``from_seq`` is not a whole number.
+            StoreError: the store could not be read.
+        """
+        _check_ints(level=level, from_seq=from_seq)
+        with self._reading("reading summary ranges"):
+            where, args = self._seen_summaries()
+            rows = self._db.execute(
+                f"SELECT id, start_seq, end_seq FROM summaries WHERE {where} AND level = ? AND start_seq >= ?"
+                " ORDER BY start_seq, end_seq",
+                (*args, level, from_seq),
+            ).fetchall()
+        return [SummarySpan(int(i), level, int(s), int(e)) for i, s, e in rows]
+
     # -- failures and events -------------------------------------------------------------------
     def record_failure(
         self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
@@ -1056,6 +1090,76 @@ class SQLiteStore(ConversationScope):
         """
         with self._reading("reading usage records"):
             return usage.select_usage(self._db, self._mark, model)
+
+    # -- the compaction claim --------------------------------------------------------------
+    @contextmanager
+    def compaction_claim(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the conversation's compaction claim for the block: no other process compresses its tree meanwhile.
+
+        The claim covers the conversation's whole tree of branches (they share summaries of
+        their shared messages), so two processes compressing a conversation and its branch
+        never make the same or overlapping summaries; other trees of the store are compressed
+        in parallel.  It is an exclusive ``flock`` on a sibling lock file per tree,
+        ``<store>.claim-<root conversation id>`` (created once, never removed: removing a
+        lock file others may hold open would let two holders in), so it is released at the
+        end of the block, or by the kernel when the process dies.  As on PostgreSQL, it is
+        held per store object: two objects in one process exclude each other too.
+
+        Args:
+            wait: wait for a holder to finish (True), or yield False at once.
+
+        Yields:
+            Whether this store object holds the claim (always True when ``wait``).  Claims
+            nest.  A ``:memory:`` store (one connection, nobody else) holds nothing and
+            yields True; so does a platform without ``fcntl``.
+
+        Raises:
+            StoreError: the lock file cannot be created or locked (a read-only directory...).
+        """
+        held = getattr(self, "_claims", 0)
+        if held:
+            self._claims = held + 1
+            try:
+                yield True
+            finally:
+                self._claims -= 1
+            return
+        lock_path = self._claim_path()
+        if lock_path is None or _fcntl is None:
+            yield True
+            return
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise StoreError(f"{self.path}: cannot create the compaction claim's lock file {lock_path}: {err}") from err
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX | (0 if wait else _fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        except OSError as err:
+            os.close(fd)
+            raise StoreError(f"{self.path}: cannot lock the compaction claim {lock_path}: {err}") from err
+        self._claims = 1
+        try:
+            yield True
+        finally:
+            self._claims = 0
+            os.close(fd)  # releases the lock
+
+    def _claim_path(self) -> str | None:
+        """Return the lock file of this conversation's tree (``None``: a store with no file)."""
+        if self.path in ("", ":memory:") or not os.path.isfile(self.path):
+            return None
+        with self._reading("finding the conversation's tree"):
+            self._refresh()
+        segments = self._lineage.segments
+        if segments:  # the root of the tree: a branch and its parent share it
+            tree = str(segments[-1].conversation_id)
+        else:  # not created yet: named by its conversation (any text, so hashed into the file name)
+            tree = "new-" + hashlib.sha256(self.conversation.encode()).hexdigest()[:16]
+        return f"{self.path}.claim-{tree}"
 
 
 def _check_ints(**values: object) -> None:
