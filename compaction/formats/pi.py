@@ -256,49 +256,83 @@ def _lines(numbers: list[int], shown: int = 10) -> str:
     return text + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
 
 
+#: The fields of an entry that place it in the session tree (all :func:`_active_branch` reads).
+_LINK_KEYS = ("type", "id", "parentId")
+
+#: What one entry gives: a draft, a compaction's fields (meta of the next draft), a
+#: malformed entry's reason, or nothing (a session header, an entry of another type).
+_Outcome = Draft | dict[str, Any] | Malformed | None
+
+
+def _outcome(line: int, entry: dict[str, Any]) -> _Outcome:
+    """Return what ``entry`` (from ``line``) gives, built as soon as it is read."""
+    kind = entry.get("type")
+    try:
+        if kind == "message":
+            draft = _message(entry.get("message"))
+        elif kind == "branch_summary":
+            summary = entry.get("summary")
+            if not isinstance(summary, str):
+                raise Malformed("a branch_summary entry needs a string 'summary'")
+            draft = Draft(
+                "user",
+                text_blocks(
+                    "The following is a summary of a branch that this conversation came back from:\n\n"
+                    f"<summary>\n{summary}\n</summary>"
+                ),
+                meta={"kind": "branch_summary"},
+            )
+        elif kind == "custom_message":
+            draft = Draft("user", _blocks(entry.get("content")), meta={"kind": "custom_message"})
+        elif kind == "compaction":
+            return {
+                key: entry[key]
+                for key in ("summary", "firstKeptEntryIndex", "firstKeptEntryId", "tokensBefore")
+                if key in entry
+            }
+        elif not isinstance(kind, str):
+            raise Malformed("an entry needs a string 'type'")
+        else:
+            return None
+    except Malformed as err:
+        return Malformed(str(err))  # without its traceback, which holds the decoded entry
+    if isinstance(entry.get("timestamp"), str):
+        draft.meta["timestamp"] = entry["timestamp"]
+    if isinstance(entry.get("id"), str):
+        draft.source_id = entry["id"]
+    draft.line = line
+    return draft
+
+
 def parse(text: str | bytes, ctx: Context) -> list[Draft]:
-    """Parse a pi session into drafts (the active branch, compaction summaries as meta)."""
-    entries = _active_branch(list(iter_jsonl(text, ctx)), ctx)
+    """Parse a pi session into drafts (the active branch, compaction summaries as meta).
+
+    One pass over the lines: each entry becomes its draft (or compaction fields, or the
+    reason it is malformed) as it is read, and only its tree links (``type``, ``id``,
+    ``parentId``) are kept beside, so the decoded lines are never all held at once.  The
+    active branch is then chosen from the links, and the drafts on it are kept in order;
+    a malformed entry is reported only when it is on the branch, as before.
+    """
+    links: list[tuple[int, dict[str, Any]]] = []
+    outcomes: dict[int, _Outcome] = {}
+    for line, entry in iter_jsonl(text, ctx):
+        links.append((line, {key: entry[key] for key in _LINK_KEYS if key in entry}))
+        outcome = _outcome(line, entry)
+        if outcome is not None:
+            outcomes[line] = outcome
     drafts: list[Draft] = []
     pending: dict[str, Any] = {}
-    for line, entry in entries:
-        kind = entry.get("type")
-        try:
-            if kind == "message":
-                draft = _message(entry.get("message"))
-            elif kind == "branch_summary":
-                summary = entry.get("summary")
-                if not isinstance(summary, str):
-                    raise Malformed("a branch_summary entry needs a string 'summary'")
-                draft = Draft(
-                    "user",
-                    text_blocks(
-                        "The following is a summary of a branch that this conversation came back from:\n\n"
-                        f"<summary>\n{summary}\n</summary>"
-                    ),
-                    meta={"kind": "branch_summary"},
-                )
-            elif kind == "custom_message":
-                draft = Draft("user", _blocks(entry.get("content")), meta={"kind": "custom_message"})
-            elif kind == "compaction":
-                pending["pi_compaction"] = {
-                    key: entry[key]
-                    for key in ("summary", "firstKeptEntryIndex", "firstKeptEntryId", "tokensBefore")
-                    if key in entry
-                }
-                continue
-            elif not isinstance(kind, str):
-                raise Malformed("an entry needs a string 'type'")
-            else:
-                continue
-        except Malformed as err:
-            ctx.problem(str(err), line=line)
+    for line, _links in _active_branch(links, ctx):
+        outcome = outcomes.pop(line, None)
+        if outcome is None:
             continue
-        if isinstance(entry.get("timestamp"), str):
-            draft.meta["timestamp"] = entry["timestamp"]
-        if isinstance(entry.get("id"), str):
-            draft.source_id = entry["id"]
-        draft.line = line
+        if isinstance(outcome, Malformed):
+            ctx.problem(str(outcome), line=line)
+            continue
+        if isinstance(outcome, dict):
+            pending["pi_compaction"] = outcome
+            continue
+        draft = outcome
         if pending and draft.content:
             draft.meta.update(pending)
             pending = {}
