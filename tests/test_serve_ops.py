@@ -102,7 +102,8 @@ def test_a_dead_summarizer_never_blocks_a_request(tmp_path: Path, caplog: Any) -
     assert answer.status_code == 200, answer.text
     (seen,) = upstream.seen
     assert independent_tokens(seen.body, "gpt-4o") <= 1500
-    assert seen.body["messages"][-1]["content"].endswith("\n\nand now the last one")  # the newest ask, last
+    newest = seen.body["messages"][-1]["content"]
+    assert newest == "and now the last one" or newest.endswith("\n\nand now the last one")  # the newest ask, last
     (conversation,) = conversations(tmp_path / "stores")
     assert len(stored_messages(tmp_path / "stores", conversation)) == len(history) + 1  # the answer too
     assert "the summarizer could not make the request fit" in caplog.text and "compacting this turn offline" in caplog.text
