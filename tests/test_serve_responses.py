@@ -192,3 +192,30 @@ def test_a_string_input_is_one_user_message(tmp_path: Path) -> None:
     assert forwarded["instructions"] == "Be brief."
     assert forwarded["input"] == [{"type": "message", "role": "user",
                                    "content": [{"type": "input_text", "text": "just a string"}]}]
+
+
+def test_a_responses_stream_that_stalls_ends_with_an_error_event(tmp_path: Path) -> None:
+    from serve_support import live_server
+    from test_serve_live import SteppedUpstream
+
+    from compaction.serve import Limits, ServeSettings
+
+    first = response_events(response_object({"input": "hi"}, 1)).split(b"\n\n")[0] + b"\n\n"
+    upstream = SteppedUpstream([first], stall=True)
+    try:
+        settings_ = ServeSettings(upstream.base_url, tmp_path / "stores", limits=Limits(stream_idle_seconds=0.5))
+        with live_server(create_app(settings_)) as proxy:
+            upstream.go.set()
+            answer = httpx.post(f"{proxy}/responses", json={"model": "gpt-4o", "input": "hi", "stream": True},
+                                timeout=10)
+    finally:
+        upstream.close()
+    assert answer.status_code == 200  # the headers had gone out already
+    assert answer.content.startswith(first)
+    name, data = answer.content[len(first):].decode().strip().split("\n")
+    assert name == "event: error"
+    error = json.loads(data.removeprefix("data: "))
+    assert error["type"] == "error" and error["code"] == "upstream_timeout"
+    assert error["message"].startswith("compaction serve: ") and "paused longer than 0.5 s" in error["message"]
+    (conversation,) = conversations(tmp_path / "stores")
+    assert [role for role, _ in stored_messages(tmp_path / "stores", conversation)] == ["user"]  # no answer stored
