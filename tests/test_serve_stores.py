@@ -319,3 +319,34 @@ def test_run_server_refuses_bad_bounds(tmp_path: Path, option: str, value: int, 
     with pytest.raises(InvalidArgument) as caught:
         run_server(upstream="http://127.0.0.1:9/v1", store_dir=tmp_path, **{option: value})
     assert str(caught.value) == needle
+
+
+def test_a_slot_with_work_left_running_is_not_evicted() -> None:
+    """A client that hung up leaves its call running; its slot (thread, stores) stays until it ends."""
+    pool = StorePool(1)
+    release = threading.Event()
+
+    async def go() -> None:
+        async def hung_up() -> None:
+            async with pool.hold("a") as slot:
+                await slot.run(release.wait, 10)
+
+        task = asyncio.create_task(hung_up())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        slot_a = pool._slots["a"]
+        assert slot_a.users == 0 and slot_a.pending == 1
+        async with pool.hold("b"):
+            pass
+        assert list(pool._slots) == ["a"] and pool.evicted == 1  # a's call still runs: idle b went
+        release.set()
+        while slot_a.pending:
+            await asyncio.sleep(0.01)
+        async with pool.hold("c"):
+            pass
+        assert list(pool._slots) == ["c"] and pool.evicted == 2
+
+    asyncio.run(go())
+    pool.close()

@@ -13,8 +13,8 @@ different conversations run in parallel.
 
 :class:`StorePool` keeps at most ``size`` slots.  Past that, the least recently used slot that
 no request holds or waits for is closed (its stores closed on its thread, the thread ended);
-a slot in use is never evicted, so the bound may be passed while more than ``size``
-conversations are in flight at once.  Before a kept store is reused, ``check_location()``
+a slot in use (or with a call still running on its thread, its caller gone) is never
+evicted, so the bound may be passed while more than ``size`` conversations are in flight.  Before a kept store is reused, ``check_location()``
 asks whether its file was deleted or replaced on disk meanwhile; such a store is closed and
 opened again from the path.  :meth:`StorePool.close` closes every slot (at shutdown).
 
@@ -111,6 +111,7 @@ class Slot:
         self.base = base
         self.lock = asyncio.Lock()
         self.users = 0  # requests holding or waiting for the lock
+        self.pending = 0  # calls queued or running on the thread (one whose caller left runs on)
         self.stores = OpenStores()
         #: what the app keeps of this conversation between requests (used on the slot's thread)
         self.memo: dict[str, Any] = {}
@@ -123,7 +124,13 @@ class Slot:
         still runs, in order, as a worker thread call started by ``anyio.to_thread`` would.
         """
         loop = asyncio.get_running_loop()
-        return await asyncio.shield(loop.run_in_executor(self._thread, functools.partial(function, *args)))
+        future = loop.run_in_executor(self._thread, functools.partial(function, *args))
+        self.pending += 1
+        future.add_done_callback(self._done)  # called on the loop's thread
+        return await asyncio.shield(future)
+
+    def _done(self, _future: object) -> None:
+        self.pending -= 1
 
     def close(self, *, wait: bool) -> None:
         """Close the stores on the slot's thread (after any work still queued there), end the thread."""
@@ -186,7 +193,7 @@ class StorePool:
             if len(self._slots) <= self.size:
                 break
             slot = self._slots[base]
-            if slot.users == 0:
+            if slot.users == 0 and slot.pending == 0:  # a call left running keeps its slot
                 del self._slots[base]
                 evicted.append(slot)
         self.evicted += len(evicted)
