@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.errors import InvalidTranscript
-from compaction.formats import claude_code, codex, load_transcript, openhands, pi
+from compaction.formats import _lines_of, claude_code, codex, load_transcript, openhands, pi
 from compaction.formats._common import Context, finish, iter_jsonl
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -76,3 +76,14 @@ def test_a_leading_bom_is_dropped(tmp_path: Path) -> None:
     with_bom = tmp_path / "bom.jsonl"
     with_bom.write_bytes(b"\xef\xbb\xbf" + sample.read_bytes())
     assert load_transcript(with_bom).messages == load_transcript(sample).messages
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=60).map(lambda b: b.replace(b"\r", b"\n")), bom=st.booleans())
+def test_lines_read_from_a_file_are_the_split_of_its_bytes(tmp_path_factory, data: bytes, bom: bool) -> None:  # noqa: ANN001
+    path = tmp_path_factory.mktemp("lines") / "f.jsonl"
+    whole = (b"\xef\xbb\xbf" if bom else b"") + data
+    path.write_bytes(whole)
+    text = whole[3:] if whole.startswith(b"\xef\xbb\xbf") else whole  # as utf-8-sig drops one BOM
+    with path.open("rb") as handle:
+        assert list(_lines_of(handle)) == text.split(b"\n")

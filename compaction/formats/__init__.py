@@ -42,10 +42,10 @@ what the format reads and what the content looks like, never an import of nothin
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
@@ -131,6 +131,32 @@ class ParsedTranscript:
     unknown_blocks: dict[str, int] = field(default_factory=dict)
 
 
+def _read_all(path: str | Path, name: str) -> bytes:
+    """Return the bytes of the file ``path``.
+
+    Raises:
+        TranscriptUnreadable: the file cannot be read (missing, a directory, no permission).
+    """
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
+
+
+def _lines_of(handle: BinaryIO) -> Iterator[bytes]:
+    """Yield the lines of a binary file without their ``\\n`` (as ``split(b"\\n")`` would), a
+    leading UTF-8 BOM dropped; one line is held at a time."""
+    first = True
+    for line in handle:
+        if first:
+            first = False
+            if line.startswith(_BOM):
+                line = line[len(_BOM) :]
+        yield line[:-1] if line.endswith(b"\n") else line
+    if first or line.endswith(b"\n"):
+        yield b""  # split() gives an empty last piece after a final newline (and for an empty file)
+
+
 def _decode(data: bytes, path: str | None) -> str:
     try:
         return data.decode("utf-8-sig")
@@ -209,25 +235,24 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     name = str(path)
     chosen = format_named(format, name) if format is not None else None
     try:
-        data = Path(path).read_bytes()
+        head = _read_head(path)
     except OSError as err:  # missing, a directory, unreadable: one typed error naming the file
         raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
-    head = _head_of(data)
-    transcript_format = chosen or detect(head, name, lambda: _decode(data, name))
+    transcript_format = chosen or detect(head, name, lambda: _decode(_read_all(path, name), name))
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
-    source: str | bytes
-    if transcript_format.reads_bytes:  # read a line at a time: never the whole file as one str
-        source = data[3:] if data.startswith(_BOM) else data
+    if transcript_format.reads_bytes:  # a line at a time from the file: never the whole file at once
+        parse = cast(Callable[[Iterable[bytes], Context], list[Draft]], transcript_format.parse)
+        try:
+            with open(path, "rb") as handle:
+                messages = finish(parse(_lines_of(handle), ctx), ctx)
+        except OSError as err:
+            raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
     else:
-        source = _decode(data, name)
-    data = b""  # the file is held once: as source only
-    parse = cast(Callable[[str | bytes, Context], list[Draft]], transcript_format.parse)
-    messages = finish(parse(source, ctx), ctx)
+        messages = finish(transcript_format.parse(_decode(_read_all(path, name), name), ctx), ctx)
     if ctx.unplaced:
         raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
     if chosen is not None and not messages:
-        text = source if isinstance(source, str) else source.decode("utf-8")
-        raise _nothing_read(chosen, head, text, ctx)
+        raise _nothing_read(chosen, head, _decode(_read_all(path, name), name), ctx)
     return ParsedTranscript(
         messages=messages,
         format=transcript_format.name,

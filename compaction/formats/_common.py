@@ -225,8 +225,15 @@ def _too_deep(text: str, value: Any) -> str | None:
     )
 
 
-def _split_lines(text: str | bytes) -> Iterator[tuple[int, str | bytes]]:
-    """Yield ``(offset, line)`` for each line of ``text``, as ``text.split("\n")`` would, one at a time."""
+def _split_lines(text: str | bytes | Iterable[bytes]) -> Iterator[tuple[int, str | bytes]]:
+    """Yield ``(offset, line)`` for each line of ``text`` as ``text.split("\\n")`` would, one at a
+    time; ``text`` may also be the lines themselves (bytes without their newline)."""
+    if not isinstance(text, (str, bytes)):
+        offset = 0
+        for piece in text:
+            yield offset, piece
+            offset += len(piece) + 1
+        return
     newline = "\n" if isinstance(text, str) else b"\n"
     start = 0
     while True:
@@ -238,11 +245,12 @@ def _split_lines(text: str | bytes) -> Iterator[tuple[int, str | bytes]]:
         start = end + 1
 
 
-def iter_jsonl(text: str | bytes, ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(text: str | bytes | Iterable[bytes], ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL text.
 
-    ``text`` is the decoded text, or the file's UTF-8 bytes (a leading BOM removed): then
-    each line is decoded on its own, so the whole file is never held as one ``str``.  A
+    ``text`` is the decoded text, the file's UTF-8 bytes (a leading BOM removed), or its
+    lines as bytes without their newline: then each line is decoded on its own, so the
+    whole file is never held as one ``str`` (nor, for lines, at all).  A
     line that is not valid JSON, or not a JSON object, is reported through ``ctx``.
 
     Raises:

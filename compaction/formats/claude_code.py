@@ -48,6 +48,7 @@ abandoned branch is neither dropped nor passed off silently as part of one conve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
@@ -196,7 +197,7 @@ def _carries_subagent_message(event: dict[str, Any]) -> bool:
     return isinstance(message, dict) and isinstance(message.get("message"), dict)
 
 
-def parse(text: str | bytes, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """Parse a Claude Code session into drafts (file order; breaks, rewinds, sidechains reported)."""
     chain = _Chain(ctx)
     drafts: list[Draft] = []

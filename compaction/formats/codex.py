@@ -31,6 +31,7 @@ message; consecutive outputs form one user message.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from ..blocks import Block
@@ -101,7 +102,7 @@ def output_block(item: dict[str, Any]) -> Block:
     return tool_result(_call_id(item), content)
 
 
-def parse(text: str | bytes, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """Parse a Codex rollout into drafts."""
     drafts: list[Draft] = []
     model: str | None = None

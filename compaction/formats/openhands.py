@@ -35,6 +35,7 @@ OpenHands numbers tool calls ``toolu_01``, ``toolu_02`` ... afresh in each run;
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -143,7 +144,7 @@ def _event_draft(event: Any, converter: OpenAIConverter, responses: set[str]) ->
     raise Malformed("a history event needs an 'action' or an 'observation'")
 
 
-def parse(text: str | bytes, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """Parse an OpenHands output.jsonl into drafts (all runs, in file order)."""
     drafts: list[Draft] = []
     for line, record in iter_jsonl(text, ctx):

@@ -37,6 +37,7 @@ are dropped as empty.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..blocks import Block, image_reference_block
@@ -304,7 +305,7 @@ def _outcome(line: int, entry: dict[str, Any]) -> _Outcome:
     return draft
 
 
-def parse(text: str | bytes, ctx: Context) -> list[Draft]:
+def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """Parse a pi session into drafts (the active branch, compaction summaries as meta).
 
     One pass over the lines: each entry becomes its draft (or compaction fields, or the
