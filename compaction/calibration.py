@@ -55,6 +55,7 @@ __all__ = [
     "fit_correction",
     "fits_from_ledger",
     "fits_from_store",
+    "record_proxy_usage",
     "record_request_usage",
     "usage_counts",
 ]
@@ -199,6 +200,50 @@ def record_request_usage(
             source=source,
         )
     )
+
+
+#: The request format of each API the proxy serves (as :mod:`compaction.serve.app` maps them).
+_PROXY_FORMATS = {"openai": "openai", "anthropic": "anthropic", "responses": "openai-responses"}
+
+
+def record_proxy_usage(store: object, record: Any) -> int | None:
+    """Record a proxied request's usage in its conversation's store (bookkeeping: never raises).
+
+    ``record`` is the proxy ledger's :class:`~compaction.serve.ledger.RequestRecord`: its
+    ``tokens_shipped`` (our count of the compiled request) and the usage the upstream
+    reported, which keeps Anthropic's uncached ``input_tokens`` apart from cache reads and
+    writes (summed here, as :func:`usage_counts` does).
+
+    Returns:
+        The record's id, or ``None`` when there was nothing to record (no usage, nothing
+        shipped, no model) or the store refused the write (the request is not failed over it).
+    """
+    api, model, shipped, uncached = record.api, record.model, record.tokens_shipped, record.input_tokens
+    if not (
+        isinstance(model, str) and model and isinstance(shipped, int) and shipped > 0 and uncached is not None
+    ):
+        return None
+    request_format = _PROXY_FORMATS.get(api, str(api))
+    read, write = record.cache_read_tokens, record.cache_write_tokens
+    total = uncached + ((read or 0) + (write or 0) if request_format == "anthropic" else 0)
+    write_usage = getattr(store, "record_usage", None)
+    if write_usage is None:
+        return None
+    try:
+        return int(
+            write_usage(
+                model,
+                request_format,
+                shipped,
+                input_tokens=total,
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+                output_tokens=record.output_tokens,
+                source="proxy",
+            )
+        )
+    except (StoreError, InvalidArgument):
+        return None
 
 
 def _nearest_rank(ordered: Sequence[float], share: float) -> float:

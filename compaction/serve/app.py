@@ -45,6 +45,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..blocks import Message, escape_lone_surrogates
+from ..calibration import record_proxy_usage
 from ..errors import CompactionError, OverBudget, StoreError
 from ..pipeline import compress_and_compile
 from ..recipe import Recipe, SummarizerSettings
@@ -361,6 +362,9 @@ class _Proxy:
             record.answer_recorded = await slot.run(
                 self.book.record_answer, resolved.conversation, resolved.stored, answer, slot.stores
             )
+            # our count of the shipped request beside the provider's usage: what calibration fits
+            path = self.book.path_of(resolved.conversation)
+            await slot.run(lambda: record_proxy_usage(slot.stores.get(path), record))
 
     @staticmethod
     def _usage(record: RequestRecord, usage: Usage) -> None:
