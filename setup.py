@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 
 # Directives for every extension, in one place.  boundscheck/wraparound are off: every index in
 # the kernels is a loop counter below the length of the buffer it indexes, or a pair of codes
-# ``previous * N_CODES + current`` with both codes below N_CODES (161).
+# ``previous * N_CODES + current`` with both codes below N_CODES (187).
 COMPILER_DIRECTIVES = {
     "language_level": 3,
     "boundscheck": False,

@@ -17,7 +17,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
-from .estimator_tables import BOUNDARY, CLASS_BASE, N_CODES, REPEAT_BASE, SCALE_BITS, weight_table
+from .estimator_tables import BOUNDARY, CLASS_BASE, N_CODES, REPEAT_BASE, SCALE_BITS, TRADITIONAL_HAN, weight_table
 
 cdef extern from "Python.h":
     int PyUnicode_KIND(object text)
@@ -31,10 +31,10 @@ cdef extern from "Python.h":
 __all__ = ["estimate_tokens", "pair_counts", "char_class", "char_code", "N_CODES", "BOUNDARY"]
 
 cdef enum:
-    C_N_CODES = 161
+    C_N_CODES = 187
     C_CLASS_BASE = 128
-    C_REPEAT_BASE = 144
-    C_BOUNDARY = 160
+    C_REPEAT_BASE = 157
+    C_BOUNDARY = 186
     C_SCALE_BITS = 16
 
 if (N_CODES, CLASS_BASE, REPEAT_BASE, BOUNDARY, SCALE_BITS) != (
@@ -59,6 +59,19 @@ cdef enum:
     CJK_PUNCT = 13
     OTHER = 14
     ASTRAL = 15
+    GREEK = 16
+    CYRILLIC = 17
+    HEBREW = 18
+    ARABIC = 19
+    VIETNAMESE = 20
+    DEVANAGARI = 21
+    INDIC = 22
+    THAI = 23
+    CYRILLIC_EXT = 24
+    INDIC_SOUTH = 25
+    HAN_TRADITIONAL = 26
+    INDIC_WEST = 27
+    CYRILLIC_ASIAN = 28
 
 
 cdef inline uint8_t _ascii_class(Py_UCS4 cp) noexcept nogil:
@@ -78,7 +91,8 @@ cdef inline uint8_t _ascii_class(Py_UCS4 cp) noexcept nogil:
 
 
 cdef uint8_t _c_char_class(Py_UCS4 cp) noexcept nogil:
-    # keep in step with char_class() of the twin (the same chain of tests)
+    # keep in step with char_class() of the twin (the same chain of tests; its
+    # HAN_TRADITIONAL test is written into the tables built below)
     if cp < 128:
         return _ascii_class(cp)
     if cp < 0x800:
@@ -86,6 +100,20 @@ cdef uint8_t _c_char_class(Py_UCS4 cp) noexcept nogil:
             return BLANK
         if cp < 0xC0 or cp == 0xD7 or cp == 0xF7:
             return SYMBOL
+        if cp < 0x370:
+            return LATIN
+        if cp < 0x400:
+            return GREEK
+        if 0x410 <= cp < 0x450 and cp != 0x42A and cp != 0x44A:
+            return CYRILLIC
+        if cp < 0x460 or cp == 0x490 or cp == 0x491:
+            return CYRILLIC_EXT
+        if cp < 0x530:
+            return CYRILLIC_ASIAN
+        if 0x590 <= cp < 0x600:
+            return HEBREW
+        if 0x600 <= cp < 0x700 or 0x750 <= cp < 0x780:
+            return ARABIC
         return LATIN
     if cp < 0x10000:
         if 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF:
@@ -100,6 +128,22 @@ cdef uint8_t _c_char_class(Py_UCS4 cp) noexcept nogil:
             return BLANK
         if 0x3001 <= cp <= 0x303F or 0xFF00 <= cp <= 0xFF65 or 0xFE30 <= cp <= 0xFE4F:
             return CJK_PUNCT
+        if 0x900 <= cp < 0x980:
+            return DEVANAGARI
+        if 0x980 <= cp < 0xA00:
+            return INDIC
+        if 0xA00 <= cp < 0xB80:
+            return INDIC_WEST
+        if 0xB80 <= cp < 0xE00:
+            return INDIC_SOUTH
+        if 0xE00 <= cp < 0xF00:
+            return THAI
+        if 0x1E00 <= cp < 0x1F00:
+            return VIETNAMESE
+        if 0x1F00 <= cp < 0x2000:
+            return GREEK
+        if 0x8A0 <= cp < 0x900:
+            return ARABIC
         return OTHER
     if 0x20000 <= cp <= 0x3FFFF:
         return HAN
@@ -112,6 +156,9 @@ cdef Py_ssize_t _cp
 for _cp in range(65536):
     _bmp_class[_cp] = _c_char_class(<Py_UCS4>_cp)
     _bmp_code[_cp] = _cp if _cp < 128 else C_CLASS_BASE + _bmp_class[_cp]
+for _ch in TRADITIONAL_HAN:  # the twin's ``cp in _TRADITIONAL_HAN`` test, as table entries
+    _bmp_class[ord(_ch)] = HAN_TRADITIONAL
+    _bmp_code[ord(_ch)] = C_CLASS_BASE + HAN_TRADITIONAL
 
 
 cdef inline uint8_t _class_of(Py_UCS4 cp) noexcept nogil:

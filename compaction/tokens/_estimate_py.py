@@ -10,8 +10,16 @@ The algorithm
 1. **Codes.**  Every character gets a code (:func:`char_code`), one of :data:`N_CODES`: an
    ASCII character is its own code (``0..127``: ``"e"``, ``" "``, ``"{"`` and ``"\\n"`` each
    have a weight of their own); any other character is coded by its class
-   (:func:`char_class`: non-ASCII letters of the two-byte UTF-8 range, two-byte symbols, Han,
-   kana, Hangul, CJK punctuation, blanks, other three-byte characters, astral characters), at
+   (:func:`char_class`: by script, since each script has its own share of a BPE vocabulary and
+   so its own rate of tokens per character: Greek, Cyrillic (the Russian alphabet; apart, the
+   other letters of the Slavic languages, Ukrainian, Bulgarian, Serbian... (``ъ`` included),
+   which mark languages with fewer tokens of their own; and apart again the letters of
+   Kazakh, Kyrgyz, Tatar..., U+0460-U+052F), Hebrew, Arabic, other two-byte letters (Latin
+   with accents, IPA, Armenian...), Vietnamese's Latin Extended Additional, Devanagari,
+   Bengali, Gurmukhi with Gujarati and Oriya, the scripts of southern India (Tamil, Telugu,
+   Kannada, Malayalam, Sinhala), Thai and Lao, Han (the characters only Traditional Chinese
+   writes, ``TRADITIONAL_HAN``, apart), kana, Hangul; and two-byte symbols, CJK
+   punctuation, blanks, other three-byte characters, astral characters), at
    ``CLASS_BASE + class``, or at ``REPEAT_BASE + class`` when it repeats the character before
    it (``"━━━"``, ``"。。"``: BPE merges those into long tokens).  :data:`BOUNDARY` stands
    before the first and after the last character.
@@ -21,7 +29,7 @@ The algorithm
    a letter joins the word, ``"th"`` and ``"in"`` sit inside one token far more often than
    ``"qz"`` or ``"x7"`` (English words cost less per letter than identifiers, hex digests and
    base64), a newline after ``"{"`` starts an indented line, and so on.  A class-pair model
-   (16 x 16 cells) is the special case of one weight per pair of classes; the fitter starts
+   (29 x 29 cells) is the special case of one weight per pair of classes; the fitter starts
    from it and learns per-character corrections where the corpus supports them.
 3. **Digits, exactly.**  Both encodings split a run of ASCII digits into groups of at most
    three (``\\p{N}{1,3}``) and every group of one to three ASCII digits is a single token, so a
@@ -31,7 +39,7 @@ The algorithm
 4. **Fixed point.**  Weights are integers in units of ``2 ** -SCALE_BITS`` tokens, so both twins
    compute the same integer sum ``(digit_tokens << SCALE_BITS) + sum(W[cell] * count)`` with no
    floating-point rounding; the estimate is that sum rounded half up to whole tokens.
-5. **Floors.**  Every run of letters (an ASCII or two-byte letter, ``LETTER_CODES``) and every
+5. **Floors.**  Every run of letters (an ASCII letter or one of a letter class, ``LETTER_CODES``) and every
    group of digits is a piece of its own to both pre-tokenizers, hence at least one token.  The
    fitter keeps every weight at 0 or more and the weight of a letter after a non-letter at 1 or
    more, so the estimate is never below the number of words plus ``digit_tokens`` (no cycle of
@@ -55,8 +63,11 @@ from .estimator_tables import (
     N_CODES,
     REPEAT_BASE,
     SCALE_BITS,
+    TRADITIONAL_HAN,
     weight_table,
 )
+
+_TRADITIONAL_HAN = frozenset(ord(ch) for ch in TRADITIONAL_HAN)
 
 __all__ = ["estimate_tokens", "pair_counts", "char_class", "char_code", "N_CODES", "BOUNDARY"]
 
@@ -76,7 +87,20 @@ HANGUL = 12
 CJK_PUNCT = 13
 OTHER = 14
 ASTRAL = 15
-N_CLASSES = 16
+GREEK = 16
+CYRILLIC = 17
+HEBREW = 18
+ARABIC = 19
+VIETNAMESE = 20
+DEVANAGARI = 21
+INDIC = 22
+THAI = 23
+CYRILLIC_EXT = 24
+INDIC_SOUTH = 25
+HAN_TRADITIONAL = 26
+INDIC_WEST = 27
+CYRILLIC_ASIAN = 28
+N_CLASSES = 29
 
 _HALF = 1 << (SCALE_BITS - 1)
 
@@ -119,10 +143,24 @@ def char_class(cp: int) -> int:
             return BLANK
         if cp < 0xC0 or cp == 0xD7 or cp == 0xF7:
             return SYMBOL
+        if cp < 0x370:
+            return LATIN
+        if cp < 0x400:
+            return GREEK
+        if 0x410 <= cp < 0x450 and cp != 0x42A and cp != 0x44A:
+            return CYRILLIC
+        if cp < 0x460 or cp == 0x490 or cp == 0x491:
+            return CYRILLIC_EXT
+        if cp < 0x530:
+            return CYRILLIC_ASIAN
+        if 0x590 <= cp < 0x600:
+            return HEBREW
+        if 0x600 <= cp < 0x700 or 0x750 <= cp < 0x780:
+            return ARABIC
         return LATIN
     if cp < 0x10000:
         if 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0xF900 <= cp <= 0xFAFF:
-            return HAN
+            return HAN_TRADITIONAL if cp in _TRADITIONAL_HAN else HAN
         if 0x3040 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF or 0xFF66 <= cp <= 0xFF9F:
             return KANA
         if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
@@ -133,6 +171,22 @@ def char_class(cp: int) -> int:
             return BLANK
         if 0x3001 <= cp <= 0x303F or 0xFF00 <= cp <= 0xFF65 or 0xFE30 <= cp <= 0xFE4F:
             return CJK_PUNCT
+        if 0x900 <= cp < 0x980:
+            return DEVANAGARI
+        if 0x980 <= cp < 0xA00:
+            return INDIC
+        if 0xA00 <= cp < 0xB80:
+            return INDIC_WEST
+        if 0xB80 <= cp < 0xE00:
+            return INDIC_SOUTH
+        if 0xE00 <= cp < 0xF00:
+            return THAI
+        if 0x1E00 <= cp < 0x1F00:
+            return VIETNAMESE
+        if 0x1F00 <= cp < 0x2000:
+            return GREEK
+        if 0x8A0 <= cp < 0x900:
+            return ARABIC
         return OTHER
     if 0x20000 <= cp <= 0x3FFFF:
         return HAN
