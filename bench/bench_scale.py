@@ -11,6 +11,13 @@ summary prints:
 * compress throughput with the offline extractive summarizer (``Recipe()`` defaults):
   messages/s and MB/s of transcript summarized, from a freshly imported store each round.
 
+* one agent turn (``test_summarizing_turn``) on stores of 1k, 100k and 1M messages: an
+  ordinary turn (two short messages appended, ``Compactor.tick`` with nothing to do, compile
+  at 16,000 tokens) beside a summarizing turn (one base chunk appended, summarized by the
+  offline extractive summarizer, merged upward when a group fills, compiled); the
+  summarizer's own time is reported apart (target, issue #14 item 7: under 50 ms beyond
+  the summarizer at 1M).  ``COMPACTION_BENCH_TURN_SIZES=1000,100000`` limits its sizes.
+
 ``COMPACTION_BENCH_SIZES=10000,100000`` limits the sizes; ``COMPACTION_BENCH_PROFILE=1``
 prints a cProfile of one compile at the largest size.
 """
@@ -22,12 +29,13 @@ import io
 import os
 import pstats
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from make_store import BASE_TRANSCRIPT, build_store
 
-from compaction import Compactor, Recipe, Store, compile_request
+from compaction import Compactor, Message, Recipe, Store, compile_request
 from compaction.pipeline import import_transcript
 
 SIZES = tuple(int(s) for s in os.environ.get("COMPACTION_BENCH_SIZES", "10000,100000,1000000").split(","))
@@ -203,3 +211,111 @@ def test_turn_latency_between_events(benchmark, tmp_path: Path, mode: str) -> No
             )
     finally:
         store.close()
+
+
+SUMMARIZING: dict[tuple[int, str], dict[str, float]] = {}
+TURN_SIZES = tuple(
+    int(s) for s in os.environ.get("COMPACTION_BENCH_TURN_SIZES", "1000,100000,1000000").split(",")
+)
+
+
+class _TimedSummarizer:
+    """The offline extractive summarizer, timed: the summarizer call is reported apart."""
+
+    def __init__(self, encoding: str) -> None:
+        from compaction.summarizers.extractive import ExtractiveSummarizer
+
+        self.inner = ExtractiveSummarizer(encoding)
+        self.name = self.inner.name
+        self.seconds = 0.0
+
+    def summarize(self, request, *, kind):  # noqa: ANN001, ANN201
+        started = time.perf_counter()
+        try:
+            return self.inner.summarize(request, kind=kind)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("kind", ["ordinary", "summarizing"])
+@pytest.mark.parametrize("n", TURN_SIZES, ids=lambda n: f"{n // 1000}k")
+def test_summarizing_turn(benchmark, tmp_path: Path, n: int, kind: str) -> None:
+    """One agent turn on a store of ``n`` messages (issue #14, item 7; target: under 50 ms at 1M).
+
+    ``summarizing``: one base chunk of messages is appended, :meth:`Compactor.tick` summarizes
+    it (and merges upward when a group is full), then the request is compiled (16,000
+    tokens).  ``ordinary``: two short messages are appended and the request is compiled.
+    The summarizer's own time (offline extractive) is measured apart and reported beside.
+    """
+    built = build_store(n)
+    path = tmp_path / "turns.db"
+    shutil.copyfile(built.path, path)
+    recipe = Recipe()
+    summarizer = _TimedSummarizer(recipe.encoding)
+    store = Store(path)
+    try:
+        chunk = next(s for s in store.summaries_within(1, 0, 959) if s.end_seq - s.start_seq >= 6)
+        new = store.messages(chunk.start_seq, chunk.end_seq)
+        turn = [0]
+        before: list[float] = []
+
+        def one_turn() -> int:
+            turn[0] += 1
+            if kind == "summarizing":
+                store.append(new, chain_seed=f"chunk-{turn[0]}")
+            else:
+                store.append(
+                    [
+                        Message("assistant", ({"type": "text", "text": f"step {turn[0]}: ran the suite"},)),
+                        Message("user", ({"type": "text", "text": f"fix failure {turn[0]}"},)),
+                    ],
+                    chain_seed=f"turn-{turn[0]}",
+                )
+            before.append(summarizer.seconds)
+            report = Compactor(store, recipe, summarizer).tick()
+            if kind == "summarizing":
+                assert report.l1_added >= 1
+            return compile_request(store, recipe, budget=16000).tokens
+
+        tokens = benchmark.pedantic(one_turn, rounds=12, warmup_rounds=1)
+        assert tokens <= 16000
+        stats = benchmark.stats.stats
+        per_turn = summarizer.seconds / len(before) if before else 0.0
+        row = {
+            "messages": built.messages,
+            "median_ms": stats.median * 1000,
+            "max_ms": stats.max * 1000,
+            "summarizer_ms": per_turn * 1000,
+        }
+        benchmark.extra_info.update(row)
+        SUMMARIZING[(n, kind)] = row
+    finally:
+        store.close()
+
+
+class _TurnSummary:
+    """Print the ordinary and summarizing turn table after the run."""
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001
+        if not SUMMARIZING:
+            return
+        write = terminalreporter.write_line
+        write("")
+        write("one turn (append, Compactor.tick, compile at 16,000 tokens), ms; summarizer = extractive, mean")
+        write(f"{'messages':>10s} {'turn':>12s} {'median':>8s} {'max':>8s} {'summarizer':>11s} {'median-summ':>12s}")
+        for (_, kind), row in sorted(SUMMARIZING.items()):
+            write(
+                f"{int(row['messages']):>10d} {kind:>12s} {row['median_ms']:8.1f} {row['max_ms']:8.1f} "
+                f"{row['summarizer_ms']:11.1f} {row['median_ms'] - row['summarizer_ms']:12.1f}"
+            )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _turn_table(request: pytest.FixtureRequest):
+    plugin = _TurnSummary()
+    if not request.config.pluginmanager.is_registered(plugin):
+        request.config.pluginmanager.register(plugin, "bench-turn-summary")
+    yield
