@@ -28,13 +28,32 @@ _STORE_HELP = "SQLite store file, or a PostgreSQL store: postgresql://[user@]hos
     help="A compaction serve store directory: its request ledger (requests.sqlite) is read too.",
 )
 @click.option(
+    "--count-tokens",
+    "count_tokens_url",
+    metavar="BASE_URL",
+    help="First record samples from Anthropic's count_tokens endpoint at BASE_URL (e.g. "
+    "https://api.anthropic.com/v1): the conversation compiled as Anthropic Messages at a few budgets, "
+    "each counted exactly. Needs --store and a key in --api-key-env.",
+)
+@click.option(
+    "--api-key-env",
+    default="ANTHROPIC_API_KEY",
+    show_default=True,
+    help="The environment variable holding the Anthropic key for --count-tokens.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print a JSON array: source, model, samples, correction (null below the minimum), p10, p90, version.",
 )
 def calibrate_command(
-    store_path: str | None, conversation: str | None, store_dir: str | None, as_json: bool
+    store_path: str | None,
+    conversation: str | None,
+    store_dir: str | None,
+    count_tokens_url: str | None,
+    api_key_env: str,
+    as_json: bool,
 ) -> None:
     """Print per model the correction fitted from the provider's reported usage.
 
@@ -49,8 +68,17 @@ def calibrate_command(
 
     if store_path is None and store_dir is None:
         raise click.UsageError("name a store (--store DB) or a proxy's store directory (--store-dir DIR)")
+    if count_tokens_url is not None and store_path is None:
+        raise click.UsageError("--count-tokens records its samples in a store: name it with --store DB")
     rows: list[tuple[str, str, object, int]] = []
     with _errors():
+        if count_tokens_url is not None and store_path is not None:
+            from .count_tokens import probe_with_count_tokens
+            from .recipe import Recipe
+
+            with open_store(store_path, create=False, conversation=conversation) as probed:
+                recipe = Recipe(encoding=probed.encoding)
+                probe_with_count_tokens(probed, recipe, base_url=count_tokens_url, api_key_env=api_key_env)
         if store_path is not None:
             with open_store(store_path, create=False, conversation=ANY_CONVERSATION) as store:
                 rows += [(store_path, m, fit, n) for m, fit, n in fits_from_store(store, conversation)]
