@@ -10,7 +10,7 @@ The fit, per model (:func:`fit_correction`):
 
 * a sample's ratio is ``provider input tokens / compiled tokens``; records without a usage or
   with a count of 0 are left out;
-* only the newest :data:`WINDOW` samples count (a provider that changes its tokenizer is
+* only the newest :data:`WINDOW` records count (a provider that changes its tokenizer is
   followed within that many requests);
 * the correction is the **median** of the ratios (robust: a few requests the provider padded,
   e.g. with a hidden system prompt or tool definitions we did not see, move it little), clamped
@@ -311,7 +311,7 @@ def correction_for(store: object, model: str) -> Correction | None:
     read = getattr(store, "usage_records", None)
     if read is None:
         return None
-    records = [r for r in read(model) if r.ratio is not None][-WINDOW:]
+    records = [r for r in read(model, WINDOW) if r.ratio is not None]
     if not records:
         return None
     return fit_correction([r.ratio for r in records], model=model, newest_id=records[-1].id)
@@ -335,18 +335,16 @@ def fits_from_store(
     read = getattr(store, "usage_records", None)
     if read is None:
         return []
-    by_model: dict[str, list[tuple[int, float]]] = {}
+    by_model: dict[str, list[tuple[int, float | None]]] = {}
     for r in read(None):
-        if conversation is not None and r.conversation != conversation:
-            continue
-        by_model.setdefault(r.model, [])
-        if r.ratio is not None:
-            by_model[r.model].append((r.id, r.ratio))
-    return [_fit_of(model, samples) for model, samples in sorted(by_model.items())]
+        if conversation is None or r.conversation == conversation:
+            by_model.setdefault(r.model, []).append((r.id, r.ratio))
+    return [_fit_of(model, records) for model, records in sorted(by_model.items())]
 
 
-def _fit_of(model: str, samples: list[tuple[int, float]]) -> tuple[str, Correction | None, int]:
-    newest = samples[-WINDOW:]
+def _fit_of(model: str, records: Sequence[tuple[int, float | None]]) -> tuple[str, Correction | None, int]:
+    """Fit the newest :data:`WINDOW` of ``records`` (id, ratio or ``None``); return (model, fit, samples)."""
+    newest = [(i, r) for i, r in records[-WINDOW:] if r is not None]
     fit = fit_correction([r for _i, r in newest], model=model, newest_id=newest[-1][0] if newest else 0)
     return model, fit, len(newest)
 
@@ -385,7 +383,7 @@ def fits_from_ledger(
             db.close()
     except sqlite3.Error as err:
         raise StoreError(f"{target}: cannot read as a proxy ledger: {err}") from err
-    by_model: dict[str, list[tuple[int, float]]] = {}
+    by_model: dict[str, list[tuple[int, float | None]]] = {}
     for i, api, model, shipped, uncached, read, write in rows:
         total = int(uncached) + ((int(read or 0) + int(write or 0)) if api == "anthropic" else 0)
         by_model.setdefault(str(model), []).append((int(i), total / int(shipped)))

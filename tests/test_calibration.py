@@ -18,10 +18,12 @@ from compaction.calibration import (
     CLAMP,
     FIT_VERSION,
     MIN_SAMPLES,
+    WINDOW,
     calibrated_budget,
     correction_for,
     fit_correction,
     fits_from_ledger,
+    fits_from_store,
     usage_counts,
 )
 from compaction.cli import main
@@ -349,3 +351,13 @@ def test_an_empty_ledger_file_is_no_ledger(tmp_path: Path) -> None:
     sqlite3.connect(tmp_path / "requests.sqlite").close()
     with pytest.raises(StoreError, match="cannot read as a proxy ledger"):
         fits_from_ledger(tmp_path / "requests.sqlite")
+
+
+def test_a_fit_follows_the_newest_window_of_records() -> None:
+    with Store(":memory:") as store:
+        _record(store, "gpt-4o", [1.9] * 300)  # before the provider changed its tokenizer
+        _record(store, "gpt-4o", [1.1] * WINDOW)
+        fit = correction_for(store, "gpt-4o")
+        (row,) = fits_from_store(store)
+    assert fit is not None and (fit.factor, fit.samples) == (1.1, WINDOW)
+    assert row[1] == fit and row[2] == WINDOW

@@ -78,3 +78,13 @@ def test_a_bad_usage_record_is_refused_with_one_line_and_nothing_stored(
     with pytest.raises(error, match=message):
         store.record_usage(*args, **options)  # type: ignore[arg-type]
     assert store.usage_records() == []
+
+
+def test_the_newest_records_are_read_in_order(store: HistoryStore) -> None:
+    ids = [store.record_usage("m", "openai", 100 + i, input_tokens=110 + i) for i in range(7)]
+    store.record_usage("other", "openai", 5, input_tokens=6)
+    assert [r.id for r in store.usage_records("m", 3)] == ids[-3:]
+    assert [r.compiled_tokens for r in store.usage_records("m", 100)] == [100 + i for i in range(7)]
+    assert [r.model for r in store.usage_records(None, 2)] == ["m", "other"]
+    with pytest.raises(InvalidArgument, match="newest must be a number of records"):
+        store.usage_records("m", 0)

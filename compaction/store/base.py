@@ -210,8 +210,9 @@ class HistoryStore(Protocol):
         """
         ...
 
-    def usage_records(self, model: str | None = None) -> list[UsageRecord]:
-        """Return the store's usage records (every conversation; one ``model`` when given), oldest first."""
+    def usage_records(self, model: str | None = None, newest: int | None = None) -> list[UsageRecord]:
+        """Return the store's usage records (every conversation; one ``model`` when given; only the
+        ``newest`` that many when given), oldest first."""
         ...
 
 

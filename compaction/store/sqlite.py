@@ -1082,14 +1082,19 @@ class SQLiteStore(ConversationScope):
         with self._reading("recording a request's usage"), self._write():
             return usage.insert_usage(self._db, self._mark, self._own(), values)
 
-    def usage_records(self, model: str | None = None) -> list[UsageRecord]:
+    def usage_records(self, model: str | None = None, newest: int | None = None) -> list[UsageRecord]:
         """Return the store's usage records, of every conversation (of one ``model`` when given), oldest first.
 
         A fit is per model, not per conversation: each record names the conversation it was
-        recorded under, for a caller that wants one.
+        recorded under, for a caller that wants one.  ``newest``: only the newest that many.
+
+        Raises:
+            InvalidArgument: ``newest`` is not an integer of 1 or more.
+            StoreError: the store could not be read.
         """
+        usage.check_newest(newest)
         with self._reading("reading usage records"):
-            return usage.select_usage(self._db, self._mark, model)
+            return usage.select_usage(self._db, self._mark, model, newest)
 
     # -- the compaction claim --------------------------------------------------------------
     @contextmanager

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgument, StoreError, found
 
-__all__ = ["UsageRecord", "check_usage", "insert_usage", "select_usage"]
+__all__ = ["UsageRecord", "check_newest", "check_usage", "insert_usage", "select_usage"]
 
 #: Longest model / request-format / source name kept (characters).
 _NAME_LIMIT = 200
@@ -110,8 +110,12 @@ def insert_usage(db: Any, mark: str, conversation_id: int, values: tuple[object,
     return int(row[0]) if row else 0
 
 
-def select_usage(db: Any, mark: str, model: str | None) -> list[UsageRecord]:
-    """Return the store's usage records (of every conversation; of one ``model`` when given), oldest first."""
+def select_usage(db: Any, mark: str, model: str | None, newest: int | None = None) -> list[UsageRecord]:
+    """Return the store's usage records (of every conversation; of one ``model`` when given), oldest first.
+
+    ``newest``: only the newest that many (read newest first through the ``(model, id)``
+    index, so a fit reads a window, not every record ever made).
+    """
     query = (
         "SELECT u.id, COALESCE(c.name, ''), u.created_at, u.model, u.request_format, u.compiled_tokens,"
         " u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens, u.source"
@@ -121,8 +125,16 @@ def select_usage(db: Any, mark: str, model: str | None) -> list[UsageRecord]:
     if model is not None:
         query += f" WHERE u.model = {mark}"
         args = (model,)
-    rows = db.execute(query + " ORDER BY u.id", args).fetchall()
-    return [_record(row) for row in rows]
+    if newest is None:
+        return [_record(row) for row in db.execute(query + " ORDER BY u.id", args).fetchall()]
+    rows = db.execute(query + f" ORDER BY u.id DESC LIMIT {mark}", (*args, newest)).fetchall()
+    return [_record(row) for row in reversed(rows)]
+
+
+def check_newest(newest: object) -> None:
+    """Refuse a ``newest`` that is neither ``None`` nor an integer of 1 or more."""
+    if newest is not None and (isinstance(newest, bool) or not isinstance(newest, int) or newest < 1):
+        raise InvalidArgument(f"newest must be a number of records (1 or more) or None; found {found(newest)}")
 
 
 def _record(row: tuple[Any, ...]) -> UsageRecord:
