@@ -282,6 +282,7 @@ def run_pipeline(
     store = open_store(store_path, encoding=recipe.encoding, conversation=conversation)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
+        correction = budget_correction(store, recipe)  # as compress_and_compile finds it, before its summarizer calls
         compiled, ticks = compress_and_compile(
             store, recipe, summarizer=summarizer, progress=progress, tools=tools, mode=mode
         )
@@ -290,7 +291,6 @@ def run_pipeline(
         for summary in store.summaries():
             levels[summary.level] = levels.get(summary.level, 0) + 1
         store.check_location()
-        correction = budget_correction(store, recipe)
         applied = correction if compiled.budget != recipe.budget_tokens else None
         return RunResult(parsed, added, compiled, before, levels, ticks, time.perf_counter() - started, applied)
     finally:
