@@ -40,8 +40,10 @@ from compaction import (
     compress_and_compile,
     count_text,
     gate,
+    list_conversations,
     load_recipe,
     load_transcript,
+    open_store,
     run_pipeline,
 )
 from compaction.errors import InvalidArgument
@@ -289,6 +291,12 @@ TARGETS: dict[str, tuple[Callable[..., Any], dict[str, Any], set[str]]] = {
     "ExtractiveSummarizer": (ExtractiveSummarizer, {"encoding": "o200k_base"}, set()),
     "gate": (gate, {"request": _outbound(), "settings": ImageSettings()}, set()),
     "count_text": (count_text, {"text": "hello", "encoding": "o200k_base"}, set()),
+    "open_store": (
+        open_store,
+        {"location": ":memory:", "create": True, "encoding": "o200k_base", "conversation": "main"},
+        {"location"},
+    ),
+    "list_conversations": (list_conversations, {"location": ":memory:"}, {"location"}),
 }
 
 #: Names of compaction.__all__ that are not callables to sweep: values, types of results, errors.
@@ -297,6 +305,7 @@ NOT_SWEPT = {
     "CompiledRequest",
     "RunResult",
     "GatedRequest",
+    "ConversationInfo",
 }
 
 
