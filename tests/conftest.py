@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from compaction import Store
+
+# Property tests judge the code, not the machine: on a loaded 2-core runner the generation of
+# large inputs can exceed Hypothesis' speed health check and a per-example deadline, which
+# would fail a correct test.  Tests that set their own settings still override these fields.
+settings.register_profile("compaction", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("compaction")
 
 TESTS = Path(__file__).parent
 CASES = TESTS / "data" / "cases"
