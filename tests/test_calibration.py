@@ -361,3 +361,19 @@ def test_a_fit_follows_the_newest_window_of_records() -> None:
         (row,) = fits_from_store(store)
     assert fit is not None and (fit.factor, fit.samples) == (1.1, WINDOW)
     assert row[1] == fit and row[2] == WINDOW
+
+
+@given(st.integers(1, 2_000_000), st.floats(min_value=0.5, max_value=2.0), st.booleans())
+def test_the_calibrated_budget_never_lets_the_providers_count_exceed_the_users_budget(
+    budget: int, factor: float, raise_budget: bool
+) -> None:
+    fit = fit_correction([factor] * MIN_SAMPLES, model="m")
+    assert fit is not None
+    effective = calibrated_budget(budget, fit, raise_budget=raise_budget)
+    assert effective >= 1
+    if fit.factor > 1:
+        assert effective * fit.factor <= budget + 1e-6 < (effective + 1) * fit.factor + 1e-6 or effective == 1
+    elif not raise_budget:
+        assert effective == budget
+    else:
+        assert effective >= budget and effective * fit.factor <= budget + 1e-6
