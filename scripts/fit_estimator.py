@@ -524,7 +524,7 @@ def token_counts(texts: list[str], encoding: str) -> np.ndarray:
 
 # agent transcripts are what the estimator is for: they weigh as much as all the others together
 CORPUS_WEIGHT = {"agent": 10.0, "prose": 1.0, "code": 1.0, "json": 1.0, "cjk": 1.0, "base64": 1.0, "mixed": 1.0,
-                 "edge": 1.0, **{script: 1.0 for script in SCRIPTS}}
+                 "edge": 1.0, **{script: 1.0 for script in SCRIPTS}, "cyrillic": 2.0}
 MIN_SUPPORT = 5  # a cell gets a weight of its own when it occurs in at least this many training pieces
 RIDGE_CLASS = 1e-4  # ridge on the class-pair weights (in relative-error units)
 RIDGE_CELL = 1e-3  # ridge on each cell's correction to its class pair: pulls rare cells to the class
