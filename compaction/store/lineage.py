@@ -117,8 +117,13 @@ class Lineage:
         for seg in self.segments:
             if seg.end is not None and seg.end <= seg.start:
                 continue  # a descendant forked below this conversation's own rows
-            part = f"{alias}conversation_id = {mark} AND {alias}seq >= {mark}"
-            args += [seg.conversation_id, seg.start]
+            # seq >= 0 holds for every row; saying it anyway makes SQLite's planner take it as
+            # the index range's lower bound over a caller's own (a scan from seq 0 on each read).
+            part = f"{alias}conversation_id = {mark}"
+            args.append(seg.conversation_id)
+            if seg.start > 0:
+                part += f" AND {alias}seq >= {mark}"
+                args.append(seg.start)
             if seg.end is not None:
                 part += f" AND {alias}seq < {mark}"
                 args.append(seg.end)
