@@ -161,6 +161,12 @@ def names_before(store: HistoryStore, cut: int) -> Counter[str]:
     return Counter(_window(store, cut)[0])
 
 
+#: The least room the index is given (tokens): below it (a budget under about 770 tokens at the
+#: default shares) it would hold a handful of names, and its tokens could turn a request that
+#: fits into one that does not, so small budgets show no index.
+MIN_SHARE_TOKENS = 48
+
+
 def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: str) -> str | None:
     """Return the names index line for the messages ``[0, cut)`` within ``share_tokens``, or ``None``.
 
@@ -172,8 +178,11 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
 
     Returns:
         :data:`NAMES_INTRO` and the names, separated by spaces, the most used first; ``None`` when
-        no name recurs or not even the intro and one name fit.
+        no name recurs, not even the intro and one name fit, or ``share_tokens`` is below
+        :data:`MIN_SHARE_TOKENS` (a budget that small needs every token for the history).
     """
+    if share_tokens < MIN_SHARE_TOKENS:
+        return None
     counts, first = _window(store, cut)
     ranked = sorted(
         (name for name, n in counts.items() if n >= MIN_MESSAGES),

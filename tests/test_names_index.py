@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import compaction.names_index as names_index
 from compaction import Message, Recipe, Store, compress_and_compile
 from compaction.ledger import LEDGER_INTRO, ledger_for
-from compaction.names_index import NAMES_INTRO, message_names, names_before, names_text
+from compaction.names_index import MIN_SHARE_TOKENS, NAMES_INTRO, message_names, names_before, names_text
 from compaction.tokens.counting import count_text
 
 ENC = "o200k_base"
@@ -60,6 +60,9 @@ def test_recurring_names_are_listed_most_used_first_within_the_share() -> None:
         assert count_text(text, ENC) <= 60
         assert names_text(store, 1, share_tokens=60, encoding=ENC) is None  # nothing recurs yet
         assert names_text(store, 5, share_tokens=5, encoding=ENC) is None  # not even one name fits
+        # below the floor a small budget keeps its tokens for the history, though names would fit
+        assert names_text(store, 5, share_tokens=MIN_SHARE_TOKENS, encoding=ENC) == text
+        assert names_text(store, 5, share_tokens=MIN_SHARE_TOKENS - 1, encoding=ENC) is None
 
 
 def test_the_ledger_block_carries_the_names_after_the_asks() -> None:
