@@ -48,9 +48,21 @@ def ask_text(message: Message) -> str | None:
     output, branch summaries), and for a turn that holds only harness text.  An ``/ask``,
     ``/code`` or ``/architect`` command's text is the ask; other slash commands are not asks.
     """
-    if message.role != "user" or message.meta.get("kind") in _NOT_ASKS:
+    if message.role != "user":
         return None
-    text = _HARNESS_BLOCK.sub("", block_texts(message.content).replace("\u2019", "'"))
+    kind = message.meta.get("kind")
+    return ask_from_texts(block_texts(message.content), kind if isinstance(kind, str) else None)
+
+
+def ask_from_texts(text: str, kind: str | None = None) -> str | None:
+    """Return what a person typed in a user turn of text blocks ``text`` (joined by newlines), or ``None``.
+
+    :func:`ask_text` on a turn read as its texts and ``meta["kind"]`` only (see
+    ``HistoryStore.prompt_texts``): the same rules, without decoding the whole message.
+    """
+    if kind in _NOT_ASKS:
+        return None
+    text = _HARNESS_BLOCK.sub("", text.replace("\u2019", "'"))
     text = _HARNESS_LINES.sub("", text).strip()
     if not text or text.startswith(_HARNESS_PREFIXES) or text.startswith("!"):
         return None

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .asks import ask_text
+from .asks import ask_from_texts
 from .blocks import DATA_URI_RE
 from .names_index import names_text
 from .store import HistoryStore
@@ -98,8 +98,9 @@ def asks_before(store: HistoryStore, cut: int) -> list[Ask]:
         except TypeError:
             pass
     if cut > scan.upto:
-        for seq in store.prompt_seqs(scan.upto, cut):
-            text = ask_text(store.messages(seq, seq + 1)[0])
+        for turn in store.prompt_texts(scan.upto, cut):
+            seq = turn.seq
+            text = ask_from_texts("\n".join(turn.texts), turn.kind)
             if text and ";base64," in text:  # an image pasted as a data: URI is not the user's words
                 text = DATA_URI_RE.sub(_uri_note, text).strip()
             if not text:

@@ -41,6 +41,7 @@ from .model import (
     ConversationInfo,
     ImageFact,
     MessageFacts,
+    PromptTurn,
     StoredSummary,
     SummarySpan,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "HistoryStore",
     "ImageFact",
     "MessageFacts",
+    "PromptTurn",
     "PostgresStore",
     "SQLiteStore",
     "Store",

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..blocks import Message
-from .model import Caption, CompactionEvent, MessageFacts, StoredSummary, SummarySpan
+from .model import Caption, CompactionEvent, MessageFacts, PromptTurn, StoredSummary, SummarySpan
 from .usage import UsageRecord
 
 __all__ = ["HistoryStore", "CaptionStore"]
@@ -113,6 +113,10 @@ class HistoryStore(Protocol):
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
         """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
+        ...
+
+    def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
+        """Return the turns :meth:`prompt_seqs` names with their text blocks and kind, in one read."""
         ...
 
     # -- image blobs ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ..errors import ImageError, InvalidArgument, InvalidMessage, StoreError, fo
 from ..imageinfo import decode_base64, image_size
 from ..images import ImageSite, find_image_sites
 from ..tokens.counting import cache_key, message_text_tokens
-from .model import MessageFacts, StoredSummary
+from .model import MessageFacts, PromptTurn, StoredSummary
 
 __all__ = [
     "Blob",
@@ -42,6 +42,7 @@ __all__ = [
     "checked_messages",
     "count_text_tokens",
     "facts_from_row",
+    "prompt_from_row",
     "hydrate",
     "import_keys",
     "message_from_row",
@@ -384,6 +385,26 @@ def message_from_row(
     """
     with _row(f"message {seq}"):
         return Message(role, hydrate(json.loads(content), load), seq, text_from_sql(source_id), json.loads(meta))
+
+
+def prompt_from_row(seq: int, content: str, meta: str) -> PromptTurn:
+    """Return a user turn's text blocks and ``meta["kind"]`` from its stored columns, images not loaded.
+
+    What the ask ledger reads of every user turn: decoding only this, not the whole message
+    (blocks checked, images rehydrated), keeps a first scan of a long history cheap.
+
+    Raises:
+        StoreError: the row is damaged (its JSON does not parse or is not a list of blocks).
+    """
+    with _row(f"message {seq}"):
+        blocks = json.loads(content)
+        if not isinstance(blocks, list):
+            raise ValueError("its content is not a list of blocks")
+        texts = tuple(
+            b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+        kind = json.loads(meta).get("kind") if meta else None
+        return PromptTurn(seq, texts, kind if isinstance(kind, str) else None)
 
 
 def facts_from_row(

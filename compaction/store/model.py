@@ -25,6 +25,7 @@ __all__ = [
     "ConversationInfo",
     "ImageFact",
     "MessageFacts",
+    "PromptTurn",
     "StoredSummary",
     "SummarySpan",
 ]
@@ -41,6 +42,22 @@ CAPTION_STATUSES = ("ok", "failed", "outage")
 
 #: ``meta["kind"]`` values of user-role messages that are output, not something the user wrote.
 _OUTPUT_KINDS = frozenset({"bash_execution", "tool_output", "command_output", "observation"})
+
+
+@dataclass(frozen=True)
+class PromptTurn:
+    """What the ask ledger reads of a user turn that holds text (see ``HistoryStore.prompt_texts``).
+
+    Attributes:
+        seq: store position.
+        texts: the turn's top-level text blocks' texts, in order (tool results and images left out).
+        kind: ``meta["kind"]`` when the source marks the turn as something else than a plain
+            turn (command output, a branch summary...), else ``None``.
+    """
+
+    seq: int
+    texts: tuple[str, ...]
+    kind: str | None = None
 
 
 @dataclass(frozen=True)

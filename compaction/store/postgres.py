@@ -52,6 +52,7 @@ from .model import (
     Caption,
     CompactionEvent,
     MessageFacts,
+    PromptTurn,
     StoredSummary,
     SummarySpan,
 )
@@ -621,6 +622,32 @@ class PostgresStore(ConversationScope):
                 int(row[0])
                 for row in self._db.execute(
                     f"SELECT m.seq FROM messages m {CURRENT_REVISION}"
+                    f" WHERE {where} AND m.role = 'user' AND m.seq >= %s AND m.seq < %s"
+                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR strpos({content}, '\"type\": \"text\"') > 0"
+                    f" OR strpos({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
+                    (*args, start, end),
+                )
+            ]
+
+    def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
+        """Return the turns :meth:`prompt_seqs` names, each with its text blocks and kind, in one read.
+
+        The ask ledger's first scan of a long history reads these instead of whole messages
+        (no block checks, no image blobs): one query, not one per turn.
+
+        Raises:
+            StoreError: a row is damaged.
+        """
+        _check_ints(start=start)
+        _check_optional_ints(end=end)
+        with self._reading("reading the user turns"), self._db.transaction():
+            end = self.next_seq() if end is None else end
+            where, args = self._rows("m.")
+            content = "COALESCE(r.content, m.content)"
+            return [
+                ingest.prompt_from_row(int(seq), text, meta)
+                for seq, text, meta in self._db.execute(
+                    f"SELECT m.seq, {content}, m.meta FROM messages m {CURRENT_REVISION}"
                     f" WHERE {where} AND m.role = 'user' AND m.seq >= %s AND m.seq < %s"
                     f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR strpos({content}, '\"type\": \"text\"') > 0"
                     f" OR strpos({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
