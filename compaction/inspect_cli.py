@@ -18,6 +18,10 @@ from .outputs import REQUEST_FORMATS
 __all__ = ["inspect_command", "show_command"]
 
 BOOL = click.Choice(["true", "false"], case_sensitive=False)
+CONVERSATION_HELP = (
+    "The conversation (or branch) of the store to use; optional while the store holds one "
+    "(see compaction conversations)."
+)
 
 
 @click.command("inspect")
@@ -35,6 +39,7 @@ BOOL = click.Choice(["true", "false"], case_sensitive=False)
 )
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write the page to this HTML file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the same data as JSON.")
+@click.option("--conversation", help=CONVERSATION_HELP)
 def inspect_command(
     store_path: str,
     budget: int | None,
@@ -45,6 +50,7 @@ def inspect_command(
     tools_path: str | None,
     html_path: str | None,
     as_json: bool,
+    conversation: str | None,
 ) -> None:
     """Show what the next compiled request is made of, as a self-contained HTML page or JSON.
 
@@ -61,7 +67,7 @@ def inspect_command(
 
     if not html_path and not as_json:
         raise click.UsageError("say what to write: --html FILE, --json, or both")
-    with _errors(), open_store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         recipe = _recipe(
             recipe_path, budget_tokens=budget, output_format=output_format, model=model, vision=vision
         )
@@ -85,7 +91,10 @@ def inspect_command(
 @click.option("--seq", type=click.IntRange(min=0), help="Show the stored message at this seq instead.")
 @click.option("--full", is_flag=True, help=f"Print the whole text (default: the first {TEXT_LIMIT:,} characters).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def show_command(store_path: str, summary_id: int | None, seq: int | None, full: bool, as_json: bool) -> None:
+@click.option("--conversation", help=CONVERSATION_HELP)
+def show_command(
+    store_path: str, summary_id: int | None, seq: int | None, full: bool, as_json: bool, conversation: str | None
+) -> None:
     """Print a summary (SUMMARY_ID: its text, range, level and provenance) or a stored message (--seq N).
 
     Summary ids are listed by `compaction inspect --json` (and on its page). Control
@@ -97,7 +106,7 @@ def show_command(store_path: str, summary_id: int | None, seq: int | None, full:
     if (summary_id is None) == (seq is None):
         raise click.UsageError("give either a SUMMARY_ID or --seq N")
     limit = None if full else TEXT_LIMIT
-    with _errors(), open_store(store_path, create=False) as store:
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         if summary_id is not None:
             summary = find_summary(store, summary_id)
             text = summary.text if limit is None else truncate(summary.text, limit)
