@@ -372,7 +372,10 @@ def test_the_calibrated_budget_never_lets_the_providers_count_exceed_the_users_b
     effective = calibrated_budget(budget, fit, raise_budget=raise_budget)
     assert effective >= 1
     if fit.factor > 1:
-        assert effective * fit.factor <= budget + 1e-6 < (effective + 1) * fit.factor + 1e-6 or effective == 1
+        # the largest budget whose provider count stays within the user's (1e-6: float products)
+        # (a budget under the factor still compiles with 1 token, the least there is)
+        assert effective * fit.factor <= budget + 1e-6 or effective == 1
+        assert (effective + 1) * fit.factor > budget - 1e-6
     elif not raise_budget:
         assert effective == budget
     else:
