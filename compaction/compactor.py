@@ -665,18 +665,44 @@ class Compactor:
     def _cut_records(
         self, texts: Sequence[str], labels: Sequence[str], kind: SummaryKind, gated: GatedRequest
     ) -> GatedRequest:
-        """Cut the longest of one or two records in the middle until their request fits."""
+        """Cut the longest of one or two records in the middle until their request fits.
+
+        Each cut aims the record at its size minus what the request is over (and a tenth
+        more), the cut's own marker included: a marker longer than what a small cut removes
+        must not make the record grow.  A record that no cut shortens any more is left as it
+        is and the other one is cut; what still does not fit is refused by :meth:`_send`.
+        """
         cut = list(texts)
-        for _attempt in range(4):
+        stuck: set[int] = set()
+        for _attempt in range(8):
             over = gated.tokens - self.request_limit
             if over <= 0:
                 break
             sizes = [count_text(t, self.encoding) for t in cut]
-            longest = max(range(len(cut)), key=sizes.__getitem__)
-            keep = max(16, sizes[longest] - over - over // 10 - 16)
-            cut[longest] = truncate_text(cut[longest], keep, self.encoding, what="this record")
+            open_ = [i for i in range(len(cut)) if i not in stuck]
+            if not open_:
+                break
+            longest = max(open_, key=sizes.__getitem__)
+            target = max(16, sizes[longest] - over - over // 10 - 1)
+            shorter = self._cut_to(cut[longest], target)
+            if count_text(shorter, self.encoding) >= sizes[longest]:
+                stuck.add(longest)  # even the shortest cut is no shorter: try the other record
+                continue
+            cut[longest] = shorter
             gated = self._gate(self._merge_request(cut, labels, kind))
         return gated
+
+    def _cut_to(self, text: str, target: int) -> str:
+        """Return ``text`` cut in the middle (loud marker included) to at most about ``target`` tokens."""
+        keep = target
+        shorter = truncate_text(text, max(1, keep), self.encoding, what="this record")
+        for _ in range(3):  # the marker's tokens come on top of what is kept: keep that much less
+            excess = count_text(shorter, self.encoding) - target
+            if excess <= 0 or keep <= 1:
+                break
+            keep = max(1, keep - excess)
+            shorter = truncate_text(text, keep, self.encoding, what="this record")
+        return shorter
 
     def _merge_levels(self) -> None:
         """Merge ``merge_fanout`` contiguous summaries of each level into one of the next level.
