@@ -43,6 +43,7 @@ __all__ = [
     "IMAGE_SOURCE_TYPES",
     "validate_block",
     "iter_blocks_deep",
+    "iter_strings",
     "tool_use_ids",
     "tool_result_ids",
     "canonical_json",
@@ -322,6 +323,18 @@ def _check_one_block(block: Any, where: str) -> list[Any] | None:
                 f"(objects and arrays, the block included); at most {MAX_JSON_DEPTH} are allowed"
             )
     return inner
+
+
+def iter_strings(value: Any) -> Iterator[str]:
+    """Yield every string inside a JSON value (a tool input, a request body), depth first, in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from iter_strings(item)
 
 
 def iter_blocks_deep(blocks: Sequence[Block]) -> Iterator[Block]:

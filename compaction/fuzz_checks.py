@@ -15,10 +15,10 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .blocks import iter_strings
 from .errors import ImageError
 from .imageinfo import image_size
 from .summarizers import ExtractiveSummarizer
@@ -99,16 +99,6 @@ def payload_json(payload: bytes) -> dict[str, Any]:
     assert isinstance(body, dict)
     return body
 
-
-def iter_strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from iter_strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from iter_strings(item)
 
 
 def b64_tolerant(text: str) -> bytes | None:

@@ -27,9 +27,8 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from .blocks import Message
+from .blocks import Message, iter_strings
 from .evidence import identifiers
 from .store import HistoryStore
 from .tokens.counting import count_text
@@ -58,16 +57,6 @@ _KEPT_CUTS = 16
 WINDOW = 2000
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
 
 def message_names(message: Message) -> tuple[str, ...]:
     """Return the distinct names of one message (text, thinking, tool-call arguments), in order.
@@ -83,7 +72,7 @@ def message_names(message: Message) -> tuple[str, ...]:
             text = block.get("text") or block.get("thinking") or ""
             parts: Iterator[str] = iter((text,)) if isinstance(text, str) else iter(())
         elif kind == "tool_use":
-            parts = _strings(block.get("input"))
+            parts = iter_strings(block.get("input"))
         else:
             continue
         for part in parts:

@@ -44,7 +44,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..asks import ask_text
-from ..blocks import Block, Message
+from ..blocks import Block, Message, iter_strings
 from ..evidence import (
     COMMAND_KEYS,
     ERROR_LINE,
@@ -161,17 +161,6 @@ def _decoded_input(block: Block) -> dict[str, Any]:
             return {"input": value}
     return value if isinstance(value, dict) else {"input": value}
 
-
-def _strings(value: Any) -> Iterator[str]:
-    """Yield every string inside a tool input (dicts, lists)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _names(text: str) -> Iterator[str]:
@@ -457,7 +446,7 @@ class _Reader:
             calls = True
             name = str(block.get("name", ""))
             tool_input = _decoded_input(block)
-            for value in _strings(tool_input):
+            for value in iter_strings(tool_input):
                 self.record.names.update(_names(value))
             call = _Call(name, tool_input)
             self.calls[str(block.get("id", ""))] = call
