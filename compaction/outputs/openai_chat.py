@@ -25,16 +25,19 @@ from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
-__all__ = ["OpenAIChat", "tool_result_parts"]
+__all__ = ["OpenAIChat", "image_url", "tool_result_parts"]
+
+
+def image_url(block: Block) -> str:
+    """Return the URL an image block is sent as: its own URL, or a ``data:`` URI of its base64 bytes."""
+    source = block["source"]
+    if source["type"] == "url":
+        return str(source["url"])
+    return f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
 
 
 def _image_part(block: Block) -> dict[str, Any]:
-    source = block["source"]
-    if source["type"] == "url":
-        url = source["url"]
-    else:
-        url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
-    return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "image_url", "image_url": {"url": image_url(block)}}
 
 
 def tool_result_parts(content: Any) -> tuple[str, list[Block]]:

@@ -34,18 +34,13 @@ from ..blocks import Block, canonical_json, unknown_block_text
 from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage, count_body_images
-from .openai_chat import tool_result_parts
+from .openai_chat import image_url, tool_result_parts
 
 __all__ = ["OpenAIResponses", "chat_view"]
 
 
 def _image_part(block: Block) -> dict[str, Any]:
-    source = block["source"]
-    if source["type"] == "url":
-        url = source["url"]
-    else:
-        url = f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
-    return {"type": "input_image", "image_url": url, "detail": "auto"}
+    return {"type": "input_image", "image_url": image_url(block), "detail": "auto"}
 
 
 def _message(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
