@@ -612,7 +612,7 @@ class PostgresStore(ConversationScope):
 
     def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
         """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
-        return [int(seq) for seq, _content, _meta in self._prompt_rows(start, end)]
+        return [int(row[0]) for row in self._prompt_rows(start, end, texts=False)]
 
     def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
         """Return the turns :meth:`prompt_seqs` names, each with its text blocks and kind, in one read.
@@ -623,10 +623,13 @@ class PostgresStore(ConversationScope):
         Raises:
             StoreError: a row is damaged.
         """
-        return [ingest.prompt_from_row(int(seq), content, meta) for seq, content, meta in self._prompt_rows(start, end)]
+        return [
+            ingest.prompt_from_row(int(seq), content, meta)
+            for seq, content, meta in self._prompt_rows(start, end, texts=True)
+        ]
 
-    def _prompt_rows(self, start: int, end: int | None) -> list[tuple[int, str, str]]:
-        """Return ``(seq, content, meta)`` of the user turns in ``[start, end)`` that hold a text block."""
+    def _prompt_rows(self, start: int, end: int | None, *, texts: bool) -> list[Any]:
+        """Return ``(seq, content, meta)`` (``texts``) or ``(seq,)`` of the user turns in ``[start, end)`` holding text."""
         _check_ints(start=start)
         _check_optional_ints(end=end)
         with self._reading("reading the user turns"), self._db.transaction():
@@ -635,7 +638,7 @@ class PostgresStore(ConversationScope):
             content = "COALESCE(r.content, m.content)"
             return list(
                 self._db.execute(
-                    f"SELECT m.seq, {content}, m.meta FROM messages m {CURRENT_REVISION}"
+                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {CURRENT_REVISION}"
                     f" WHERE {where} AND m.role = 'user' AND m.seq >= %s AND m.seq < %s"
                     f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR strpos({content}, '\"type\": \"text\"') > 0"
                     f" OR strpos({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
