@@ -22,12 +22,17 @@ from typing import Any
 import httpx
 
 from .errors import CompactionError, InvalidArgument, OverBudget, found
+from .summarizers._http import redact_url
+from .summarizers._secrets import scrub_key
 
 __all__ = ["COUNT_TOKENS_FIELDS", "CountTokensError", "anthropic_count_tokens", "probe_with_count_tokens"]
 
 #: The body fields the endpoint takes; the rest of a Messages body (``max_tokens``, ``stream``,
 #: ``temperature``, ``metadata``...) is left out.
 COUNT_TOKENS_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+#: The largest answer read (bytes): a count or an error is well under it; a server sending
+#: more is refused before its body can fill memory.
+MAX_ANSWER_BYTES = 1 << 20
 
 
 class CountTokensError(RuntimeError, CompactionError):
@@ -71,17 +76,20 @@ def anthropic_count_tokens(
     if not key:
         raise CountTokensError(f"count_tokens needs an Anthropic key: set {api_key_env} (nothing was sent)")
     sent = {name: body[name] for name in COUNT_TOKENS_FIELDS if name in body}
-    url = base_url.rstrip("/") + "/messages/count_tokens"
+    target = base_url.rstrip("/") + "/messages/count_tokens"
+    url = redact_url(target)  # what messages show: no user:password@, no query
     headers = {"x-api-key": key, "anthropic-version": anthropic_version, "content-type": "application/json"}
     try:
         with httpx.Client(timeout=timeout_seconds, transport=transport, follow_redirects=False) as client:
-            answer = client.post(url, content=json.dumps(sent).encode(), headers=headers)
+            with client.stream("POST", target, content=json.dumps(sent).encode(), headers=headers) as answer:
+                status = answer.status_code
+                raw = _bounded(answer, url)
     except httpx.HTTPError as err:
         raise CountTokensError(f"{url}: cannot reach the count_tokens endpoint: {type(err).__name__}") from err
-    if answer.status_code != 200:
-        raise CountTokensError(f"{url}: HTTP {answer.status_code}: {_error_message(answer)}")
+    if status != 200:
+        raise CountTokensError(f"{url}: HTTP {status}: {scrub_key(_error_message(raw), key)}")
     try:
-        data = answer.json()
+        data = json.loads(raw)
     except ValueError as err:
         raise CountTokensError(f"{url}: the answer is not JSON") from err
     count = data.get("input_tokens") if isinstance(data, dict) else None
@@ -90,10 +98,22 @@ def anthropic_count_tokens(
     return count
 
 
-def _error_message(answer: httpx.Response) -> str:
+def _bounded(answer: httpx.Response, url: str) -> bytes:
+    """Return the answer's body, refused past :data:`MAX_ANSWER_BYTES` (a count is a few bytes)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in answer.iter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise CountTokensError(f"{url}: the answer is over {MAX_ANSWER_BYTES:,} bytes; nothing was recorded")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error_message(raw: bytes) -> str:
     """Return the error message of an Anthropic error body, shortened (never a header)."""
     try:
-        data = answer.json()
+        data = json.loads(raw)
     except ValueError:
         return "no error message"
     error = data.get("error") if isinstance(data, dict) else None

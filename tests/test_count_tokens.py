@@ -175,3 +175,30 @@ def test_calibrate_count_tokens_records_then_prints(fake: FakeCountTokens, tmp_p
         ]
     missing = CliRunner().invoke(main, ["calibrate", "--count-tokens", fake.base_url])
     assert missing.exit_code == 2 and "--store" in missing.output
+
+
+def test_a_hostile_server_cannot_show_the_key_nor_fill_memory_and_urls_lose_their_credentials() -> None:
+    import httpx
+
+    from compaction.count_tokens import MAX_ANSWER_BYTES
+
+    payload = b'{"model": "m", "messages": []}'
+
+    def echo(request: httpx.Request) -> httpx.Response:  # puts the key it got in its error text
+        key = request.headers["x-api-key"]
+        return httpx.Response(401, json={"error": {"message": f"invalid x-api-key: {key}"}})
+
+    with pytest.raises(CountTokensError, match="HTTP 401: invalid x-api-key") as caught:
+        anthropic_count_tokens(
+            payload, base_url="http://user:pw@127.0.0.1:9/v1", api_key_env=KEY_ENV, transport=httpx.MockTransport(echo)
+        )
+    assert SECRET not in str(caught.value) and "[redacted]" in str(caught.value)
+    assert "user:pw" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
+
+    def huge(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b'{"input_tokens": 1' + b" " * (MAX_ANSWER_BYTES + 10) + b"}")
+
+    with pytest.raises(CountTokensError, match="the answer is over 1,048,576 bytes; nothing was recorded"):
+        anthropic_count_tokens(
+            payload, base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV, transport=httpx.MockTransport(huge)
+        )
