@@ -87,6 +87,10 @@ def test_an_edit_refuses_what_it_cannot_do(store: Any) -> None:
         store.edit(0, "just a string")
     with pytest.raises(InvalidMessage, match="non-empty list of content blocks"):
         store.edit(0, [])
+    for blank in ([{"type": "text", "text": ""}], [{"type": "text", "text": " \n"}, {"type": "text", "text": ""}]):
+        with pytest.raises(InvalidMessage, match="holds only empty text"):  # no request could send it
+            store.edit(1, blank)
+    assert [m.text() for m in store.messages()] == ["one", "two"]
     assert store.edit(1, [{"type": "text", "text": "second"}]) == 1
     assert store.edit(1, [{"type": "text", "text": "third"}]) == 2
     assert [m.text() for m in store.messages()] == ["one", "third"]

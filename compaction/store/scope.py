@@ -332,6 +332,9 @@ class ConversationScope:
             raise InvalidArgument(f"a message's seq must be an integer; found {found(seq)}")
         if isinstance(content, (str, bytes, dict)) or not isinstance(content, Sequence) or not content:
             raise InvalidMessage(f"an edit's content must be a non-empty list of content blocks; found {found(content)}")
+        if all(isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content):
+            # a turn of blank text is one no request format can send (it would break every later compile)
+            raise InvalidMessage("an edit's content holds only empty text; give the corrected text")
         m = self._mark
         claim = getattr(self, "compaction_claim", None)  # PostgreSQL: wait for a compression of this tree to end
         with claim() if claim is not None else nullcontext(), self._reading(f"editing message {seq}"), self._write():
