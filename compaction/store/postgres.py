@@ -58,7 +58,6 @@ from .model import (
 )
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
 from .scope import ConversationScope
-from .usage import UsageRecord
 
 if TYPE_CHECKING:
     import psycopg
@@ -169,7 +168,7 @@ def _kind(message: Message) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-class PostgresStore(ConversationScope):
+class PostgresStore(usage.UsageRecords, ConversationScope):
     """An append-only PostgreSQL store of messages, image blobs, token counts and summaries.
 
     Args:
@@ -969,62 +968,6 @@ class PostgresStore(ConversationScope):
             CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
             for i, at, b, a, bud, d in rows
         ]
-
-    # -- provider usage (calibration) ------------------------------------------------------
-    def record_usage(
-        self,
-        model: str,
-        request_format: str,
-        compiled_tokens: int,
-        *,
-        input_tokens: int | None = None,
-        cache_read_tokens: int | None = None,
-        cache_write_tokens: int | None = None,
-        output_tokens: int | None = None,
-        source: str = "client",
-    ) -> int:
-        """Record one request's count beside the usage its provider returned; return the record's id.
-
-        Args:
-            model: the model the request named.
-            request_format: the request format it was rendered in (``"openai"``, ``"anthropic"``...).
-            compiled_tokens: the tokens our counter gave the shipped request (tokens).
-            input_tokens: every prompt token the provider counted, cached ones included
-                (tokens); ``None`` when it returned no usage (the record then never enters a fit).
-            cache_read_tokens: of those, read from the prompt cache (tokens), if given.
-            cache_write_tokens: of those, written to the prompt cache (tokens), if given.
-            output_tokens: the answer's tokens (tokens), if given.
-            source: who recorded it (``"summarizer"``, ``"proxy"``, ``"client"``).
-
-        Raises:
-            InvalidArgument: a name that is not a non-empty string, a count that is not an integer.
-            StoreError: a negative count, or the database refused the write.
-        """
-        counts: dict[str, object] = {
-            "input_tokens": input_tokens,
-            "cache_read_tokens": cache_read_tokens,
-            "cache_write_tokens": cache_write_tokens,
-            "output_tokens": output_tokens,
-        }
-        usage.check_usage(model, request_format, compiled_tokens, counts, source)
-        values = (model, request_format, compiled_tokens, *counts.values(), source)
-        with self._reading("recording a request's usage"), self._write():
-            return usage.insert_usage(self._db, self._mark, self._own(), values)
-
-    def usage_records(self, model: str | None = None, newest: int | None = None) -> list[UsageRecord]:
-        """Return the store's usage records, of every conversation (of one ``model`` when given), oldest first.
-
-        A fit is per model, not per conversation: each record names the conversation it was
-        recorded under, for a caller that wants one.  ``newest``: only the newest that many.
-
-        Raises:
-            InvalidArgument: ``newest`` is not an integer of 1 or more.
-            StoreError: the store could not be read.
-        """
-        usage.check_newest(newest)
-        with self._reading("reading usage records"):
-            return usage.select_usage(self._db, self._mark, model, newest)
-
 
 class _Rows:
     """The row operations of :func:`.sync.append_batch` on a store's connection (inside its write)."""

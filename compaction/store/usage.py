@@ -3,8 +3,9 @@
 Each row pairs the tokens our counter gave a shipped request (``compiled_tokens``) with the
 ``usage`` the provider returned for it, so :mod:`compaction.calibration` can fit a per-model
 correction for models whose tokenizer is not public.  Both backends keep them in
-``usage_records`` (SQLite migration 9, PostgreSQL migration 6) and share the checks and SQL
-here; :meth:`record_usage` and :meth:`usage_records` on each store class call these.
+``usage_records`` (SQLite migration 9, PostgreSQL migration 6) and share the checks, the SQL
+and the methods here: :class:`UsageRecords` is mixed into both store classes (it runs the same
+SQL on both but for the driver's placeholder, ``_mark``).
 
 ``input_tokens`` is every prompt token the provider counted, cached ones included (OpenAI's
 ``prompt_tokens``; Anthropic's ``input_tokens + cache_read_input_tokens +
@@ -18,8 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgument, StoreError, found
+from .scope import ConversationScope
 
-__all__ = ["UsageRecord", "check_newest", "check_usage", "insert_usage", "select_usage"]
+__all__ = [
+    "UsageRecord",
+    "UsageRecords",
+    "check_newest",
+    "check_usage",
+    "insert_usage",
+    "newest_usage",
+    "select_usage",
+]
 
 #: Longest model / request-format / source name kept (characters).
 _NAME_LIMIT = 200
@@ -131,10 +141,27 @@ def select_usage(db: Any, mark: str, model: str | None, newest: int | None = Non
     return [_record(row) for row in reversed(rows)]
 
 
+def newest_usage(db: Any, mark: str, model: str | None) -> int:
+    """Return the id of the store's newest usage record (of ``model`` when given); 0 when there is none.
+
+    One index probe (``usage_records_by_model`` on ``(model, id)``; the primary key without a
+    model), so a caller can tell cheaply whether a record arrived since it last read.
+    """
+    if model is None:
+        row = db.execute("SELECT id FROM usage_records ORDER BY id DESC LIMIT 1").fetchone()
+    else:
+        row = db.execute(
+            f"SELECT id FROM usage_records WHERE model = {mark} ORDER BY id DESC LIMIT 1", (model,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def check_newest(newest: object) -> None:
     """Refuse a ``newest`` that is neither ``None`` nor an integer of 1 or more."""
     if newest is not None and (isinstance(newest, bool) or not isinstance(newest, int) or newest < 1):
-        raise InvalidArgument(f"newest must be a number of records (1 or more) or None; found {found(newest)}")
+        raise InvalidArgument(
+            f"newest must be a number of records (1 or more) or None; found {found(newest)}"
+        )
 
 
 def _record(row: tuple[Any, ...]) -> UsageRecord:
@@ -153,3 +180,76 @@ def _record(row: tuple[Any, ...]) -> UsageRecord:
         counts[3],
         str(row[10]),
     )
+
+
+class UsageRecords(ConversationScope):
+    """The usage-record methods of a store: mixed into both backends (SQLite, PostgreSQL)."""
+
+    def record_usage(
+        self,
+        model: str,
+        request_format: str,
+        compiled_tokens: int,
+        *,
+        input_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        output_tokens: int | None = None,
+        source: str = "client",
+    ) -> int:
+        """Record one request's count beside the usage its provider returned; return the record's id.
+
+        Args:
+            model: the model the request named.
+            request_format: the request format it was rendered in (``"openai"``, ``"anthropic"``...).
+            compiled_tokens: the tokens our counter gave the shipped request (tokens).
+            input_tokens: every prompt token the provider counted, cached ones included
+                (tokens); ``None`` when it returned no usage (the record then never enters a fit).
+            cache_read_tokens: of those, read from the prompt cache (tokens), if given.
+            cache_write_tokens: of those, written to the prompt cache (tokens), if given.
+            output_tokens: the answer's tokens (tokens), if given.
+            source: who recorded it (``"summarizer"``, ``"proxy"``, ``"client"``).
+
+        Raises:
+            InvalidArgument: a name that is not a non-empty string, a count that is not an integer.
+            StoreError: a negative count, or the database refused the write.
+        """
+        counts: dict[str, object] = {
+            "input_tokens": input_tokens,
+            "cache_read_tokens": cache_read_tokens,
+            "cache_write_tokens": cache_write_tokens,
+            "output_tokens": output_tokens,
+        }
+        check_usage(model, request_format, compiled_tokens, counts, source)
+        values = (model, request_format, compiled_tokens, *counts.values(), source)
+        with self._reading("recording a request's usage"), self._write():
+            return insert_usage(self._db, self._mark, self._own(), values)
+
+    def usage_records(self, model: str | None = None, newest: int | None = None) -> list[UsageRecord]:
+        """Return the store's usage records, of every conversation (of one ``model`` when given), oldest first.
+
+        A fit is per model, not per conversation: each record names the conversation it was
+        recorded under, for a caller that wants one.  ``newest``: only the newest that many.
+
+        Raises:
+            InvalidArgument: ``newest`` is not an integer of 1 or more.
+            StoreError: the store could not be read.
+        """
+        check_newest(newest)
+        with self._reading("reading usage records"):
+            return select_usage(self._db, self._mark, model, newest)
+
+    def newest_usage_id(self, model: str | None = None) -> int:
+        """Return the id of the newest usage record, of every conversation (of ``model`` when given); 0: none.
+
+        Ids increase in the order records are made, so a changed id means a record arrived
+        (:func:`compaction.calibration.correction_for` keeps its fit until it does).
+
+        Raises:
+            InvalidArgument: a ``model`` that is neither ``None`` nor a string.
+            StoreError: the store could not be read.
+        """
+        if model is not None and not isinstance(model, str):
+            raise InvalidArgument(f"model must be a model name or None; found {found(model)}")
+        with self._reading("reading the newest usage record"):
+            return newest_usage(self._db, self._mark, model)
