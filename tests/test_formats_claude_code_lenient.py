@@ -88,6 +88,7 @@ def test_sidechain_events_are_reported_not_dropped_silently(tmp_path: Path) -> N
     assert [p[len(str(path)) + 1 :] for p in parsed.problems] == [
         "3: 2 sidechain events (a sub-agent's conversation, isSidechain: true, kept verbatim in the meta "
         "'claude_code_sidechain' of the next message; lines 3, 4) are not imported into the main conversation"
+        " (compaction import --branches imports each sidechain as a branch)"
     ]
     kept = parsed.messages[2].meta["claude_code_sidechain"]
     assert [(r["line"], r["uuid"], r["type"]) for r in kept] == [(3, "u10", "user"), (4, "u11", "assistant")]
@@ -157,4 +158,5 @@ def test_a_trailing_sidechain_is_kept_on_the_last_message_and_a_too_deep_one_onl
     )
     assert notes[1].startswith("3: 2 sidechain events") and notes[1].endswith(
         "lines 3, 4) are not imported into the main conversation"
+        " (compaction import --branches imports each sidechain as a branch)"
     )

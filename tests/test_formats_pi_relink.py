@@ -68,8 +68,9 @@ def test_an_abandoned_branch_stays_out_and_the_active_one_is_whole(tmp_path: Pat
     assert [m.content[0]["text"] for m in parsed.messages] == [f"message {i}" for i in range(4)]
     assert parsed.skipped == 0
     assert [p.split(".jsonl:", 1)[1] for p in parsed.problems] == [
-        "4: 1 conversation entry on branches the session left (line 4) is not imported: "
-        "only the active branch, from the root to the last entry, is"
+        "4: 1 conversation entry on branches the session left (line 4) is not imported into this "
+        "conversation: only the active branch, from the root to the last entry, is (compaction import "
+        "--branches imports each other branch as a branch of it)"
     ]
 
 

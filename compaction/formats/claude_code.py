@@ -180,7 +180,8 @@ class _Chain:
             plural = count != 1
             self.ctx.note(
                 f"{count} {what.format(s='s' if plural else '')}; line{'s' if plural else ''} {shown}{more}) "
-                f"{'are' if plural else 'is'} not imported into the main conversation",
+                f"{'are' if plural else 'is'} not imported into the main conversation"
+                + (" (compaction import --branches imports each sidechain as a branch)" if lines is self.sidechain_lines else ""),
                 line=lines[0],
             )
 

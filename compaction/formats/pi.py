@@ -236,8 +236,9 @@ def _report_off_path(
         one = len(left) == 1
         ctx.note(
             f"{len(left)} conversation entr{'y' if one else 'ies'} on branches the session left "
-            f"(line{'' if one else 's'} {_lines(left)}) {'is' if one else 'are'} not imported: only the "
-            "active branch, from the root to the last entry, is",
+            f"(line{'' if one else 's'} {_lines(left)}) {'is' if one else 'are'} not imported into this "
+            "conversation: only the active branch, from the root to the last entry, is (compaction import --branches "
+            "imports each other branch as a branch of it)",
             line=left[0],
         )
     if unplaced:
