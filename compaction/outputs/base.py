@@ -19,7 +19,9 @@ from typing import Any, ClassVar
 
 from ..blocks import DATA_URI_RE, Block
 from ..tokens.counting import (
+    DROPPED_STAND_IN,
     blocks_text_tokens,
+    blocks_were_all_dropped,
     cache_key,
     count_text,
     message_overhead,
@@ -28,10 +30,36 @@ from ..tokens.counting import (
 from ..tokens.image_pricing import price_image
 from ..types import RequestFormatName
 
-__all__ = ["RequestFormat", "WireMessage", "count_body_images"]
+__all__ = ["RequestFormat", "WireMessage", "count_body_images", "merge_turns"]
 
 #: One gated message: ``(role, blocks)``.
 WireMessage = tuple[str, Sequence[Block]]
+
+
+def merge_turns(messages: Sequence[WireMessage], dropped_block_types: frozenset[str]) -> list[tuple[str, list[Block]]]:
+    """Return the messages as turns: consecutive user (or assistant) messages joined into one.
+
+    OpenAI's shapes need it: an assistant turn's tool outputs must follow it directly, and a
+    user turn's tool outputs come before its other parts.  A message whose blocks the format
+    drops entirely becomes the counted stand-in (``DROPPED_STAND_IN``), which must ship so even
+    when merged into a turn.  System messages are never merged.
+
+    Args:
+        messages: ``(role, blocks)`` in order, as the gate left them.
+        dropped_block_types: the ``type`` values the format neither sends nor counts.
+
+    Returns:
+        ``(role, blocks)`` per turn, in order; the input is not changed.
+    """
+    merged: list[tuple[str, list[Block]]] = []
+    for role, blocks in messages:
+        if blocks_were_all_dropped(blocks, dropped_block_types):
+            blocks = (DROPPED_STAND_IN,)
+        if role in ("assistant", "user") and merged and merged[-1][0] == role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, list(blocks)))
+    return merged
 
 
 def count_body_images(value: Any, image_types: frozenset[str]) -> int:
@@ -87,18 +115,20 @@ class RequestFormat(ABC):
             messages: ``(role, blocks)`` in order, as the gate left them (images decided,
                 orphans repaired); rendering never adds or drops an image.
             model: the model the body names.
-            max_output_tokens: the answer's cap (tokens), written as ``max_tokens``; ``None``
+            max_output_tokens: the answer's cap (tokens), written as ``output_cap_field``; ``None``
                 leaves it to the shape (see :meth:`default_output_cap`).
         """
         body: dict[str, Any] = {"model": model}
         cap = self.default_output_cap if max_output_tokens is None else max_output_tokens
         if cap is not None:
-            body["max_tokens"] = cap
+            body[self.output_cap_field] = cap
         body.update(self.render_conversation(system, messages))
         return body
 
     #: ``max_tokens`` written when the caller names none (``None``: the field is left out).
     default_output_cap: ClassVar[int | None] = None
+    #: The body field that holds the answer's cap (tokens).
+    output_cap_field: ClassVar[str] = "max_tokens"
 
     @abstractmethod
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:

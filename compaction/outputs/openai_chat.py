@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from ..blocks import Block, canonical_json, unknown_block_text
 from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
-from .base import RequestFormat, WireMessage
+from .base import RequestFormat, WireMessage, merge_turns
 
 __all__ = ["OpenAIChat", "image_url", "tool_result_parts"]
 
@@ -97,17 +97,7 @@ class OpenAIChat(RequestFormat):
         out: list[dict[str, Any]] = []
         if system:
             out.append({"role": "system", "content": system})
-        # Consecutive messages of one role are one turn: an assistant turn's tool messages
-        # must follow it directly, and a user turn's tool messages come before its other parts.
-        merged: list[tuple[str, list[Block]]] = []
-        for role, blocks in messages:
-            if blocks_were_all_dropped(blocks, self.dropped_block_types):
-                blocks = (DROPPED_STAND_IN,)  # counted so; it must ship so, even merged into a turn
-            if role in ("assistant", "user") and merged and merged[-1][0] == role:
-                merged[-1][1].extend(blocks)
-            else:
-                merged.append((role, list(blocks)))
-        for role, blocks in merged:
+        for role, blocks in merge_turns(messages, self.dropped_block_types):
             if role == "system":
                 out.append({"role": "system", "content": "\n\n".join(b.get("text", "") for b in blocks)})
             elif role == "assistant":

@@ -31,9 +31,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import Block, canonical_json, unknown_block_text
-from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
-from .base import RequestFormat, WireMessage, count_body_images
+from .base import RequestFormat, WireMessage, count_body_images, merge_turns
 from .openai_chat import image_url, tool_result_parts
 
 __all__ = ["OpenAIResponses", "chat_view"]
@@ -56,32 +55,11 @@ class OpenAIResponses(RequestFormat):
     image_types: ClassVar[frozenset[str]] = frozenset({"input_image", "image_url", "image"})
     dropped_block_types: ClassVar[frozenset[str]] = frozenset({"thinking", "redacted_thinking", "encrypted_reasoning"})
 
-    def render(
-        self,
-        system: str | None,
-        messages: Sequence[WireMessage],
-        *,
-        model: str,
-        max_output_tokens: int | None = None,
-    ) -> dict[str, Any]:
-        """Return the request body; the output cap is written as ``max_output_tokens``."""
-        body: dict[str, Any] = {"model": model}
-        if max_output_tokens is not None:
-            body["max_output_tokens"] = max_output_tokens
-        body.update(self.render_conversation(system, messages))
-        return body
+    output_cap_field: ClassVar[str] = "max_output_tokens"
 
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
-        merged: list[tuple[str, list[Block]]] = []
-        for role, blocks in messages:
-            if blocks_were_all_dropped(blocks, self.dropped_block_types):
-                blocks = (DROPPED_STAND_IN,)  # counted so; it must ship so, even merged into a turn
-            if role in ("assistant", "user") and merged and merged[-1][0] == role:
-                merged[-1][1].extend(blocks)
-            else:
-                merged.append((role, list(blocks)))
         items: list[dict[str, Any]] = []
-        for role, blocks in merged:
+        for role, blocks in merge_turns(messages, self.dropped_block_types):
             if role == "system":
                 text = "\n\n".join(b.get("text", "") for b in blocks)
                 items.append(_message("system", [{"type": "input_text", "text": text}]))
