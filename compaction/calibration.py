@@ -19,6 +19,10 @@ The fit, per model (:func:`fit_correction`):
 * it carries its sample count, the ratios' p10 / p90 (nearest-rank) and :data:`FIT_VERSION`
   (the algorithm's version) with the id of the newest record it used, so a fit is named exactly.
 
+The fit compile applies is kept per store object and model (:func:`correction_for`) until a new
+usage record of the model arrives (the store's newest record id, one index probe, changes), so an
+ordinary turn does not read the :data:`WINDOW` records again.
+
 Applied in compile (:func:`calibrated_budget`): a correction ``c > 1`` (the provider counts
 more than we do) makes the effective budget ``floor(budget / c)``, so the request the
 provider counts stays within the user's budget.  A correction below 1 leaves the budget as the
@@ -36,6 +40,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,21 +306,62 @@ def fit_correction(
     )
 
 
-def correction_for(store: object, model: str) -> Correction | None:
-    """Return the correction fitted from ``store``'s usage records of ``model`` (``None``: too few).
+#: Per store object (held weakly), per model: (newest usage record id when fitted, the fit).
+_FITS: weakref.WeakKeyDictionary[object, dict[str, tuple[int, Correction | None]]] = (
+    weakref.WeakKeyDictionary()
+)
+_FITS_LOCK = threading.Lock()
 
-    A store without usage records (no ``usage_records``) has no correction.
 
-    Raises:
-        StoreError: the store could not be read.
-    """
-    read = getattr(store, "usage_records", None)
-    if read is None:
-        return None
+def _fit_newest(read: Any, model: str) -> Correction | None:
+    """Fit ``model``'s correction from the newest :data:`WINDOW` records ``read`` returns."""
     records = [r for r in read(model, WINDOW) if r.ratio is not None]
     if not records:
         return None
     return fit_correction([r.ratio for r in records], model=model, newest_id=records[-1].id)
+
+
+def correction_for(store: object, model: str) -> Correction | None:
+    """Return the correction fitted from ``store``'s usage records of ``model`` (``None``: too few).
+
+    The fit reads the newest :data:`WINDOW` records of ``model``.  It is kept for this store
+    object and model until the store's newest record id of ``model`` (``newest_usage_id``,
+    one index probe) changes, so a turn with no new usage record reads no records.  A record
+    another process makes in the same database changes that id too.  A store without
+    ``newest_usage_id`` is fitted on every call; one without usage records
+    (no ``usage_records``) has no correction.
+
+    Raises:
+        StoreError: the store could not be read.
+
+    Example:
+        >>> from compaction.store import SQLiteStore
+        >>> store = SQLiteStore()
+        >>> for _ in range(5):
+        ...     _ = store.record_usage("m", "anthropic", 1000, input_tokens=1100)
+        >>> correction_for(store, "m").factor
+        1.1
+    """
+    read = getattr(store, "usage_records", None)
+    if read is None:
+        return None
+    newest_id = getattr(store, "newest_usage_id", None)
+    if newest_id is None:
+        return _fit_newest(read, model)
+    newest = int(newest_id(model))
+    if newest == 0:
+        return None
+    try:
+        with _FITS_LOCK:
+            kept = _FITS.get(store, {}).get(model)
+    except TypeError:  # an object that cannot be held weakly or hashed: fitted every call
+        return _fit_newest(read, model)
+    if kept is not None and kept[0] == newest:
+        return kept[1]
+    fit = _fit_newest(read, model)
+    with _FITS_LOCK:
+        _FITS.setdefault(store, {})[model] = (newest, fit)
+    return fit
 
 
 def fits_from_store(
