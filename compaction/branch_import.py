@@ -1,34 +1,60 @@
-"""Import the branches a pi session tree left as branches of a store, instead of dropping them.
+"""Import the branches a session left as branches of a store, instead of flattening or dropping them.
 
-A pi session is a tree: entries carry ``id`` / ``parentId``, and going back to an earlier
-message and going on from there leaves the old path in the file.  The pi parser returns
-the active branch (root to the last entry) and reports the entries on the others;
-``compaction import --branches`` imports that active branch as usual and then, with
-:func:`import_session_branches`, every other leaf's path as a branch of the conversation
+``compaction import FILE --branches`` imports the transcript's main conversation as usual and
+then, with :func:`import_branches`, each other path of the session as a branch of it
 (:meth:`~compaction.store.scope.ConversationScope.branch`): forked where it leaves the
 conversation (or an earlier branch) it shares the longest prefix with, so nothing shared is
-stored twice.  Each path is read by the pi parser itself, from the file's lines on that path
-(the session line and the entries from the root to the leaf), so a branch's messages are
-exactly what importing that path alone would give.
+stored twice.  Each path is read by the format's own parser from the file's lines on that
+path, so a branch's messages are exactly what importing that path alone would give.
 
-Only pi sessions are trees this way; other formats import as one conversation.
+* **pi** session trees (entries with ``id`` / ``parentId``): the parser returns the active
+  branch (root to the last entry); each other leaf's path is a branch ``CONVERSATION@LEAF_ID``.
+* **Claude Code** sessions (:mod:`compaction.formats.claude_code_tree`): under ``--branches``
+  the main conversation is the active path (the abandoned events of a rewind are left out of
+  it, not flattened in: :func:`session_main`); each rewind is a branch
+  ``CONVERSATION@UUID`` forked where the user went back (``UUID``: the first event of the
+  abandoned part), and each sub-agent's sidechain a branch ``CONVERSATION@sidechain-UUID``
+  (``UUID``: its first event) forked at the event it continues.  A sidechain whose first event
+  continues nothing (``parentUuid: null``: Claude Code starts a sub-agent from a fresh
+  context, so it shares no history with the main conversation) is a conversation of its own
+  with that name, and the report says so and why.
+
+Names are derived from the data, so importing again adds nothing; one that would not be a
+valid conversation name (a newline in an id, over 200 characters) is made valid by
+:func:`branch_name`.  Other formats hold no branches: :func:`import_branches` says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .blocks import Message
-from .formats import load_transcript
-from .store.base import HistoryStore
+from .errors import CompactionError, StoreError
+from .formats import ParsedTranscript, load_transcript
+from .formats.claude_code_tree import Thread, path_lines, session_tree
 from .store.factory import open_store
+from .store.lineage import MAX_NAME
 
-__all__ = ["ImportedBranch", "import_session_branches", "session_leaves"]
+__all__ = [
+    "BRANCHING_FORMATS",
+    "ImportedBranch",
+    "branch_name",
+    "import_branches",
+    "import_session_branches",
+    "session_leaves",
+    "session_main",
+]
+
+#: The transcript formats whose sessions hold branches ``--branches`` imports.
+BRANCHING_FORMATS = ("pi", "claude-code")
 
 
 @dataclass(frozen=True)
@@ -36,18 +62,28 @@ class ImportedBranch:
     """One branch a session tree left, as imported.
 
     Attributes:
-        name: the branch's conversation name (``CONVERSATION@LEAF_ID``).
-        parent: the conversation it forks from.
-        fork_seq: where it forks (it shares the parent's messages before it).
+        name: the branch's conversation name (see :func:`branch_name`).
+        parent: the conversation it forks from (``None``: a conversation of its own).
+        fork_seq: where it forks (it shares the parent's messages before it; ``None``
+            for a conversation of its own).
         messages: the messages on its path (shared ones included).
         added: the messages this import added to it (0 when imported before).
+        kind: ``"branch"`` (a pi branch), ``"rewind"`` or ``"sidechain"`` (Claude Code).
+        note: why it is what it is, when that needs saying (a sidechain imported as a
+            conversation of its own), else ``""``.
     """
 
     name: str
-    parent: str
-    fork_seq: int
+    parent: str | None
+    fork_seq: int | None
     messages: int
     added: int
+    kind: str = "branch"
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the branch as a JSON object (the fields by name)."""
+        return dataclasses.asdict(self)
 
 
 def _entries(text: str) -> list[tuple[int, dict[str, Any]]]:
@@ -70,7 +106,9 @@ def session_leaves(text: str) -> list[list[int]]:
     A session that is not a tree (no ``parentId``) has none.
     """
     entries = _entries(text)
-    nodes = {e["id"]: (i, e) for i, e in entries if isinstance(e.get("id"), str) and e.get("type") != "session"}
+    nodes = {
+        e["id"]: (i, e) for i, e in entries if isinstance(e.get("id"), str) and e.get("type") != "session"
+    }
     if not any("parentId" in e for _i, e in nodes.values()):
         return []
     sessions = [i for i, e in entries if e.get("type") == "session"]
@@ -103,14 +141,248 @@ def _common(a: list[str], b: list[str]) -> int:
     return count
 
 
-def import_session_branches(location: str | Path, transcript: str | Path, conversation: str) -> list[ImportedBranch]:
-    """Import every branch a pi session tree left as a branch of ``conversation`` in the store at ``location``.
+def branch_name(conversation: str, tag: str) -> str:
+    """Return the name of the branch ``tag`` of ``conversation``: ``CONVERSATION@TAG``, made valid.
 
-    Call it after importing the transcript's active branch into ``conversation``.  Each leaf's
-    path becomes the conversation ``CONVERSATION@LEAF_ID``, forked from the conversation (the
-    main one or a branch made before) whose messages it shares the longest prefix with, at
-    the end of that prefix; importing again adds nothing.  A path whose messages another
-    conversation already holds whole (a leaf that is not a message) is not made a branch.
+    Stable: the same arguments give the same name.  When ``CONVERSATION@TAG`` is not a valid
+    conversation name (:func:`~compaction.store.lineage.check_conversation_name`), control
+    characters become ``_`` and a name over 200 characters keeps its head and ends with
+    ``~`` and the first 12 hex digits of the sha256 of the whole, so two long tags stay apart.
+    """
+    name = f"{conversation}@{tag}"
+    clean = "".join("_" if unicodedata.category(c) in ("Cc", "Cs") else c for c in name)
+    if clean == name and len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return clean[: MAX_NAME - 13] + "~" + digest
+
+
+def session_main(
+    location: str | Path,
+    transcript: str | Path,
+    conversation: str,
+    parsed: ParsedTranscript,
+    lenient: bool = False,
+) -> tuple[ParsedTranscript, list[str]]:
+    """Return what ``compaction import --branches`` appends to ``conversation``, and notes to print.
+
+    For a Claude Code session with rewinds, the parse of its active path (the abandoned
+    events are left out: :func:`import_branches` imports them as branches); for any other
+    transcript, ``parsed`` itself.  When ``conversation`` already holds messages that the
+    new main path does not start with (imported before without ``--branches``, flattened,
+    or the session was rewound since), nothing is appended to it and the note says so:
+    its path imports as a branch instead.
+
+    Raises:
+        InvalidTranscript: the active path could not be parsed.
+        StoreError: the store could not be read.
+    """
+    if parsed.format != "claude-code":
+        return parsed, []
+    text = Path(transcript).read_text(encoding="utf-8")
+    tree = session_tree(text)
+    main = (
+        parsed
+        if not tree.abandoned
+        else _parse_text(transcript, path_lines(text, tree.main), parsed.format, lenient)
+    )
+    held = _held(location, conversation)
+    prints = [m.fingerprint() for m in main.messages]
+    if held and prints[: len(held)] != held:
+        return dataclasses.replace(main, messages=[]), [
+            f"conversation {conversation!r} holds messages this session's active path does not start with "
+            "(imported before without --branches, or the session was rewound since): nothing is appended to it; "
+            "the active path imports as a branch"
+        ]
+    return main, []
+
+
+def _held(location: str | Path, conversation: str) -> list[str]:
+    """The fingerprints of the messages ``conversation`` shows (none when it does not exist yet)."""
+    from .store.factory import list_conversations
+
+    try:
+        names = {info.name for info in list_conversations(location)}
+    except StoreError:
+        return []
+    if conversation not in names:
+        return []
+    with open_store(location, create=False, conversation=conversation) as store:
+        return [m.fingerprint() for m in store.messages()]
+
+
+@dataclass(frozen=True)
+class _Path:
+    """One path to import: its parsed messages, the name it goes to, and how."""
+
+    name: str
+    kind: str
+    messages: list[Message]
+    own: bool = False  # a conversation of its own (shares nothing)
+    note: str = ""
+
+
+def import_branches(
+    location: str | Path, transcript: str | Path, conversation: str, format: str, lenient: bool = False
+) -> tuple[list[ImportedBranch], list[str]]:
+    """Import every branch the session in ``transcript`` left, as branches of ``conversation``.
+
+    Call it after importing the transcript's main conversation (:func:`session_main`) into
+    ``conversation`` of the store at ``location``.  Importing again adds nothing.
+
+    Args:
+        location: the store (a path or ``postgresql://`` URL).
+        transcript: the session file.
+        conversation: the conversation its main path went to.
+        format: the transcript's format (one of :data:`BRANCHING_FORMATS`; others hold no
+            branches and give none, with a note saying so).
+        lenient: parse each path leniently, as the main import did.
+
+    Returns:
+        The branches (and conversations of their own) in file order of their leaves, and
+        notes to print (one line each).
+
+    Raises:
+        InvalidTranscript: a path could not be parsed.
+        StoreError: as the store's ``branch`` and ``append``.  Raised mid-way, the message
+            says which branches were stored before (they stay; importing again adds only
+            what is missing).
+    """
+    if format not in BRANCHING_FORMATS:
+        return [], [
+            f"--branches: a {format} transcript holds no branches (only pi session trees and Claude Code "
+            "rewinds and sidechains do); it was imported as one conversation"
+        ]
+    text = Path(transcript).read_text(encoding="utf-8")
+    paths = _pi_paths(transcript, text, conversation, lenient) if format == "pi" else []
+    if format == "claude-code":
+        paths = _claude_code_paths(location, transcript, text, conversation, lenient)
+    made: list[ImportedBranch] = []
+    known: dict[str, list[str]] = {conversation: _held(location, conversation)}
+    try:
+        for path in paths:
+            branch = _store_path(location, conversation, path, known, format)
+            if branch is not None:
+                made.append(branch)
+    except CompactionError as err:
+        stored = ", ".join(f"{b.name!r} ({b.added} added)" for b in made) or "no branch"
+        message = (
+            f"{err} [the import stopped there: conversation {conversation!r} is stored, and of its branches "
+            f"{stored}; importing again adds only what is missing]"
+        )
+        try:
+            failure = type(err)(message)
+        except TypeError:
+            failure = StoreError(message)
+        raise failure from err
+    return made, []
+
+
+def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: bool) -> list[_Path]:
+    lines = text.splitlines()
+    entries = dict(_entries(text))
+    out = []
+    for path in session_leaves(text):
+        leaf_id = str(entries[path[-1]].get("id"))
+        parsed = _parse_text(transcript, "\n".join(lines[i] for i in path) + "\n", "pi", lenient)
+        out.append(_Path(branch_name(conversation, leaf_id), "branch", parsed.messages))
+    return out
+
+
+def _claude_code_paths(
+    location: str | Path, transcript: str | Path, text: str, conversation: str, lenient: bool
+) -> list[_Path]:
+    tree = session_tree(text)
+    out = []
+    active = _parse_text(transcript, path_lines(text, tree.main), "claude-code", lenient).messages
+    held = _held(location, conversation)
+    if held and [m.fingerprint() for m in active[: len(held)]] != held:
+        # session_main appended nothing: the active path is a branch like the others
+        out.append(_Path(branch_name(conversation, f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
+    for thread in tree.threads:
+        parsed = _parse_text(
+            transcript, path_lines(text, thread.lines, thread.sidechain_lines), "claude-code", lenient
+        )
+        if thread.kind == "rewind":
+            out.append(_Path(branch_name(conversation, thread.start), "rewind", parsed.messages))
+            continue
+        name = branch_name(conversation, f"sidechain-{thread.start}")
+        out.append(
+            _Path(
+                name,
+                "sidechain",
+                parsed.messages,
+                own=not thread.shares_history,
+                note=_why(thread, conversation),
+            )
+        )
+    return out
+
+
+def _uuid_at(text: str, lines: tuple[int, ...]) -> str | None:
+    """The uuid of the last event among ``lines`` (the active path's leaf)."""
+    all_lines = text.splitlines()
+    for index in reversed(lines):
+        try:
+            event = json.loads(all_lines[index])
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and isinstance(event.get("uuid"), str)
+            and event.get("isSidechain") is not True
+        ):
+            return str(event["uuid"])
+    return None
+
+
+def _why(thread: Thread, conversation: str) -> str:
+    """Say why a sidechain is a conversation of its own (empty for one that is a branch)."""
+    if thread.shares_history:
+        return ""
+    task = f"; it answers the Task call whose result is line {thread.task_line}" if thread.task_line else ""
+    agent = f" (agent {thread.agent_id})" if thread.agent_id else ""
+    return (
+        f"sub-agent sidechain{agent} starting at event {thread.start}: its first event continues no event of the "
+        f"main chain (a sub-agent starts from a fresh context), so it shares no history with {conversation!r} and "
+        f"is a conversation of its own named after it{task}"
+    )
+
+
+def _store_path(
+    location: str | Path, conversation: str, path: _Path, known: dict[str, list[str]], format: str
+) -> ImportedBranch | None:
+    """Store one path as a branch (or conversation of its own) and return it; ``None``: nothing of its own."""
+    prints = [m.fingerprint() for m in path.messages]
+    if not prints:
+        return None
+    if path.own:
+        with open_store(location, conversation=path.name) as own:
+            added = own.append(path.messages, chain_seed=format)
+            known[path.name] = [m.fingerprint() for m in own.messages()]
+        return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note)
+    name = path.name
+    if name not in known and any(_common(prints, held) == len(prints) for held in known.values()):
+        return None  # nothing of its own: a leaf that adds no message
+    parent, fork = max(
+        ((n, _common(prints, held)) for n, held in known.items() if n != name), key=lambda c: c[1]
+    )
+    with open_store(location, create=False, conversation=parent) as source:
+        existing = {info.name: info for info in source.conversations()}
+        if name not in existing:
+            source.branch(name, fork)
+        else:
+            parent, fork = existing[name].parent or parent, existing[name].fork_seq or 0
+    with open_store(location, conversation=name) as branch:
+        added = branch.append(path.messages, chain_seed=format)
+        known[name] = [m.fingerprint() for m in branch.messages()]
+    return ImportedBranch(name, parent, fork, len(prints), added, path.kind, path.note)
+
+
+def import_session_branches(
+    location: str | Path, transcript: str | Path, conversation: str
+) -> list[ImportedBranch]:
+    """Import every branch a pi session tree left as a branch of ``conversation`` (see :func:`import_branches`).
 
     Returns:
         The branches, in file order of their leaves.
@@ -119,43 +391,15 @@ def import_session_branches(location: str | Path, transcript: str | Path, conver
         InvalidTranscript: a path could not be parsed.
         StoreError: as the store's ``branch`` and ``append``.
     """
-    text = Path(transcript).read_text(encoding="utf-8")
-    lines = text.splitlines()
-    with open_store(location, create=False, conversation=conversation) as main:
-        known: dict[str, list[str]] = {conversation: [m.fingerprint() for m in main.messages()]}
-    made: list[ImportedBranch] = []
-    entries = dict(_entries(text))
-    for path in session_leaves(text):
-        leaf_id = str(entries[path[-1]].get("id"))
-        name = f"{conversation}@{leaf_id}"
-        parsed = _parse_path(transcript, [lines[i] for i in path])
-        prints = [m.fingerprint() for m in parsed]
-        if name not in known and any(_common(prints, held) == len(prints) for held in known.values()):
-            continue  # nothing of its own: a leaf that adds no message
-        parent, fork = max(((n, _common(prints, held)) for n, held in known.items() if n != name), key=lambda c: c[1])
-        with open_store(location, create=False, conversation=parent) as source:
-            existing = {info.name: info for info in source.conversations()}
-            if name not in existing:
-                source.branch(name, fork)
-            else:
-                parent, fork = existing[name].parent or parent, existing[name].fork_seq or 0
-        with open_store(location, conversation=name) as branch:
-            added = _append(branch, parsed)
-            known[name] = [m.fingerprint() for m in branch.messages()]
-        made.append(ImportedBranch(name, parent, fork, len(parsed), added))
-    return made
+    return import_branches(location, transcript, conversation, "pi")[0]
 
 
-def _append(store: HistoryStore, messages: list[Message]) -> int:
-    return store.append(messages, chain_seed="pi")
-
-
-def _parse_path(transcript: str | Path, lines: list[str]) -> list[Message]:
-    """Parse the lines of one path as a pi session of their own (named after the transcript in errors)."""
+def _parse_text(transcript: str | Path, text: str, format: str, lenient: bool) -> ParsedTranscript:
+    """Parse ``text`` as a transcript of ``format`` (named after ``transcript`` in errors)."""
     handle, name = tempfile.mkstemp(prefix=Path(transcript).stem + ".", suffix=".jsonl")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write("\n".join(lines) + "\n")
-        return list(load_transcript(name, format="pi").messages)
+            out.write(text)
+        return load_transcript(name, format=format, lenient=lenient)
     finally:
         os.unlink(name)

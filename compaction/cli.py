@@ -184,7 +184,8 @@ focus_option = click.option(
 @click.option(
     "--branches",
     is_flag=True,
-    help="pi session trees: import the branches the session left too, each a branch of the conversation.",
+    help="pi session trees, Claude Code rewinds and sidechains: import the branches the session left too, "
+    "each a branch of the conversation.",
 )
 def import_command(
     transcript: str,
@@ -201,6 +202,11 @@ def import_command(
         if conversation is None:  # the one holding this transcript already, else one named after the file
             held = conversation_holding(store_path, parsed.messages[0], parsed.format) if parsed.messages else None
             conversation = held or Path(transcript).stem
+        branch_notes: list[str] = []
+        if branches:  # a Claude Code session's main conversation is its active path
+            from .branch_import import session_main
+
+            parsed, branch_notes = session_main(store_path, transcript, conversation, parsed, lenient)
     with _errors(), open_store(store_path, conversation=conversation) as store:
         added = append_transcript(store, transcript, parsed)
         store.check_location()
@@ -215,15 +221,16 @@ def import_command(
             "conversation": store.conversation,
         }
     if branches:
-        from .branch_import import import_session_branches
+        from .branch_import import import_branches
 
         with _errors():
-            made = import_session_branches(store_path, transcript, conversation)
-        made_branches = [
-            {"name": b.name, "parent": b.parent, "fork_seq": b.fork_seq, "messages": b.messages, "added": b.added}
-            for b in made
-        ]
+            made, notes = import_branches(store_path, transcript, conversation, parsed.format, lenient)
+        made_branches = [b.to_json() for b in made]
         report["branches"] = made_branches
+        branch_notes += notes
+        report["branch_notes"] = branch_notes
+    for note in branch_notes if branches else []:
+        click.echo(note, err=True)
     if as_json:
         click.echo(json.dumps(report))
         return
@@ -232,10 +239,17 @@ def import_command(
         f"({report['store_messages']} in conversation {report['conversation']!r} of the store)"
     )
     for made_branch in made_branches if branches else []:
+        origin = (
+            f"from {made_branch['parent']!r} at message {made_branch['fork_seq']}"
+            if made_branch["parent"] is not None
+            else "a conversation of its own"
+        )
         click.echo(
-            f"  branch {made_branch['name']}: from {made_branch['parent']!r} at message {made_branch['fork_seq']}, "
+            f"  {made_branch['kind']} {made_branch['name']}: {origin}, "
             f"{made_branch['messages']} messages, {made_branch['added']} added"
         )
+        if made_branch["note"]:
+            click.echo(f"    ({made_branch['note']})")
     if parsed.unknown_blocks:  # kept verbatim, rendered by the loud default rule: say so
         kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
         click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)

@@ -55,8 +55,8 @@ def test_import_with_branches_shares_the_prefixes_and_again_adds_nothing(tmp_pat
     report = json.loads(done.output)
     assert (report["conversation"], report["added"]) == ("tree", 4)
     assert report["branches"] == [
-        {"name": "tree@b2", "parent": "tree", "fork_seq": 1, "messages": 3, "added": 2},
-        {"name": "tree@c1", "parent": "tree@b2", "fork_seq": 2, "messages": 3, "added": 1},
+        {"name": "tree@b2", "parent": "tree", "fork_seq": 1, "messages": 3, "added": 2, "kind": "branch", "note": ""},
+        {"name": "tree@c1", "parent": "tree@b2", "fork_seq": 2, "messages": 3, "added": 1, "kind": "branch", "note": ""},
     ]
     listed = {c.name: (c.parent, c.fork_seq, c.messages, c.own_messages) for c in list_conversations(str(store))}
     assert listed == {"tree": (None, None, 4, 4), "tree@b2": ("tree", 1, 3, 2), "tree@c1": ("tree@b2", 2, 3, 1)}
