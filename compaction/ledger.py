@@ -12,12 +12,19 @@ Rules, all deterministic so the block is byte-stable between compaction events:
 * an ask is what :func:`compaction.asks.ask_text` finds in a user turn (harness wrappers,
   tool results and command output cut out); an ask repeated word for word is listed once,
   at its first turn;
-* each ask shows whole up to ``Recipe.ask_cap_tokens``; a longer one shows its head (two
-  thirds of the cap) and its tail (one third) around a loud cut marker that names the
-  message holding it whole;
-* the block stays within ``Recipe.ledger_share`` of the budget: when the asks would not fit,
-  the oldest are shortened to their first words (:data:`SHORT_TOKENS`), and when even that
-  does not fit the oldest are left out and counted; the block says which and why.
+* the cap on one ask scales with the room the ledger has: when every ask fits whole within
+  the ledger's share, each shows whole however long it is (a cap would cut for nothing: the
+  ask's words are what a later turn is asked about); otherwise the cap is the largest of the
+  share, half of it, a quarter, ... (down to ``Recipe.ask_cap_tokens``) under which every ask
+  fits, and a longer ask shows its head (two thirds of that cap) and its tail (one third)
+  around a loud cut marker that names the message holding it whole;
+* when even ``Recipe.ask_cap_tokens`` per ask does not fit the share (``Recipe.ledger_share``
+  of the budget), the oldest asks are shortened to their first words (:data:`SHORT_TOKENS`),
+  and when even that does not fit the oldest are left out and counted; the block says which
+  and why.
+
+The block depends only on the asks before the cut and the share (of the recipe's budget, not
+of a planning target), so it is the same at a compaction event and on every turn after it.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ __all__ = [
     "ledger_text",
     "ledger_tokens",
     "head_tail",
+    "room_caps",
 ]
 
 LEDGER_INTRO = (
@@ -188,27 +196,76 @@ def _seq_range(asks: Sequence[Ask]) -> str:
     return f"message {asks[0].seq}" if len(asks) == 1 else f"messages {asks[0].seq}–{asks[-1].seq}"
 
 
+def room_caps(cap: int, room: int) -> list[int]:
+    """Return the per-ask caps tried before ``cap``, largest first: ``room``, ``room // 2``, ... above ``cap``.
+
+    Args:
+        cap: the configured cap (``Recipe.ask_cap_tokens``; tokens).
+        room: the tokens the ledger's share leaves for its text.
+
+    Returns:
+        The caps (tokens), each more than ``cap``; empty when ``room`` is no more than ``cap``.
+    """
+    caps: list[int] = []
+    size = room
+    while size > cap:
+        caps.append(size)
+        size //= 2
+    return caps
+
+
+def _render_whole(asks: Sequence[Ask], cap: int, encoding: str) -> str:
+    return "\n\n".join([LEDGER_INTRO, *(_entry(a, head_tail(a.text, cap, encoding, a.seq)) for a in asks)])
+
+
+def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str | None:
+    """Return every ask under the largest of :func:`room_caps` whose block fits ``room``, or ``None``.
+
+    ``None`` when no ask is longer than ``cap`` (the configured cap then cuts nothing) or
+    when not even the smallest of those caps fits (the share is short of room: the caller
+    cuts at ``cap`` and shortens the oldest).
+    """
+    sizes = [count_text(a.text, encoding) for a in asks]
+    longest = max(sizes)
+    if longest <= cap:
+        return None
+    for size in room_caps(cap, room):
+        if size >= longest and size != room:
+            continue  # the same block as a larger cap, already found too big
+        text = _render_whole(asks, size, encoding)
+        if count_text(text, encoding) <= room:
+            return text
+    return None
+
+
 def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: str) -> str | None:
     """Return the ledger block's text for ``asks`` within ``share_tokens``, or ``None`` for no asks.
 
     Args:
         asks: the asks, oldest first (see :func:`asks_before`).
-        cap: the most tokens one ask shows (``Recipe.ask_cap_tokens``).
+        cap: the most tokens one ask shows when the share is short of room
+            (``Recipe.ask_cap_tokens``); with room to spare, the largest of
+            :func:`room_caps` under which every ask fits applies instead (no cut at all
+            when every ask fits whole).
         share_tokens: the most tokens the block may take, its join in the message included
             (the budget times ``Recipe.ledger_share``).
         encoding: the encoding the tokens are counted in.
 
     Returns:
-        The text: :data:`LEDGER_INTRO`, then one ``[Message N] …`` entry per ask, the newest
-        whole (up to ``cap``), older ones shortened and the oldest counted when the share
-        is tight; when not even that fits, one line that says every ask was left out and
+        The text: :data:`LEDGER_INTRO`, then one ``[Message N] …`` entry per ask, every ask
+        whole when they fit the share, else under the largest cap that fits; when not even
+        ``cap`` fits, the newest whole (up to ``cap``), older ones shortened and the oldest
+        counted; when not even that fits, one line that says every ask was left out and
         why (the only case that may pass the share, by a few tokens).  ``None`` for no asks.
     """
     if not asks:
         return None
+    room = share_tokens - BLOCK_SEPARATOR
+    roomy = _within_room(asks, cap, room, encoding)
+    if roomy is not None:
+        return roomy
     whole = [_entry(a, head_tail(a.text, cap, encoding, a.seq)) for a in asks]
     short = [_entry(a, _short(a, encoding)) for a in asks]
-    room = share_tokens - BLOCK_SEPARATOR
 
     def render(n_left_out: int, n_short: int) -> str:
         lines = [LEDGER_INTRO]
@@ -259,10 +316,16 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
 
 
 def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, encoding: str) -> str | None:
-    """Return :func:`ledger_text` of :func:`asks_before` ``cut``, made once per store and settings.
+    """Return :func:`ledger_text` of :func:`asks_before` ``cut`` and the names index, made once per store and settings.
 
-    Between compaction events every turn compiles the same cut, so the block is built once
-    and then read from a cache kept with the store's asks.
+    The names index (:func:`compaction.names_index.names_text`, within
+    :data:`NAMES_SHARE` of ``share_tokens``) follows the asks.  Between compaction events every turn compiles the same cut, so the
+    block is built once and then read from a cache kept with the store's asks; it depends
+    only on the messages before ``cut`` and the settings, so another process on the same
+    store builds the same bytes.
+
+    Returns:
+        The block's text, or ``None`` when there is neither an ask nor a recurring name.
     """
     asks = asks_before(store, cut)
     try:

@@ -13,7 +13,7 @@ from strategies import CapturingSummarizer, histories, payload_json
 
 from compaction import Message, OverBudget, Recipe, Store, compile_request, compress_and_compile
 from compaction.asks import ask_text
-from compaction.ledger import LEDGER_INTRO, Ask, asks_before, head_tail, ledger_text
+from compaction.ledger import LEDGER_INTRO, Ask, asks_before, head_tail, ledger_text, room_caps
 from compaction.planning import SUMMARY_INTRO
 from compaction.tokens.counting import count_text
 
@@ -203,3 +203,68 @@ def test_compile_request_prices_the_ledger_exactly() -> None:
     compress_and_compile(store, recipe, summarizer=CapturingSummarizer(), mode="replan")
     compiled = compile_request(store, recipe)
     assert compiled.planned_tokens == compiled.tokens
+
+
+def _pasted(seq: int, lines: int) -> Ask:
+    """An ask with a long paste: a request line, then numbered log lines, then a closing line."""
+    body = "\n".join(f"line {i}: worker{i} raised TimeoutError after {i * 13 % 997} ms" for i in range(lines))
+    return Ask(seq, f"Why does the nightly export fail? Here is the log:\n{body}\nPlease fix the retry loop.")
+
+
+def test_an_ask_over_the_cap_shows_whole_when_the_ledger_has_room() -> None:
+    long = _pasted(7, 60)
+    tokens = count_text(long.text, ENC)
+    assert tokens > 600
+    asks = [Ask(1, "set up the export job for the billing tables"), long]
+    text = ledger_text(asks, cap=600, share_tokens=tokens * 3, encoding=ENC)
+    assert text is not None
+    assert "cut here" not in text
+    assert "[Message 7] " + "\n  ".join(long.text.split("\n")) in text
+    assert count_text(text, ENC) + 1 <= tokens * 3
+
+
+def test_with_less_room_the_cap_is_the_largest_halving_of_the_share_that_fits() -> None:
+    long = _pasted(7, 200)
+    tokens = count_text(long.text, ENC)
+    share = int(tokens * 0.8)  # the ask whole does not fit; the share's half does
+    text = ledger_text([long], cap=100, share_tokens=share, encoding=ENC)
+    assert text is not None and count_text(text, ENC) + 1 <= share
+    assert "tokens of this ask cut here; message 7 holds it whole" in text
+    cut = int(text.split("[… ")[1].split(" tokens")[0])
+    kept = tokens - cut
+    room = share - 1
+    caps = room_caps(100, room)
+    assert caps[:2] == [room, room // 2]
+    assert room // 2 - 8 <= kept <= room // 2  # cut at half the room, not at the configured 100
+    assert "shortened" not in text
+
+
+def test_short_of_room_the_configured_cap_cuts_and_the_oldest_are_shortened() -> None:
+    asks = [_pasted(i * 10, 40) for i in range(6)]
+    share = 400  # room caps 399 and 199: six asks at either do not fit, nor at the configured 100
+    text = ledger_text(asks, cap=100, share_tokens=share, encoding=ENC)
+    assert text is not None and count_text(text, ENC) + 1 <= share
+    assert "shortened to their first words" in text
+    newest = text.split("[Message 50] ")[1]
+    assert "tokens of this ask cut here; message 50 holds it whole" in newest
+    assert count_text(newest, ENC) <= 100 + 40  # head and tail within the configured cap, plus the marker
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(st.integers(min_value=0, max_value=120), min_size=1, max_size=6),
+    cap=st.integers(min_value=16, max_value=400),
+    share=st.integers(min_value=40, max_value=6000),
+)
+def test_the_ledger_fits_its_share_and_cuts_an_ask_only_when_whole_asks_would_not_fit(
+    lines: list[int], cap: int, share: int
+) -> None:
+    asks = [_pasted(i * 3, n) if n else Ask(i * 3, f"rename module{i} to service{i}") for i, n in enumerate(lines)]
+    text = ledger_text(asks, cap=cap, share_tokens=share, encoding=ENC)
+    assert text is not None
+    all_whole = "\n\n".join([LEDGER_INTRO, *(f"[Message {a.seq}] " + "\n  ".join(a.text.split("\n")) for a in asks)])
+    if count_text(all_whole, ENC) + 1 <= share:
+        assert text == all_whole
+    elif "are left out of this list: the ask ledger's share" not in text:  # the note-only case may pass
+        assert count_text(text, ENC) + 1 <= share
+    assert text == ledger_text(asks, cap=cap, share_tokens=share, encoding=ENC)  # deterministic
