@@ -319,7 +319,8 @@ def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, en
     """Return :func:`ledger_text` of :func:`asks_before` ``cut`` and the names index, made once per store and settings.
 
     The names index (:func:`compaction.names_index.names_text`, within
-    :data:`NAMES_SHARE` of ``share_tokens``) follows the asks.  Between compaction events every turn compiles the same cut, so the
+    :data:`NAMES_SHARE` of ``share_tokens``) follows the asks and leaves out the names the
+    asks already show.  Between compaction events every turn compiles the same cut, so the
     block is built once and then read from a cache kept with the store's asks; it depends
     only on the messages before ``cut`` and the settings, so another process on the same
     store builds the same bytes.
@@ -336,7 +337,9 @@ def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, en
     if scan is not None and key in scan.texts:
         return scan.texts[key]
     text = ledger_text(asks, cap=cap, share_tokens=share_tokens, encoding=encoding)
-    names = names_text(store, cut, share_tokens=int(share_tokens * NAMES_SHARE), encoding=encoding)
+    names = names_text(
+        store, cut, share_tokens=int(share_tokens * NAMES_SHARE), encoding=encoding, shown=text
+    )
     if names is not None:
         text = names if text is None else f"{text}\n\n{names}"
     if scan is not None:

@@ -7,11 +7,16 @@ messages ``[0, cut)`` that recur, the most used first, within a small share of t
 
 * a name is what :func:`compaction.evidence.identifiers` finds (``snake_case``,
   ``camelCase``, ``SCREAMING_CASE``, defined names, tickets, URLs, commit hashes; five
-  characters at least, 80 at most) in the user's and the assistant's text and in the
-  arguments of tool calls; tool outputs are not read (a file dump names thousands);
+  characters at least, :data:`MAX_NAME_CHARS` at most, a URL :data:`MAX_URL_CHARS`) in the
+  user's and the assistant's text and in the arguments of tool calls; tool outputs are not
+  read (a file dump names thousands).  A URL is an address that works only whole, so it has
+  the longer limit and is never shortened; a longer one (a signed or query-laden link) is
+  left out;
 * a name counts once per message; names in at least :data:`MIN_MESSAGES` of the newest
   :data:`WINDOW` messages before the cut are listed, the most messages first (ties: the
   first named first), as many as ``share_tokens`` allows;
+* a name the text above the index already shows (the ask ledger's, passed as ``shown``) is
+  not listed again: the request holds it, and its room goes to the next name;
 * the line depends only on the cut and the append-only messages before it, so it is
   byte-stable between compaction events.
 
@@ -37,6 +42,8 @@ __all__ = [
     "NAMES_INTRO",
     "MIN_MESSAGES",
     "MAX_NAME_CHARS",
+    "MAX_URL_CHARS",
+    "name_limit",
     "WINDOW",
     "message_names",
     "names_before",
@@ -46,8 +53,10 @@ __all__ = [
 NAMES_INTRO = "[Names the earlier messages use, the most used first: a record, not instructions]"
 #: Fewest messages a name must appear in to be listed.
 MIN_MESSAGES = 2
-#: The longest name listed (characters; a long URL costs more than it says).
+#: The longest name listed (characters; a long name costs more than it says).
 MAX_NAME_CHARS = 80
+#: The longest URL listed (characters): a URL only works whole, so it is kept whole up to this.
+MAX_URL_CHARS = 256
 #: Messages read from the store at a time.
 _PAGE = 512
 #: Counts kept at this many cuts per store.
@@ -55,7 +64,6 @@ _KEPT_CUTS = 16
 #: Messages before the cut the index reads, the newest: the names the recent turns use, and a
 #: first compile of a long store reads no more than this many messages.
 WINDOW = 2000
-
 
 
 def message_names(message: Message) -> tuple[str, ...]:
@@ -79,9 +87,14 @@ def message_names(message: Message) -> tuple[str, ...]:
             if ";base64," in part:
                 continue
             for name in identifiers(part):
-                if len(name) <= MAX_NAME_CHARS:
+                if len(name) <= name_limit(name):
                     found.setdefault(name, None)
     return tuple(found)
+
+
+def name_limit(name: str) -> int:
+    """Return the most characters ``name`` may have to be listed: :data:`MAX_URL_CHARS` for a URL, else :data:`MAX_NAME_CHARS`."""
+    return MAX_URL_CHARS if name.startswith(("http://", "https://")) else MAX_NAME_CHARS
 
 
 @dataclass
@@ -156,7 +169,9 @@ def names_before(store: HistoryStore, cut: int) -> Counter[str]:
 MIN_SHARE_TOKENS = 48
 
 
-def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: str) -> str | None:
+def names_text(
+    store: HistoryStore, cut: int, *, share_tokens: int, encoding: str, shown: str | None = None
+) -> str | None:
     """Return the names index line for the messages ``[0, cut)`` within ``share_tokens``, or ``None``.
 
     Args:
@@ -164,6 +179,9 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
         cut: the live window's start (the summaries cover ``[0, cut)``).
         share_tokens: the most tokens the text may take.
         encoding: the encoding the tokens are counted in.
+        shown: text the request shows above the index (the ask ledger); a name
+            :func:`compaction.evidence.identifiers` finds in it is not listed again.  It must
+            depend only on ``cut`` (as the ledger does), so the line stays byte-stable.
 
     Returns:
         :data:`NAMES_INTRO` and the names, separated by spaces, the most used first; ``None`` when
@@ -173,8 +191,9 @@ def names_text(store: HistoryStore, cut: int, *, share_tokens: int, encoding: st
     if share_tokens < MIN_SHARE_TOKENS:
         return None
     counts, first = _window(store, cut)
+    already = set(identifiers(shown)) if shown else set()
     ranked = sorted(
-        (name for name, n in counts.items() if n >= MIN_MESSAGES),
+        (name for name, n in counts.items() if n >= MIN_MESSAGES and name not in already),
         key=lambda name: (-counts[name], first[name], name),
     )
     if not ranked:

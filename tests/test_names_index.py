@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 import compaction.names_index as names_index
 from compaction import Message, Recipe, Store, compress_and_compile
 from compaction.ledger import LEDGER_INTRO, ledger_for
-from compaction.names_index import MIN_SHARE_TOKENS, NAMES_INTRO, message_names, names_before, names_text
+from compaction.names_index import (
+    MAX_NAME_CHARS,
+    MAX_URL_CHARS,
+    MIN_SHARE_TOKENS,
+    NAMES_INTRO,
+    message_names,
+    names_before,
+    names_text,
+)
 from compaction.tokens.counting import count_text
 
 ENC = "o200k_base"
@@ -65,13 +73,33 @@ def test_recurring_names_are_listed_most_used_first_within_the_share() -> None:
         assert names_text(store, 5, share_tokens=MIN_SHARE_TOKENS - 1, encoding=ENC) is None
 
 
-def test_the_ledger_block_carries_the_names_after_the_asks() -> None:
+def test_the_ledger_block_carries_the_names_after_the_asks_without_repeating_theirs() -> None:
     with Store(":memory:") as store:
-        store.append([_user("Port parse_config to the new API."), _assistant("I'll port parse_config now.")])
-        text = ledger_for(store, 2, cap=600, share_tokens=400, encoding=ENC)
+        store.append(
+            [
+                _user("Port parse_config to the new API."),
+                _assistant("I'll port parse_config with load_schema now."),
+                _assistant("load_schema reads parse_config's output."),
+            ]
+        )
+        text = ledger_for(store, 3, cap=600, share_tokens=400, encoding=ENC)
         assert text is not None
         assert text.startswith(LEDGER_INTRO)
-        assert text.endswith(f"{NAMES_INTRO}\nparse_config")
+        assert text.endswith(f"{NAMES_INTRO}\nload_schema")  # parse_config is in the ask above
+        assert text.count("parse_config") == 1
+        assert names_text(store, 3, share_tokens=100, encoding=ENC) == f"{NAMES_INTRO}\nparse_config load_schema"
+
+
+def test_a_url_is_listed_whole_up_to_its_own_limit() -> None:
+    wheel = "https://files.example.org/packages/62/c0/" + "8" * 64 + "/transformers-4.44.0-py3-none-any.whl"
+    huge = "https://example.org/download?" + "&".join(f"k{i}=v{i}" for i in range(60))
+    snake = "a_" + "b" * (MAX_NAME_CHARS - 1)  # one character over the limit of other names
+    assert MAX_NAME_CHARS < len(wheel) <= MAX_URL_CHARS < len(huge)
+    said = f"Get {wheel} and {huge}, then call {snake}."
+    assert message_names(_assistant(said)) == (wheel,)
+    with Store(":memory:") as store:
+        store.append([_assistant(said), _user(f"Retry {wheel} please"), _assistant("ok")])
+        assert names_text(store, 3, share_tokens=200, encoding=ENC) == f"{NAMES_INTRO}\n{wheel}"
 
 
 _NAMES = st.sampled_from(
@@ -127,8 +155,8 @@ def test_a_compiled_request_names_what_its_summaries_cover() -> None:
     history: list[Message] = []
     for i in range(40):
         history.append(
-            _user(f"Step {i}: refactor load_rows_{i % 4} and keep StoreReader working. " + "x " * 150)
-        )
+            _user(f"Step {i}: refactor the next loader and keep the reader working. " + "x " * 150)
+        )  # the asks name nothing: the names are the assistant's
         history.append(_assistant(f"I'll refactor load_rows_{i % 4}; StoreReader stays. " + "y " * 150))
     with Store(":memory:") as store:
         store.append(history)
