@@ -81,9 +81,15 @@ from typing import Any
 
 import httpx
 
-from ..errors import RecipeError, SummarizerError, SummarizerRefused, SummarizerUnavailable
+from ..errors import (
+    EncodingDataMissing,
+    RecipeError,
+    SummarizerError,
+    SummarizerRefused,
+    SummarizerUnavailable,
+)
 from ..tokens.counting import count_text
-from ..tokens.encodings import DEFAULT_ENCODING, ENCODINGS
+from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from ..types import RequestFormatName, SummaryKind
 from ..wire import GatedRequest
 from ._body import ACCEPT_ENCODING, read_body
@@ -311,7 +317,9 @@ class HTTPSummarizer(ABC):
             bounded by the attempt's deadline (:mod:`._deadline`).
         sleep: how to wait (seconds); tests inject a recorder.
         encoding: the encoding summaries are counted in against their bound (tokens);
-            the recipe's ``encoding``.
+            the recipe's ``encoding``: any name the counting layer takes
+            (:func:`compaction.tokens.encodings.check_encoding`: a tiktoken encoding, or
+            ``hf:/path/to/tokenizer.json`` of a local model).
 
     Raises:
         RecipeError: a bad ``base_url`` (not http(s), or carrying credentials), an empty
@@ -362,8 +370,10 @@ class HTTPSummarizer(ABC):
                 raise RecipeError(f"{label}: expected a number > 0 (seconds), found {value!r}")
         if isinstance(backoff_base, bool) or not isinstance(backoff_base, (int, float)) or backoff_base < 0:
             raise RecipeError(f"backoff_base: expected a number >= 0 (seconds), found {backoff_base!r}")
-        if encoding not in ENCODINGS:
-            raise RecipeError(f"encoding: expected one of {', '.join(sorted(ENCODINGS))}, found {encoding!r}")
+        try:
+            check_encoding(encoding)  # the counting layer's own check: a tiktoken name or hf:PATH
+        except EncodingDataMissing as err:
+            raise RecipeError(f"encoding: {err}") from err
         if api_key_env is not None:
             key = os.environ.get(api_key_env)
             if not key:

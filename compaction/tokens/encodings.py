@@ -125,12 +125,15 @@ def check_encoding(name: str) -> str:
     A known tiktoken encoding (:data:`ENCODINGS`), or ``hf:PATH`` naming a readable Hugging
     Face ``tokenizer.json`` (loaded here, once per process: :mod:`compaction.tokens.hf`).
 
+    Every caller that takes an encoding name checks it here (stores, the HTTP summarizers), so
+    what one accepts the others accept.
+
     Raises:
-        EncodingDataMissing: an unknown name.
+        EncodingDataMissing: an unknown name, or one that is not a string.
         TokenizerFileError: an ``hf:`` name whose file cannot be loaded (an
             ``EncodingDataMissing`` naming the path).
     """
-    if name in ENCODINGS:
+    if isinstance(name, str) and name in ENCODINGS:
         return name
     if isinstance(name, str) and name.startswith("hf:"):
         from .hf import load_tokenizer
