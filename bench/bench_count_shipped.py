@@ -6,6 +6,16 @@ tokens counted before (thinking counted, tool-call arguments escaped twice), cou
 Anthropic Messages (thinking ships) and for OpenAI Chat (thinking dropped), and tiktoken's
 count of every string of the OpenAI body (ids, names, arguments, texts; 3 per message).
 
+A second table compiles each transcript in ``examples/`` as one OpenAI Chat request (a budget
+that holds it whole, images as placeholders) and sets the request's reported tokens beside an
+independent tiktoken count of the shipped body (``request.payload``): the OpenAI cookbook's
+count, 3 tokens a message plus every string of it (role, content, names, ids, arguments; the
+``type`` tags aside) plus 3 priming the reply.  The cookbook gives no framing for tool calls and
+tool messages; the columns ``calls`` and ``tool msgs`` count them and ``rest`` is what is left of
+the difference after our framing constants for them (``TOOL_CALL_OVERHEAD`` a call, one
+message's ``MESSAGE_OVERHEAD`` a tool message).  ``dropped`` counts the blocks the format
+dropped (reported in the request's ``dropped``).
+
 Run ``pytest bench/bench_count_shipped.py --benchmark-only -q -s`` or ``python
 bench/bench_count_shipped.py``.
 """
@@ -18,10 +28,11 @@ from typing import Any
 
 import pytest
 
+from compaction import Recipe, Store, compile_request
 from compaction.blocks import DATA_URI_RE, canonical_json
 from compaction.formats import load_transcript
 from compaction.outputs import request_format
-from compaction.tokens.counting import TOOL_CALL_OVERHEAD, count_text
+from compaction.tokens.counting import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, count_text
 from compaction.tokens.encodings import get_encoding
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,10 +96,57 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def _body_strings(value: Any, encode: Any) -> int:
+    """tiktoken's tokens of every string of a shipped message, the ``type`` tags aside."""
+    if isinstance(value, str):
+        return len(encode(value))
+    if isinstance(value, dict):
+        return sum(_body_strings(v, encode) for k, v in value.items() if k != "type")
+    if isinstance(value, list):
+        return sum(_body_strings(v, encode) for v in value)
+    return 0
+
+
+def compiled_table() -> str:
+    """Each example compiled whole for OpenAI Chat: reported tokens against the shipped body's count."""
+    encode = get_encoding(ENCODING).encode_ordinary
+    lines = [
+        f"{'transcript':58} {'reported':>9} {'body':>9} {'ratio':>7} {'calls':>6} {'tool msgs':>9}"
+        f" {'rest':>5} {'dropped':>7}"
+    ]
+    for path in sorted(ROOT.glob("examples/**/*")):
+        if not path.is_file() or path.name == "README.md":
+            continue
+        messages = load_transcript(path, lenient=True).messages
+        with Store(":memory:") as store:
+            store.append(messages)
+            compiled = compile_request(
+                store, Recipe(budget_tokens=4_000_000, output_format="openai", vision=False)
+            )
+        shipped = json.loads(compiled.request.payload)["messages"]
+        body = sum(3 + _body_strings(m, encode) for m in shipped) + 3
+        calls = sum(len(m.get("tool_calls") or []) for m in shipped)
+        tool_messages = sum(m.get("role") == "tool" for m in shipped)
+        rest = compiled.tokens - body - TOOL_CALL_OVERHEAD * calls - MESSAGE_OVERHEAD * tool_messages
+        assert compiled.tokens >= body, path  # never below what ships
+        lines.append(
+            f"{path.relative_to(ROOT / 'examples')!s:58} {compiled.tokens:9,} {body:9,}"
+            f" {compiled.tokens / body:7.4f} {calls:6,} {tool_messages:9,} {rest:5,} {len(compiled.request.dropped):7,}"
+        )
+    return "\n".join(lines)
+
+
 @pytest.mark.benchmark(min_rounds=1)
 def test_shipped_counts(benchmark) -> None:  # type: ignore[no-untyped-def]
     print("\n" + benchmark.pedantic(table, rounds=1, iterations=1))
 
 
+@pytest.mark.benchmark(min_rounds=1)
+def test_compiled_request_against_its_shipped_body(benchmark) -> None:  # type: ignore[no-untyped-def]
+    print("\n" + benchmark.pedantic(compiled_table, rounds=1, iterations=1))
+
+
 if __name__ == "__main__":
     print(table())
+    print()
+    print(compiled_table())
