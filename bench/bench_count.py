@@ -8,13 +8,22 @@ Throughput is taken from the fastest round (the machine is shared; means are noi
 ``long`` is one 2M-character text per corpus; ``messages`` are its message-sized pieces
 (200-4000 characters), counted one call each, with a warm memo (the first round warms it, as a
 long-running agent's history does) and as many rounds as fit in ``MESSAGES_BUDGET_S``; ``cold``
-is the same with a fresh memo for every round.
+is the same with a fresh memo for every round (first-time text: what importing a new history
+costs).  Peers are measured in the same run through their fastest per-text counting call:
+fastokens ``len(Tokenizer.encode_ordinary(text))`` (measured against ``encode_batch_flat`` on the
+whole batch: no faster on four corpora of six, and it counts a batch, not a text), with a fresh
+``Tokenizer`` for every ``cold`` round (it keeps a word cache, as the memo does; building one
+takes seconds and is not timed), and toktok-rs ``batch_count([text], threads=1)`` and quicktok
+``len(encode(text))``, which keep no cache across calls that we know of, so their ``cold`` rounds
+are the same calls.  ``test_zz_summary`` prints, per corpus, first-time and warm ratios to
+tiktoken side by side with the mismatches.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -25,20 +34,43 @@ from compaction.tokens.encodings import get_encoding
 
 ENCODING = "o200k_base"
 #: Peer exact counters measured in the same run where installed (`pip install -e '.[bench]'`):
-#: toktok-rs (module ``toktok``) and quicktok-v1 (module ``quicktok``).
-PEERS = tuple(name for name in ("toktok", "quicktok") if importlib.util.find_spec(name) is not None)
+#: fastokens, toktok-rs (module ``toktok``) and quicktok-v1 (module ``quicktok``).
+PEERS = tuple(
+    name for name in ("fastokens", "toktok", "quicktok") if importlib.util.find_spec(name) is not None
+)
 IMPLEMENTATIONS = ("tiktoken", "c", "py", "estimate", *PEERS)
+#: The exact counters of the first-time (``cold``) rounds.
+COLD_IMPLEMENTATIONS = ("c", "py", *PEERS)
 RESULTS: dict[tuple[str, str, str], dict[str, float]] = {}
+_RANK_PATH: list[str] = []
 
 
-def _counter(implementation: str, fresh: bool = False) -> Callable[[str], int]:
+def _fastokens_tokenizer():  # noqa: ANN202
+    """A new fastokens tokenizer of ``ENCODING`` (its own, empty word cache)."""
+    import fastokens
+
+    from compaction.tokens.encodings import rank_file
+
+    if not _RANK_PATH:
+        with tempfile.NamedTemporaryFile(suffix=".tiktoken", delete=False) as handle:
+            handle.write(rank_file(ENCODING))
+        _RANK_PATH.append(handle.name)
+    return fastokens.Tokenizer.from_tiktoken(_RANK_PATH[0], encoding=ENCODING)
+
+
+def _counter(implementation: str) -> Callable[[str], int]:
+    """The per-text counting call of ``implementation``, on a new counter where it has one."""
     if implementation == "tiktoken":
         encode = get_encoding(ENCODING).encode_ordinary
         return lambda text: len(encode(text))
+    if implementation == "fastokens":
+        tokenizer = _fastokens_tokenizer()
+        tokenizer.encode_ordinary("warm-up: its first call builds its tables")
+        return lambda text: len(tokenizer.encode_ordinary(text))
     if implementation == "toktok":
         import toktok
 
-        return lambda text: int(toktok.batch_count([text], ENCODING)[0])
+        return lambda text: int(toktok.batch_count([text], ENCODING, threads=1)[0])
     if implementation == "quicktok":
         import quicktok
 
@@ -116,18 +148,25 @@ def test_messages(benchmark, corpora, corpus: str, implementation: str) -> None:
     )
 
 
-@pytest.mark.parametrize("implementation", ["c", "py"])
+@pytest.mark.parametrize("implementation", COLD_IMPLEMENTATIONS)
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_messages_cold(benchmark, corpora, corpus: str, implementation: str) -> None:
+    """First-time text: every round counts the messages with a new counter (built untimed)."""
     messages = corpora[corpus]["messages"][:300]
-    module = importlib.import_module(f"compaction.tokens._count_{implementation}")
 
-    def count_all() -> int:
-        count = module.PieceCounter(ENCODING).count
+    def fresh() -> tuple[tuple[Callable[[str], int]], dict[str, object]]:
+        return (_counter(implementation),), {}
+
+    def count_all(count: Callable[[str], int]) -> int:
         return sum(count(text) for text in messages)
 
-    benchmark.pedantic(count_all, rounds=2 if implementation == "py" else 5, iterations=1)
-    count = module.PieceCounter(ENCODING, memo_size=0).count
+    rounds = {"py": 2, "fastokens": 3}.get(implementation, 7)
+    benchmark.pedantic(count_all, setup=fresh, rounds=rounds, iterations=1)
+    if implementation in ("c", "py"):
+        module = importlib.import_module(f"compaction.tokens._count_{implementation}")
+        count = module.PieceCounter(ENCODING, memo_size=0).count
+    else:
+        count = _counter(implementation)
     benchmark.extra_info.update(
         _record(corpus, "cold", implementation, messages, benchmark.stats.stats.min, count)
     )
@@ -165,5 +204,32 @@ def test_zz_summary(benchmark, capsys: pytest.CaptureFixture[str]) -> None:
             f"{corpus:8s} {shape:9s} {implementation:9s} {values['mb_per_s']:9.1f} "
             f"{values['tokens_per_s'] / 1e6:8.2f} {ratio:10.2f} {per_call:8.3f} {int(values['mismatches']):8d}"
         )
+    lines += _first_time_table()
     with capsys.disabled():
         print("\n".join(lines))
+
+
+def _first_time_table() -> list[str]:
+    """Per corpus: each exact counter's first-time and warm ratio to tiktoken, mismatches."""
+    lines = [
+        "",
+        "messages, x tiktoken encode_ordinary in this run: first-time (new counter every round) "
+        "and warm (mismatches: first-time counter, warm counter)",
+        f"{'corpus':8s} {'impl':10s} {'first-time':>10s} {'warm':>8s} {'mismatch':>9s}",
+    ]
+    for corpus in CORPORA:
+        reference = RESULTS.get((corpus, "messages", "tiktoken"), {}).get("mb_per_s")
+        if not reference:
+            continue
+        for implementation in COLD_IMPLEMENTATIONS:
+            cold = RESULTS.get((corpus, "cold", implementation))
+            warm = RESULTS.get((corpus, "messages", implementation))
+            if cold is None and warm is None:
+                continue
+            first = cold["mb_per_s"] / reference if cold else float("nan")
+            again = warm["mb_per_s"] / reference if warm else float("nan")
+            wrong = [int(v["mismatches"]) for v in (cold, warm) if v is not None]
+            lines.append(
+                f"{corpus:8s} {implementation:10s} {first:10.2f} {again:8.2f} {'/'.join(map(str, wrong)):>9s}"
+            )
+    return lines
