@@ -600,65 +600,121 @@ cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, con
 # concatenation has the lowest rank, the leftmost of equal ranks, until no pair is a token; the
 # count is the number of parts), on the encoding's ranks (``rank_file``), in a C hash table.
 # A min-heap of (rank, start) with lazy deletion finds the pair tiktoken's linear scan finds.
+#
+# The cost of a miss is the latency of the rank table (8 MB for o200k_base, read at random), so
+# the table is laid out for one memory access a lookup: a slot holds the token's first eight
+# bytes and its length (three tokens in four are at most eight bytes long: they compare without
+# touching the arena of token bytes, and so does every span that is no token), the table sits
+# in 2 MB pages where the system gives them (no TLB miss per lookup), and the merge loop
+# computes both of a merge's new lookups before it reads either slot, prefetching both.
 
 DEF NO_RANK = 0xFFFFFFFF
+DEF STACK_PIECE = 128   # a piece of at most this many bytes is merged with arrays on the stack
 
 
 ctypedef struct _RankSlot:
-    uint32_t hash
+    uint64_t head       # the token's first min(8, length) bytes (_head); 0 above
     uint32_t rank
-    uint32_t offset     # of the token's bytes in _Ranks.arena
-    uint32_t length     # bytes; 0 marks an empty slot
+    uint32_t shape      # length (bytes, 1-255) | offset of the token's bytes in the arena << 8; 0: empty
 
 
 ctypedef struct _Ranks:
     uint32_t pairs[65536]   # the rank of every two-byte sequence, NO_RANK if none
     _RankSlot* slots
     size_t mask
-    uint8_t* arena
+    int shift               # 64 - log2(slots): a hash's top bits are its first slot
+    uint8_t* arena          # the tokens' bytes, and 8 bytes of zeros after the last
     Py_ssize_t max_length   # the longest token (bytes): a longer span is never a token
 
 
 cdef _Ranks* _rank_tables[2]   # [cl100k]: built on first use, kept for the process
 
 
-cdef inline uint32_t _hash_bytes(const uint8_t* b, Py_ssize_t n) noexcept nogil:
-    # eight bytes a step (multiply-xorshift); the table compares the bytes on a hash match
-    cdef uint64_t h = (<uint64_t>n) * 0x9E3779B97F4A7C15ULL
-    cdef uint64_t w
-    while n >= 8:
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <string.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* Zeroed memory for a table read at random: 2 MB-aligned and advised into transparent huge
+       pages on Linux (one TLB entry for 2 MB instead of 512), plain calloc elsewhere; free()
+       releases either. */
+    static void* _count_c_table_alloc(size_t size) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        void* p = NULL;
+        size_t huge = (size_t)2 << 20;
+        if (size >= huge) {
+            size = (size + huge - 1) & ~(huge - 1);
+            if (posix_memalign(&p, huge, size) != 0) return NULL;
+            madvise(p, size, MADV_HUGEPAGE);
+            memset(p, 0, size);
+            return p;
+        }
+    #endif
+        return calloc(size, 1);
+    }
+    #if defined(__GNUC__) || defined(__clang__)
+    #define _count_c_prefetch(p) __builtin_prefetch((p), 0, 3)
+    #else
+    #define _count_c_prefetch(p) ((void)(p))
+    #endif
+    """
+    void* _table_alloc "_count_c_table_alloc"(size_t size) noexcept nogil
+    void _prefetch "_count_c_prefetch"(const void* p) noexcept nogil
+
+
+cdef inline uint64_t _head(const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    # The first min(8, n) bytes of b (n >= 1), the first in the lowest byte, zero above.  Reads
+    # eight bytes: every buffer passed here has eight readable bytes past its end.
+    cdef uint64_t w = 0
+    cdef Py_ssize_t k
+    if _COUNT_C_LITTLE_ENDIAN:
         memcpy(&w, b, 8)
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
-        h ^= h >> 32
-        b += 8
-        n -= 8
-    w = 0
-    while n > 0:
-        n -= 1
-        w = (w << 8) | b[n]
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL
-    h ^= h >> 29
-    return <uint32_t>(h ^ (h >> 32))
+        if n < 8:
+            w &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 8 * n)
+        return w
+    for k in range(min(n, 8)):
+        w |= (<uint64_t>b[k]) << (8 * k)
+    return w
+
+
+cdef inline uint64_t _hash_span(const uint8_t* b, Py_ssize_t n, uint64_t head) noexcept nogil:
+    # The hash of the n bytes b (whose _head is ``head``); its top bits pick the slot.
+    cdef uint64_t h = (head ^ (<uint64_t>n << 56)) * 0x9E3779B97F4A7C15ULL
+    cdef uint64_t w
+    cdef Py_ssize_t k = 8
+    while k < n:   # the bytes after the first eight, eight a step (the last step: zero-padded)
+        w = _head(b + k, n - k)
+        h = ((h ^ (h >> 29)) ^ w) * 0xFF51AFD7ED558CCDULL
+        k += 8
+    return h ^ (h >> 32)
+
+
+cdef inline uint32_t _probe(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uint64_t head,
+                            uint64_t h) noexcept nogil:
+    # The rank of the token b[:n] (head and h: its _head and _hash_span), NO_RANK if none.
+    cdef size_t index = <size_t>(h >> r.shift)
+    cdef const _RankSlot* slot
+    while True:
+        slot = &r.slots[index]
+        if slot.shape == 0:
+            return NO_RANK
+        if slot.head == head and (slot.shape & 0xFF) == <uint32_t>n:
+            if n <= 8 or memcmp(r.arena + (slot.shape >> 8) + 8, b + 8, n - 8) == 0:
+                return slot.rank
+        index = (index + 1) & r.mask
 
 
 cdef inline uint32_t _rank(const _Ranks* r, const uint8_t* b, Py_ssize_t n) noexcept nogil:
-    # The rank of the token b[:n], NO_RANK if it is not one.
-    cdef uint32_t h
-    cdef size_t index
-    cdef const _RankSlot* slot
+    # The rank of the token b[:n] (n >= 1, eight readable bytes past b + n), NO_RANK if none.
+    cdef uint64_t head
     if n > r.max_length:
         return NO_RANK
     if n == 2:
         return r.pairs[(<uint32_t>b[0] << 8) | b[1]]
-    h = _hash_bytes(b, n)
-    index = h & r.mask
-    while True:
-        slot = &r.slots[index]
-        if slot.length == 0:
-            return NO_RANK
-        if slot.hash == h and slot.length == n and memcmp(r.arena + slot.offset, b, n) == 0:
-            return slot.rank
-        index = (index + 1) & r.mask
+    head = _head(b, n)
+    return _probe(r, b, n, head, _hash_span(b, n, head))
 
 
 cdef void _free_ranks(_Ranks* r) noexcept:
@@ -711,12 +767,12 @@ cdef _Ranks* _build_ranks(bytes rank_text) except NULL:
     cdef Py_ssize_t size = len(rank_text)
     cdef Py_ssize_t start, space, end, n
     cdef size_t table = 8
+    cdef int bits = 3
     cdef size_t tokens = 0
     cdef size_t total = 0
     cdef size_t offset = 0
     cdef size_t index
-    cdef uint32_t h
-    cdef uint64_t rank
+    cdef uint64_t head, rank
     cdef _Ranks* r
     # first pass: the number of tokens and an upper bound of their bytes
     start = 0
@@ -730,15 +786,19 @@ cdef _Ranks* _build_ranks(bytes rank_text) except NULL:
         start = end + 1
     while table < 2 * tokens:
         table *= 2
+        bits += 1
+    if total >= (1 << 24):
+        raise ValueError(f"rank file too large for the native table: {total} bytes of tokens")
     r = <_Ranks*>calloc(1, sizeof(_Ranks))
     if r == NULL:
         raise MemoryError()
-    r.slots = <_RankSlot*>calloc(table, sizeof(_RankSlot))
-    r.arena = <uint8_t*>malloc(total + 1)
+    r.slots = <_RankSlot*>_table_alloc(table * sizeof(_RankSlot))
+    r.arena = <uint8_t*>calloc(total + 8, 1)
     if r.slots == NULL or r.arena == NULL:
         _free_ranks(r)
         raise MemoryError()
     r.mask = table - 1
+    r.shift = 64 - bits
     for index in range(65536):
         r.pairs[index] = NO_RANK
     start = 0
@@ -757,23 +817,23 @@ cdef _Ranks* _build_ranks(bytes rank_text) except NULL:
                     n = -1
                     break
                 rank = rank * 10 + (text[index] - 48)
-            if n <= 0 or space + 1 >= end or rank >= NO_RANK:
+            if n <= 0 or n > 255 or space + 1 >= end or rank >= NO_RANK:
                 _free_ranks(r)
                 raise ValueError(f"malformed rank file line: {rank_text[start:end][:80]!r}")
-            h = _hash_bytes(r.arena + offset, n)
-            index = h & r.mask
-            while r.slots[index].length:
+            head = _head(r.arena + offset, n)
+            index = <size_t>(_hash_span(r.arena + offset, n, head) >> r.shift)
+            while r.slots[index].shape:
                 index = (index + 1) & r.mask
-            r.slots[index].hash = h
+            r.slots[index].head = head
             r.slots[index].rank = <uint32_t>rank
-            r.slots[index].offset = <uint32_t>offset
-            r.slots[index].length = <uint32_t>n
+            r.slots[index].shape = <uint32_t>((offset << 8) | <size_t>n)
             offset += n
             if n > r.max_length:
                 r.max_length = n
             if n == 2:
                 r.pairs[(<uint32_t>r.arena[offset - 2] << 8) | r.arena[offset - 1]] = <uint32_t>rank
         start = end + 1
+    memset(r.arena + offset, 0, 8)   # the tail _head reads past the last token
     return r
 
 
@@ -825,8 +885,19 @@ cdef inline uint64_t _heap_pop(uint64_t* heap, Py_ssize_t* size) noexcept nogil:
     return top
 
 
+cdef inline void _prepare(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uint64_t* head,
+                          uint64_t* h) noexcept nogil:
+    # The _head and _hash_span of the span b[:n] (3 <= n <= max_length), its slot prefetched.
+    head[0] = _head(b, n)
+    h[0] = _hash_span(b, n, head[0])
+    _prefetch(&r.slots[<size_t>(h[0] >> r.shift)])
+
+
 cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) except -1:
-    # len(encode_single_piece(b[:n])): tiktoken's merges, counted.
+    # len(encode_single_piece(b[:n])): tiktoken's merges, counted (eight readable bytes past
+    # b + n, for _head).
+    cdef uint32_t stack[4 * (STACK_PIECE + 1)]
+    cdef uint64_t stack_heap[3 * STACK_PIECE]
     cdef uint32_t* nxt
     cdef uint32_t* prv
     cdef uint32_t* pair
@@ -835,19 +906,24 @@ cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) exce
     cdef Py_ssize_t parts = n
     cdef Py_ssize_t i
     cdef uint32_t rank, start, merged, after, before, end
-    cdef uint64_t key
+    cdef uint64_t key, right_head, right_hash, left_head, left_hash
+    cdef bint right, left
     if n <= 1:
         return n
     if _rank(r, b, n) != NO_RANK:
         return 1
     if n == 2:
         return 2
-    nxt = <uint32_t*>malloc(3 * (n + 1) * sizeof(uint32_t) + 3 * n * sizeof(uint64_t))
-    if nxt == NULL:
-        raise MemoryError()
+    if n <= STACK_PIECE:
+        nxt = stack
+        heap = stack_heap
+    else:
+        nxt = <uint32_t*>malloc(3 * (n + 1) * sizeof(uint32_t) + 3 * n * sizeof(uint64_t))
+        if nxt == NULL:
+            raise MemoryError()
+        heap = <uint64_t*>(nxt + 3 * (n + 1))
     prv = nxt + (n + 1)
     pair = prv + (n + 1)
-    heap = <uint64_t*>(pair + (n + 1))
     for i in range(n):
         nxt[i] = <uint32_t>(i + 1)
         prv[i] = <uint32_t>(i - 1)
@@ -870,21 +946,31 @@ cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) exce
             prv[after] = start
         pair[merged] = NO_RANK
         parts -= 1
+        # the two spans the merge makes (the merged part with the next one, the previous part
+        # with it), hashed and prefetched before either slot is read
+        right = False
+        left = False
         if after < n:
             end = nxt[after]
-            rank = _rank(r, b + start, end - start)
-        else:
-            rank = NO_RANK
+            right = end - start <= r.max_length
+            if right:
+                _prepare(r, b + start, end - start, &right_head, &right_hash)
+        if start > 0:
+            before = prv[start]
+            left = after - before <= r.max_length
+            if left:
+                _prepare(r, b + before, after - before, &left_head, &left_hash)
+        rank = _probe(r, b + start, end - start, right_head, right_hash) if right else NO_RANK
         pair[start] = rank
         if rank != NO_RANK:
             _heap_push(heap, &heap_size, ((<uint64_t>rank) << 32) | <uint64_t>start)
         if start > 0:
-            before = prv[start]
-            rank = _rank(r, b + before, after - before)
+            rank = _probe(r, b + before, after - before, left_head, left_hash) if left else NO_RANK
             pair[before] = rank
             if rank != NO_RANK:
                 _heap_push(heap, &heap_size, ((<uint64_t>rank) << 32) | <uint64_t>before)
-    free(nxt)
+    if nxt != stack:
+        free(nxt)
     return parts
 
 
@@ -921,18 +1007,20 @@ cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t
 cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
                              object text) except -1:
     # The tokens of the piece s[i:e] (a memo miss), by the native BPE; its UTF-8 bytes on the
-    # stack if it is short.  A piece with a lone surrogate raises the UnicodeEncodeError count()
-    # handles, as the twin's ``piece.encode("utf-8")`` does.
-    cdef uint8_t buf[4 * C_SMALL_PIECE]
+    # stack if it is short (with the eight bytes after them _bpe_count reads).  A piece with a
+    # lone surrogate raises the UnicodeEncodeError count() handles, as the twin's
+    # ``piece.encode("utf-8")`` does.
+    cdef uint8_t buf[4 * C_SMALL_PIECE + 8]
     cdef uint8_t* bytes_ = buf
     cdef Py_ssize_t n
     cdef Py_ssize_t tokens = 0
     if e - i > C_SMALL_PIECE:
-        bytes_ = <uint8_t*>malloc(4 * (e - i))
+        bytes_ = <uint8_t*>malloc(4 * (e - i) + 8)
         if bytes_ == NULL:
             raise MemoryError()
     n = _utf8(s, i, e, bytes_)
     if n >= 0:
+        memset(bytes_ + n, 0, 8)
         try:
             tokens = _bpe_count(counter._ranks, bytes_, n)
         finally:
