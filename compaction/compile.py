@@ -1,7 +1,9 @@
 """Compile a store into a request that fits a token budget.
 
 The request is: the pinned system messages, raw; then the older history as summaries; then
-the live window, raw.  ``compile_request`` picks, in this order of preference:
+the live window, raw.  A pinned message that is not a system message joins the system text
+while it lies before the live window, and is shown in its place in the window once the window
+reaches it (once either way, counted once in the budget).  ``compile_request`` picks, in this order of preference:
 
 1. the largest live window (the earliest cut point ``c``) such that the coarsest cover of
    ``[0, c)`` by summaries, plus the raw window ``[c, n)``, plus the pinned messages, fits;
@@ -74,7 +76,8 @@ class CompiledRequest:
         budget: the token budget (tokens).
         live_start: the first seq of the raw live window.
         summaries: the summaries shown, oldest first.
-        raw_seqs: the seqs shown raw (pinned system messages and the live window).
+        raw_seqs: the seqs shown raw, each once: the pinned messages before the live window (in
+            the system text), then the live window (a pinned message in it is shown there).
         total_messages: messages in the store.
         planned_tokens: the planner's price of the request (tokens); equal to
             ``request.tokens`` (the gate's count) unless the gate repaired an orphaned tool block.
@@ -111,10 +114,29 @@ def _pinned_text(blocks: Sequence[Block]) -> str:
     return "\n".join(b["text"] for b in shown if b.get("type") == "text")
 
 
-def _system_text(store: HistoryStore) -> tuple[str | None, list[int]]:
-    seqs = store.pinned_seqs()
-    texts = [_pinned_text(store.messages(seq, seq + 1)[0].content) for seq in seqs]
-    return ("\n\n".join(texts) if texts else None), seqs
+#: The pinned messages of a store: ``(seq, role, text)`` of each, in order.
+Pins = list[tuple[int, str, str]]
+
+
+def _pins(store: HistoryStore) -> Pins:
+    out = []
+    for seq in store.pinned_seqs():
+        message = store.messages(seq, seq + 1)[0]
+        out.append((seq, message.role, _pinned_text(message.content)))
+    return out
+
+
+def _system_for(pins: Pins, cut: int | None) -> str | None:
+    """The system text of a request whose live window starts at ``cut``: the system messages and
+    the pinned messages before ``cut`` (a pinned message in the window is shown there, raw, once)."""
+    texts = [text for seq, role, text in pins if cut is None or role == "system" or seq < cut]
+    return "\n\n".join(texts) if texts else None
+
+
+def _system_text(store: HistoryStore, cut: int | None = None) -> tuple[str | None, list[int]]:
+    """Return the system text (for a live window from ``cut``; ``None``: every pin) and the pinned seqs."""
+    pins = _pins(store)
+    return _system_for(pins, cut), [seq for seq, _role, _text in pins]
 
 
 @dataclass(frozen=True)
@@ -277,35 +299,35 @@ def plan_compile(
     plan = _planner(store, recipe, budget, format, model, tools)
     budget = plan.budget
     fmt = plan.format
-    system, pinned = _system_text(store)
+    pins = _pins(store)
     offered = normalize_tools(tools)
     tool_tokens = tools_tokens(offered, fmt.name, plan.encoding)
-    candidates = _candidates(plan, system, tool_tokens)
+    candidates = _candidates(plan, pins, tool_tokens)
     attempts = [(plan, c) for c in sorted((c for c in candidates if c[2] <= budget), key=lambda c: c[0])]
     smallest = (plan, candidates[0])
     boundary = _mask_boundary(store, recipe, plan)
     if boundary > 0:
         masked = _sibling(plan, boundary)
-        masked_candidates = _candidates(masked, system, tool_tokens)
+        masked_candidates = _candidates(masked, pins, tool_tokens)
         masked_fitting = sorted((c for c in masked_candidates if c[2] <= budget), key=lambda c: c[0])
         best_raw = attempts[0][1][0] if attempts else None
         if masked_fitting and (best_raw is None or masked_fitting[0][0] < best_raw):
             # The masked tier reaches further back than the raw one: mask as little as fits.
             cut = masked_fitting[0][0]
-            least = _least_masking(plan, masked, cut, system, tool_tokens)
+            least = _least_masking(plan, masked, cut, pins, tool_tokens)
             attempts = [least, *((masked, c) for c in masked_fitting), *attempts]
         if not masked_fitting:
             if masked_candidates[0][2] < smallest[1][2]:  # name the smaller of the two renderings
                 smallest = (masked, masked_candidates[0])
     if not attempts:
         shortest_plan, (cut, cover, total) = smallest
-        return CompilePlan(None, _shortfall(shortest_plan, system, tool_tokens, cut, cover, total))
+        return CompilePlan(None, _shortfall(shortest_plan, pins, tool_tokens, cut, cover, total))
     # Largest live window first; on an exact-count miss at the gate, try the next.
     last_error: OverBudget | None = None
     for planner, (cut, cover, total) in attempts:
         cover, total = refine_cover(planner, cover, total, budget)
         try:
-            return CompilePlan(_emit(store, planner, system, pinned, cover, cut, budget, offered, total), None)
+            return CompilePlan(_emit(store, planner, pins, cover, cut, budget, offered, total), None)
         except OverBudget as err:
             last_error = err
     assert last_error is not None
@@ -315,7 +337,7 @@ def plan_compile(
 Candidate = tuple[int, list[StoredSummary], int]
 
 
-def _candidates(plan: WindowPlanner, system: str | None, tool_tokens: int) -> list[Candidate]:
+def _candidates(plan: WindowPlanner, pins: Pins, tool_tokens: int) -> list[Candidate]:
     """Return ``(cut, coarsest cover, tokens)`` for each live-window start, newest first.
 
     The scan stops at the first window whose raw messages alone exceed the budget (older
@@ -323,6 +345,7 @@ def _candidates(plan: WindowPlanner, system: str | None, tool_tokens: int) -> li
     """
     candidates: list[Candidate] = []
     for cut in plan.cut_candidates():
+        system = _system_for(pins, cut)
         fixed = plan.format.framing_tokens(system, plan.first_role(cut, ()), plan.encoding) + tool_tokens
         if fixed + plan.suffix(cut) > plan.budget and candidates:
             break
@@ -347,7 +370,7 @@ def _sibling(plan: WindowPlanner, mask_before: int) -> WindowPlanner:
 
 
 def _least_masking(
-    plan: WindowPlanner, masked: WindowPlanner, cut: int, system: str | None, tool_tokens: int
+    plan: WindowPlanner, masked: WindowPlanner, cut: int, pins: Pins, tool_tokens: int
 ) -> tuple[WindowPlanner, Candidate]:
     """Return the planner and candidate at ``cut`` that masks the fewest messages and still fits.
 
@@ -356,7 +379,7 @@ def _least_masking(
     masking fewer messages never makes a request smaller).
     """
     cover = masked.cover(cut)
-    framing = plan.format.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
+    framing = plan.format.framing_tokens(_system_for(pins, cut), plan.first_role(cut, cover), plan.encoding)
     fixed = framing + tool_tokens + masked.summary_message_cost(cover)
     rounds = [
         f.seq
@@ -379,13 +402,14 @@ def _least_masking(
 
 def _shortfall(
     plan: WindowPlanner,
-    system: str | None,
+    pins: Pins,
     tool_tokens: int,
     cut: int,
     cover: Sequence[StoredSummary],
     total: int,
 ) -> Shortfall:
     """Describe the smallest rendering that does not fit: each part that cannot shrink, and its size."""
+    system = _system_for(pins, cut)
     budget = plan.budget
     tail = plan.suffix(cut)
     newest = plan.n - 1
@@ -416,8 +440,7 @@ def _shortfall(
 def _emit(
     store: HistoryStore,
     plan: WindowPlanner,
-    system: str | None,
-    pinned: list[int],
+    pins: Pins,
     cover: list[StoredSummary],
     cut: int,
     budget: int,
@@ -430,6 +453,8 @@ def _emit(
         OverBudget: the gate's exact count is over ``budget``.
         InvariantViolation: coverage, pairing, a cap or the grammar would break.
     """
+    system = _system_for(pins, cut)
+    pinned = [seq for seq, _role, _text in pins]
     messages: list[tuple[str, tuple[Block, ...]]] = []
     hints: list[int | None] = []
     ledger = plan.ledger(cut) if cover else None
@@ -465,8 +490,7 @@ def _emit(
         cache_key=plan.recipe.prompt_cache_key,
         cache_breakpoints=plan.recipe.cache_breakpoints,
     )
-    pinned_set = set(pinned)
-    raw_seqs = tuple(pinned) + tuple(seq for seq in range(cut, plan.n) if seq not in pinned_set)
+    raw_seqs = tuple(seq for seq in pinned if seq < cut) + tuple(range(cut, plan.n))  # each seq once
     return CompiledRequest(
         gated,
         budget,
@@ -513,7 +537,7 @@ def raw_history_tokens(
     plan = WindowPlanner(store, recipe, 0, fmt, model)
     if plan.n == 0:
         return 0
-    system, _pinned = _system_text(store)
+    system, _pinned = _system_text(store, 0)
     framing = fmt.framing_tokens(system, plan.first_role(0, ()), plan.encoding)
     return framing + tools_tokens(normalize_tools(tools), fmt.name, plan.encoding) + plan.suffix(0)
 
@@ -636,7 +660,8 @@ def compile_frame(
         cover.append(found[0])
     if not 0 <= cut <= plan.n:
         raise InvariantViolation(f"frame: live window start {cut} outside [0, {plan.n}]")
-    system, pinned = _system_text(store)
+    pins = _pins(store)
+    system = _system_for(pins, cut)
     offered = normalize_tools(tools)
     total = (
         fmt.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
@@ -648,6 +673,6 @@ def compile_frame(
         message = f"the frame's request needs {total} tokens, over the budget of {budget}"
         return CompilePlan(None, Shortfall("request", budget, total, message))
     try:
-        return CompilePlan(_emit(store, plan, system, pinned, cover, cut, budget, offered, total), None)
+        return CompilePlan(_emit(store, plan, pins, cover, cut, budget, offered, total), None)
     except OverBudget as err:
         return CompilePlan(None, Shortfall("request", budget, err.needed, str(err)))

@@ -76,11 +76,19 @@ def test_a_pinned_message_is_in_every_compile_and_counted(case: tuple[list[Messa
             return
         body = payload_json(compiled.request.payload)
         system = system_text(body)
+        window = "\n".join(
+            m["content"] if isinstance(m["content"], str) else "".join(p.get("text", "") for p in m["content"] or [])
+            for m in body["messages"]
+            if m["role"] != "system"
+        )
         for seq in pins:
             for block in messages[seq].content:
                 if block.get("type") == "text" and block.get("text"):
                     for part in DATA_URI.split(block["text"]):  # an image in text is a placeholder, as in a system message
-                        assert part in system, f"pinned message {seq} missing from the system text"
+                        if seq < compiled.live_start:  # before the live window: kept in the system text
+                            assert part in system, f"pinned message {seq} missing from the system text"
+                        else:  # in the window: shown in its place (tests/test_pins_once.py: once)
+                            assert part in window, f"pinned message {seq} missing from the live window"
             assert seq in compiled.raw_seqs
         assert compiled.tokens <= budget
         if not any(r.kind != "image" for r in compiled.request.replacements):
@@ -127,9 +135,11 @@ def test_a_branch_sees_the_pins_of_what_it_shares_and_keeps_its_own(backend: str
             assert alt.pin(4) is True and alt.pinned_seqs() == [1, 4]
             with pytest.raises(StoreError, match="pinned by a conversation 'alt' branches from"):
                 alt.unpin(1)
-            assert "alt 4" in system_text(payload_json(compile_request(alt, Recipe(budget_tokens=4000)).request.payload))
+            shown = compile_request(alt, Recipe(budget_tokens=4000))  # all in the live window: each pin shown in its place
+            assert shown.request.payload.count(b"alt 4") == 1 and "alt 4" not in system_text(payload_json(shown.request.payload))
         assert main.pinned_seqs() == [1, 4]
-        assert "m 4" in system_text(payload_json(compile_request(main, Recipe(budget_tokens=4000)).request.payload))
+        shown = compile_request(main, Recipe(budget_tokens=4000))
+        assert shown.request.payload.count(b"m 4") == 1 and "m 4" not in system_text(payload_json(shown.request.payload))
 
 
 def test_pin_from_the_command_line(tmp_path: Path) -> None:
@@ -144,7 +154,8 @@ def test_pin_from_the_command_line(tmp_path: Path) -> None:
     assert again.exit_code == 0 and "pinned already" in again.output
     compiled = runner.invoke(main, ["compile", "--store", str(store), "--budget", "2000"])
     assert compiled.exit_code == 0, compiled.output
-    assert "always answer in French" in system_text(json.loads(compiled.output))
+    assert compiled.output.count("always answer in French") == 1  # in the live window: shown in its place, once
+    assert "always answer in French" not in system_text(json.loads(compiled.output))
     gone = runner.invoke(main, ["pin", "--store", str(store), "0", "--unpin", "--json"])
     assert json.loads(gone.output)["pinned"] == []
     missing = runner.invoke(main, ["pin", "--store", str(store), "9"])
