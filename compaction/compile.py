@@ -275,8 +275,22 @@ def _planner(
     budget = require_budget(recipe.budget_tokens if budget is None else budget)
     plan = WindowPlanner(store, recipe, budget, fmt, resolved, mask_before=mask_before)
     if plan.n == 0:
-        raise InvalidMessage(f"{store.path}: the store holds no messages; import a transcript first")
+        raise InvalidMessage(_nothing_to_compile(store))
     return plan
+
+
+def _nothing_to_compile(store: HistoryStore) -> str:
+    """Say why an empty conversation has no request: a branch made at message 0, or an empty store."""
+    name = getattr(store, "conversation", None)
+    listing = getattr(store, "conversations", None)
+    info = next((c for c in listing() if c.name == name), None) if callable(listing) else None
+    if info is not None and info.parent is not None:
+        return (
+            f"{store.path}: conversation {name!r} holds no messages yet (a branch of {info.parent!r} made at message "
+            f"{info.fork_seq}, sharing none): there is no history to compile; append to it first "
+            f"(compaction import TRANSCRIPT --conversation {name})"
+        )
+    return f"{store.path}: the store holds no messages; import a transcript first"
 
 
 def plan_compile(

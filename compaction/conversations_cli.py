@@ -78,7 +78,8 @@ def branch_command(store_path: str, conversation: str | None, at: int, name: str
     if as_json:
         click.echo(json.dumps(info.to_json()))
         return
-    click.echo(f"{name}: a branch of {parent!r} sharing its messages 0 to {at - 1} ({info.summaries} summaries)")
+    shared = f"sharing its messages 0 to {at - 1}" if at > 0 else "sharing no message (it starts empty)"
+    click.echo(f"{name}: a branch of {parent!r} {shared} ({info.summaries} summaries)")
 
 
 @click.command("pin")

@@ -111,9 +111,12 @@ def _print_report(report: Any, location: str) -> None:
     from ..cli import _print_table
 
     failed = len(report.failed_conversations)
+    notes = [f"{failed} failed"] if failed else []
+    if report.nothing_to_do:
+        notes.append(f"{report.nothing_to_do} empty: nothing to do")
     rows = [
         ("engine", f"{report.engine}, {report.workers} worker{'s' if report.workers != 1 else ''}"),
-        ("conversations", f"{report.conversations:,}" + (f" ({failed} failed)" if failed else "")),
+        ("conversations", f"{report.conversations:,}" + (f" ({', '.join(notes)})" if notes else "")),
         ("summaries made", f"{report.summaries_made:,}"),
         ("failures (chunks left raw)", f"{report.failures:,}"),
         ("seconds", f"{report.seconds:.2f}"),

@@ -89,6 +89,11 @@ class FleetReport:
         """The conversations that could not be compressed at all (each with its ``error``)."""
         return [r for r in self.results if r.error is not None]
 
+    @property
+    def nothing_to_do(self) -> int:
+        """The conversations that hold no message (empty branches): skipped, not failed."""
+        return sum(1 for r in self.results if r.nothing_to_do)
+
     def to_json(self) -> dict[str, Any]:
         """Return the report as JSON-ready data (totals, then one entry per conversation)."""
         return {
@@ -98,6 +103,7 @@ class FleetReport:
             "summaries_made": self.summaries_made,
             "failures": self.failures,
             "failed_conversations": len(self.failed_conversations),
+            "nothing_to_do": self.nothing_to_do,
             "seconds": round(self.seconds, 3),
             "results": [
                 {
@@ -106,6 +112,7 @@ class FleetReport:
                     "failures": r.failures,
                     "seconds": round(r.seconds, 3),
                     "error": r.error,
+                    **({"nothing_to_do": True} if r.nothing_to_do else {}),
                     **({"request_tokens": r.request_tokens} if r.request_tokens is not None else {}),
                 }
                 for r in self.results

@@ -62,6 +62,8 @@ class ConversationResult:
         error: why the conversation could not be compressed at all (store missing or
             damaged, over budget...), or ``None``.
         request_tokens: with a budget, the tokens of the request that now fits.
+        nothing_to_do: the conversation holds no message (an empty branch, made at message 0
+            and not appended to yet): nothing was compressed, and it is not a failure.
     """
 
     name: str
@@ -70,6 +72,7 @@ class ConversationResult:
     seconds: float
     error: str | None = None
     request_tokens: int | None = None
+    nothing_to_do: bool = False
 
 
 def compress_conversation(target: FleetTarget, settings: FleetSettings) -> ConversationResult:
@@ -100,6 +103,8 @@ def compress_conversation(target: FleetTarget, settings: FleetSettings) -> Conve
         with open_store(
             target.location, create=False, encoding=recipe.encoding, conversation=target.conversation
         ) as store:
+            if len(store) == 0:  # an empty branch: no history to compress or compile
+                return ConversationResult(target.name, 0, 0, time.perf_counter() - started, nothing_to_do=True)
             with compaction_claim(store):
                 before = len(store.summaries())
                 try:
