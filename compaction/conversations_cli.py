@@ -148,14 +148,18 @@ def edit_command(
                 raise InvalidArgument(f"{content_path}: not a JSON list of content blocks ({err})") from None
             if not isinstance(content, list) or not all(isinstance(b, dict) and "type" in b for b in content):
                 raise InvalidArgument(f"{content_path}: expected a JSON list of content blocks, each with a 'type'")
+            warning = _unknown_blocks_warning(content)
         else:
             content = [{"type": "text", "text": new_text}]
+            warning = None
     with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         before = len(store.stale_summaries())
         revision = store.edit(seq, content)
         stale = len(store.stale_summaries()) - before
         name = store.conversation
         store.check_location()
+    if warning is not None:  # stored: the store keeps unknown blocks verbatim, so it warns, as import does
+        click.echo(warning, err=True)
     if as_json:
         click.echo(json.dumps({"conversation": name, "seq": seq, "revision": revision, "stale_summaries": stale}))
         return
@@ -163,6 +167,22 @@ def edit_command(
         f"message {seq} of {name!r}: revision {revision}; {stale} summaries marked stale "
         "(compaction compress makes them anew)"
     )
+
+
+def _unknown_blocks_warning(content: list[dict[str, object]]) -> str | None:
+    """Return one line naming the blocks of an edit no request format knows (kept verbatim, as an
+    import keeps them), or ``None`` when every block is known."""
+    from .blocks import Message
+    from .formats._common import unknown_block_counts
+
+    unknown = unknown_block_counts([Message("user", tuple(content))])
+    if unknown:
+        kinds = ", ".join(f"{count} {kind}" for kind, count in unknown.items())
+        return (
+            f"warning: unknown blocks kept verbatim: {kinds} (no request format knows them; each is rendered by "
+            "the loud default rule, as an import renders them)"
+        )
+    return None
 
 
 #: The commands this module adds to ``compaction`` (registered by :mod:`compaction.cli`).
