@@ -12,12 +12,12 @@ Rules, all deterministic so the block is byte-stable between compaction events:
 * an ask is what :func:`compaction.asks.ask_text` finds in a user turn (harness wrappers,
   tool results and command output cut out); an ask repeated word for word is listed once,
   at its first turn;
-* the cap on one ask scales with the room the ledger has: when every ask fits whole within
-  the ledger's share, each shows whole however long it is (a cap would cut for nothing: the
-  ask's words are what a later turn is asked about); otherwise the cap is the largest of the
-  share, half of it, a quarter, ... (down to ``Recipe.ask_cap_tokens``) under which every ask
-  fits, and a longer ask shows its head (two thirds of that cap) and its tail (one third)
-  around a loud cut marker that names the message holding it whole;
+* the cap on one ask scales with the room the ledger has: an ask may take up to
+  :data:`ASK_ROOM_SHARE` of the ledger's share (so one pasted log cannot crowd out the other
+  asks), and never less than ``Recipe.ask_cap_tokens``; when the asks do not all fit under
+  that, the cap halves (down to ``Recipe.ask_cap_tokens``) until they do.  A longer ask shows
+  its head (two thirds of the cap) and its tail (one third) around a loud cut marker that
+  names the message holding it whole;
 * when even ``Recipe.ask_cap_tokens`` per ask does not fit the share (``Recipe.ledger_share``
   of the budget), the oldest asks are shortened to their first words (:data:`SHORT_TOKENS`),
   and when even that does not fit the oldest are left out and counted; the block says which
@@ -50,6 +50,7 @@ __all__ = [
     "ledger_tokens",
     "head_tail",
     "room_caps",
+    "ASK_ROOM_SHARE",
 ]
 
 LEDGER_INTRO = (
@@ -60,6 +61,10 @@ LEDGER_INTRO = (
 SHORT_TOKENS = 40
 #: The share of the ledger's tokens the names index after it may take (beyond the asks' share).
 NAMES_SHARE = 0.25
+#: The most of the ledger's share one ask may take whole while the ledger has room (tokens
+#: over tokens): with room to spare, a pasted ask over ``Recipe.ask_cap_tokens`` is not cut,
+#: yet it cannot take the room of the others.
+ASK_ROOM_SHARE = 0.125
 
 
 @dataclass(frozen=True)
@@ -197,17 +202,18 @@ def _seq_range(asks: Sequence[Ask]) -> str:
 
 
 def room_caps(cap: int, room: int) -> list[int]:
-    """Return the per-ask caps tried before ``cap``, largest first: ``room``, ``room // 2``, ... above ``cap``.
+    """Return the per-ask caps tried before ``cap``, largest first: :data:`ASK_ROOM_SHARE` of ``room``, halved while above ``cap``.
 
     Args:
         cap: the configured cap (``Recipe.ask_cap_tokens``; tokens).
         room: the tokens the ledger's share leaves for its text.
 
     Returns:
-        The caps (tokens), each more than ``cap``; empty when ``room`` is no more than ``cap``.
+        The caps (tokens), each more than ``cap``; empty when :data:`ASK_ROOM_SHARE` of
+        ``room`` is no more than ``cap``.
     """
     caps: list[int] = []
-    size = room
+    size = int(room * ASK_ROOM_SHARE)
     while size > cap:
         caps.append(size)
         size //= 2
@@ -229,8 +235,9 @@ def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str
     longest = max(sizes)
     if longest <= cap:
         return None
-    for size in room_caps(cap, room):
-        if size >= longest and size != room:
+    caps = room_caps(cap, room)
+    for size in caps:
+        if size >= longest and size != caps[0]:
             continue  # the same block as a larger cap, already found too big
         text = _render_whole(asks, size, encoding)
         if count_text(text, encoding) <= room:
@@ -245,15 +252,14 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
         asks: the asks, oldest first (see :func:`asks_before`).
         cap: the most tokens one ask shows when the share is short of room
             (``Recipe.ask_cap_tokens``); with room to spare, the largest of
-            :func:`room_caps` under which every ask fits applies instead (no cut at all
-            when every ask fits whole).
+            :func:`room_caps` under which every ask fits applies instead.
         share_tokens: the most tokens the block may take, its join in the message included
             (the budget times ``Recipe.ledger_share``).
         encoding: the encoding the tokens are counted in.
 
     Returns:
-        The text: :data:`LEDGER_INTRO`, then one ``[Message N] …`` entry per ask, every ask
-        whole when they fit the share, else under the largest cap that fits; when not even
+        The text: :data:`LEDGER_INTRO`, then one ``[Message N] …`` entry per ask, each up
+        to the largest of :func:`room_caps` under which they all fit the share; when not even
         ``cap`` fits, the newest whole (up to ``cap``), older ones shortened and the oldest
         counted; when not even that fits, one line that says every ask was left out and
         why (the only case that may pass the share, by a few tokens).  ``None`` for no asks.

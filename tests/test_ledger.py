@@ -13,7 +13,15 @@ from strategies import CapturingSummarizer, histories, payload_json
 
 from compaction import Message, OverBudget, Recipe, Store, compile_request, compress_and_compile
 from compaction.asks import ask_text
-from compaction.ledger import LEDGER_INTRO, Ask, asks_before, head_tail, ledger_text, room_caps
+from compaction.ledger import (
+    ASK_ROOM_SHARE,
+    LEDGER_INTRO,
+    Ask,
+    asks_before,
+    head_tail,
+    ledger_text,
+    room_caps,
+)
 from compaction.planning import SUMMARY_INTRO
 from compaction.tokens.counting import count_text
 
@@ -216,27 +224,32 @@ def test_an_ask_over_the_cap_shows_whole_when_the_ledger_has_room() -> None:
     tokens = count_text(long.text, ENC)
     assert tokens > 600
     asks = [Ask(1, "set up the export job for the billing tables"), long]
-    text = ledger_text(asks, cap=600, share_tokens=tokens * 3, encoding=ENC)
+    share = int(tokens / ASK_ROOM_SHARE) + 2  # an eighth of the room holds the ask whole
+    text = ledger_text(asks, cap=600, share_tokens=share, encoding=ENC)
     assert text is not None
     assert "cut here" not in text
     assert "[Message 7] " + "\n  ".join(long.text.split("\n")) in text
-    assert count_text(text, ENC) + 1 <= tokens * 3
+    assert count_text(text, ENC) + 1 <= share
+    # with an eighth of the room below the ask, it is cut at the larger of that and the cap
+    smaller = ledger_text(asks, cap=600, share_tokens=share - 200, encoding=ENC)
+    assert smaller is not None and "tokens of this ask cut here; message 7 holds it whole" in smaller
+    cut = int(smaller.split("[… ")[1].split(" tokens")[0])
+    assert tokens - cut > 600
 
 
-def test_with_less_room_the_cap_is_the_largest_halving_of_the_share_that_fits() -> None:
-    long = _pasted(7, 200)
-    tokens = count_text(long.text, ENC)
-    share = int(tokens * 0.8)  # the ask whole does not fit; the share's half does
-    text = ledger_text([long], cap=100, share_tokens=share, encoding=ENC)
-    assert text is not None and count_text(text, ENC) + 1 <= share
-    assert "tokens of this ask cut here; message 7 holds it whole" in text
-    cut = int(text.split("[… ")[1].split(" tokens")[0])
-    kept = tokens - cut
-    room = share - 1
-    caps = room_caps(100, room)
-    assert caps[:2] == [room, room // 2]
-    assert room // 2 - 8 <= kept <= room // 2  # cut at half the room, not at the configured 100
-    assert "shortened" not in text
+def test_with_less_room_the_cap_is_the_largest_halving_that_fits() -> None:
+    asks = [_pasted(i * 5, 200) for i in range(10)]
+    tokens = count_text(asks[0].text, ENC)
+    room_share = 8 * tokens  # an eighth of the room: one ask whole; ten of them do not fit
+    text = ledger_text(asks, cap=100, share_tokens=room_share, encoding=ENC)
+    assert text is not None and count_text(text, ENC) + 1 <= room_share
+    caps = room_caps(100, room_share - 1)
+    assert caps[0] == int((room_share - 1) * ASK_ROOM_SHARE) and caps[1] == caps[0] // 2
+    kept = [tokens - int(part.split(" tokens")[0]) for part in text.split("[… ")[1:]]
+    assert len(kept) == 10  # every ask cut, at one cap
+    chosen = min(c for c in caps if c >= max(kept))  # head and tail keep a few tokens under the cap
+    assert chosen < caps[0] and min(kept) > chosen - 16
+    assert chosen > 100 and "shortened" not in text
 
 
 def test_short_of_room_the_configured_cap_cuts_and_the_oldest_are_shortened() -> None:
@@ -254,17 +267,16 @@ def test_short_of_room_the_configured_cap_cuts_and_the_oldest_are_shortened() ->
 @given(
     lines=st.lists(st.integers(min_value=0, max_value=120), min_size=1, max_size=6),
     cap=st.integers(min_value=16, max_value=400),
-    share=st.integers(min_value=40, max_value=6000),
+    share=st.integers(min_value=40, max_value=20000),
 )
-def test_the_ledger_fits_its_share_and_cuts_an_ask_only_when_whole_asks_would_not_fit(
-    lines: list[int], cap: int, share: int
-) -> None:
+def test_the_ledger_fits_its_share_and_cuts_an_ask_only_past_its_room(lines: list[int], cap: int, share: int) -> None:
     asks = [_pasted(i * 3, n) if n else Ask(i * 3, f"rename module{i} to service{i}") for i, n in enumerate(lines)]
     text = ledger_text(asks, cap=cap, share_tokens=share, encoding=ENC)
     assert text is not None
-    all_whole = "\n\n".join([LEDGER_INTRO, *(f"[Message {a.seq}] " + "\n  ".join(a.text.split("\n")) for a in asks)])
-    if count_text(all_whole, ENC) + 1 <= share:
-        assert text == all_whole
+    per_ask = max(cap, int((share - 1) * ASK_ROOM_SHARE))
+    within = "\n\n".join([LEDGER_INTRO, *(f"[Message {a.seq}] " + "\n  ".join(head_tail(a.text, per_ask, ENC, a.seq).split("\n")) for a in asks)])
+    if count_text(within, ENC) + 1 <= share:
+        assert text == within  # each ask whole up to its room, none shortened
     elif "are left out of this list: the ask ledger's share" not in text:  # the note-only case may pass
         assert count_text(text, ENC) + 1 <= share
     assert text == ledger_text(asks, cap=cap, share_tokens=share, encoding=ENC)  # deterministic
