@@ -290,8 +290,10 @@ class Recipe:
             stable section ahead of the summaries, whether or not its turn is summarized.
         ledger_share: the most of the budget the ask ledger may take (0.01 to 0.9); past
             it the oldest asks are shortened, loudly.
-        ask_cap_tokens: the most tokens one ask shows in the ledger; a longer ask shows
-            its head and tail around a loud cut marker.
+        ask_cap_tokens: the most tokens one ask shows in the ledger when the ledger is
+            short of room; a longer ask shows its head and tail around a loud cut marker.
+            With room to spare an ask may show up to an eighth of the ledger's share
+            (``compaction.ledger.ASK_ROOM_SHARE``), never less than this.
         observation_masking: before summarizing, show old tool outputs as short loud
             placeholders (the calls and the assistant's text stay raw).
         mask_keep_rounds: the newest tool rounds whose outputs are never masked (at least
