@@ -205,7 +205,7 @@ def test_sdk_response_objects_are_taken_as_they_come(memory_store: Store) -> Non
         (
             from_anthropic,
             [{"role": "user", "content": [{"text": "no type"}]}],
-            "messages[0]: content[0] must be a block object with a string 'type', found dict",
+            "messages[0]: content[0] must be an object with a string 'type', found dict",
         ),
         (
             from_anthropic,

@@ -53,6 +53,7 @@ __all__ = [
     "text_blocks",
     "tool_result",
     "tool_use",
+    "typed_parts",
     "uniquify_tool_ids",
     "unknown_block_counts",
 ]
@@ -344,6 +345,43 @@ def text_blocks(text: Any) -> list[Block]:
     if not isinstance(text, str):
         raise Malformed(f"expected text, found {type(text).__name__} {_clip(text)}")
     return [{"type": "text", "text": text}]
+
+
+def typed_parts(content: Any, where: str = "content", *, strings: bool = True) -> list[dict[str, Any]]:
+    """Return a message's content field as its list of typed parts, for a parser to convert.
+
+    Most transcript formats write content as a string, ``None``, or a list of objects with a
+    string ``type`` (some also allow bare strings in the list).  A string is one ``text``
+    part (none when empty), ``None`` no part; the parts of a list are returned one for one,
+    so a caller's index into the result is the index into ``content``.
+
+    Args:
+        content: the content field as read from the transcript.
+        where: how errors name the field (``"content"``, ``"messages[3].content"``).
+        strings: whether a bare string in the list is a text part (otherwise an error).
+
+    Returns:
+        The parts, each a ``dict`` with a string ``type``; the input is not changed.
+
+    Raises:
+        Malformed: ``content`` is not a string, ``None`` or a list, or an item is not a part.
+    """
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise Malformed(f"{where} must be a string or a list of parts, found {type(content).__name__}")
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(content):
+        if strings and isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif isinstance(part, dict) and isinstance(part.get("type"), str):
+            parts.append(part)
+        else:
+            expected = "a string or an object" if strings else "an object"
+            raise Malformed(f"{where}[{index}] must be {expected} with a string 'type', found {type(part).__name__}")
+    return parts
 
 
 def tool_use(call_id: str, name: str, tool_input: dict[str, Any]) -> Block:

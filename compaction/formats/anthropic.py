@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..blocks import Block
-from ._common import Context, Draft, Item, Malformed, convert_items, text_blocks
+from ._common import Context, Draft, Item, Malformed, convert_items, typed_parts
 from ._sniff import Sample, TranscriptFormat
 from .openai import NAME as OPENAI
 from .openai import parse_chat
@@ -31,15 +31,7 @@ _CHAT_COMPLETIONS_PARTS = frozenset(
 
 def content_blocks(content: Any) -> list[Block]:
     """Return Anthropic ``content`` (a string or a list of blocks) as a list of blocks."""
-    if content is None or isinstance(content, str):
-        return text_blocks(content)
-    if not isinstance(content, list):
-        raise Malformed(f"content must be a string or a list of blocks, found {type(content).__name__}")
-    for index, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            found = type(block).__name__
-            raise Malformed(f"content[{index}] must be a block object with a string 'type', found {found}")
-    return list(content)
+    return typed_parts(content, strings=False)
 
 
 def convert(message: Any) -> Draft:

@@ -47,6 +47,7 @@ from ._common import (
     text_blocks,
     tool_result,
     tool_use,
+    typed_parts,
 )
 from ._sniff import Sample, TranscriptFormat
 
@@ -85,14 +86,8 @@ class _Sample:
 
     def content(self, content: Any) -> list[Block]:
         content = self.resolve(content)
-        if content is None or isinstance(content, str):
-            return text_blocks(content)
-        if not isinstance(content, list):
-            raise Malformed(f"content must be a string or a list, found {type(content).__name__}")
         blocks: list[Block] = []
-        for index, part in enumerate(content):
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise Malformed(f"content[{index}] must be an object with a string 'type'")
+        for part in typed_parts(content, strings=False):
             kind = part["type"]
             if kind == "text":
                 blocks.extend(text_blocks(self.resolve(part.get("text"))))

@@ -51,6 +51,7 @@ from ._common import (
     text_blocks,
     tool_result,
     tool_use,
+    typed_parts,
 )
 from ._sniff import Sample, TranscriptFormat
 from .openai import OpenAIConverter, content_parts, iter_messages
@@ -124,17 +125,8 @@ def _image(part: dict[str, Any]) -> Block:
 
 def _content(content: Any, call_ids: set[str]) -> list[Block]:
     """Convert ``content``, dropping tool-call parts that repeat one of ``call_ids``."""
-    if content is None or isinstance(content, str):
-        return text_blocks(content)
-    if not isinstance(content, list):
-        raise Malformed(f"content must be a string or a list of parts, found {type(content).__name__}")
     blocks: list[Block] = []
-    for index, part in enumerate(content):
-        if isinstance(part, str):
-            blocks.extend(text_blocks(part))
-            continue
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise Malformed(f"content[{index}] must be a string or an object with a string 'type'")
+    for index, part in enumerate(typed_parts(content)):
         kind = part["type"]
         try:
             if kind == "text":

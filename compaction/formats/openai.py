@@ -41,6 +41,7 @@ from ._common import (
     text_blocks,
     tool_result,
     tool_use,
+    typed_parts,
 )
 from ._sniff import Sample, TranscriptFormat
 
@@ -53,17 +54,8 @@ _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 
 def content_parts(content: Any) -> list[Block]:
     """Convert OpenAI ``content`` (a string, ``None`` or a list of parts) to content blocks."""
-    if content is None or isinstance(content, str):
-        return text_blocks(content)
-    if not isinstance(content, list):
-        raise Malformed(f"content must be a string or a list of parts, found {type(content).__name__}")
     blocks: list[Block] = []
-    for index, part in enumerate(content):
-        if isinstance(part, str):
-            blocks.extend(text_blocks(part))
-            continue
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise Malformed(f"content[{index}] must be an object with a string 'type'")
+    for index, part in enumerate(typed_parts(content)):
         kind = part["type"]
         if kind in _TEXT_PARTS:
             if not isinstance(part.get("text"), str):

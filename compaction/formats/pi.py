@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..blocks import Block, image_reference_block
-from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use
+from ._common import Context, Draft, Malformed, iter_jsonl, text_blocks, tool_result, tool_use, typed_parts
 from ._sniff import Sample, TranscriptFormat
 
 __all__ = ["FORMAT", "NAME", "parse", "sniff"]
@@ -61,14 +61,8 @@ def _image(block: dict[str, Any]) -> Block:
 
 
 def _blocks(content: Any) -> list[Block]:
-    if content is None or isinstance(content, str):
-        return text_blocks(content)
-    if not isinstance(content, list):
-        raise Malformed(f"content must be a string or a list of blocks, found {type(content).__name__}")
     blocks: list[Block] = []
-    for index, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise Malformed(f"content[{index}] must be a block object with a string 'type'")
+    for index, block in enumerate(typed_parts(content, strings=False)):
         kind = block["type"]
         if kind == "text":
             blocks.extend(text_blocks(block.get("text")))

@@ -55,6 +55,7 @@ from ._common import (
     text_blocks,
     tool_result,
     tool_use,
+    typed_parts,
 )
 from ._sniff import Sample, TranscriptFormat
 from .openai import OpenAIConverter, _is_jsonl, content_parts
@@ -130,17 +131,8 @@ def _result_of(block: dict[str, Any]) -> Block:
 
 def _blocks(content: Any, *, where: str = "content") -> list[Block]:
     """Convert a content list of any of the shapes the module docstring lists (no splitting)."""
-    if content is None or isinstance(content, str):
-        return text_blocks(content)
-    if not isinstance(content, list):
-        raise Malformed(f"{where} must be a string or a list of blocks, found {type(content).__name__}")
     blocks: list[Block] = []
-    for index, block in enumerate(content):
-        if isinstance(block, str):
-            blocks.extend(text_blocks(block))
-            continue
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise Malformed(f"{where}[{index}] must be a block object with a string 'type'")
+    for index, block in enumerate(typed_parts(content, where)):
         kind = block["type"]
         if kind in _CALL_TYPES:
             blocks.append({**_call_of(block, f"{where}-{index}"), "_source": block})
