@@ -1067,10 +1067,14 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
         their shared messages), so two processes compressing a conversation and its branch
         never make the same or overlapping summaries; other trees of the store are compressed
         in parallel.  It is an exclusive ``flock`` on a sibling lock file per tree,
-        ``<store>.claim-<root conversation id>`` (created once, never removed: removing a
-        lock file others may hold open would let two holders in), so it is released at the
-        end of the block, or by the kernel when the process dies.  As on PostgreSQL, it is
-        held per store object: two objects in one process exclude each other too.
+        ``<store>.claim-<root conversation id>``, so it is released at the end of the block,
+        or by the kernel when the process dies.  The holder removes the lock file before it
+        releases the lock, so none stays beside the store; a process that was waiting on the
+        removed file then holds the lock of a file no longer there, sees that (the path names
+        another file, or none) and locks the path anew, so two holders never hold the same
+        name (the unlink-while-locked protocol; a process killed while holding leaves its
+        empty file, which the next holder removes).  As on PostgreSQL, it is held per store
+        object: two objects in one process exclude each other too.
 
         Args:
             wait: wait for a holder to finish (True), or yield False at once.
@@ -1095,24 +1099,34 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
         if lock_path is None or _fcntl is None:
             yield True
             return
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise StoreError(f"{self.path}: cannot create the compaction claim's lock file {lock_path}: {err}") from err
-        try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX | (0 if wait else _fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            yield False
-            return
-        except OSError as err:
-            os.close(fd)
-            raise StoreError(f"{self.path}: cannot lock the compaction claim {lock_path}: {err}") from err
+        while True:
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise StoreError(
+                    f"{self.path}: cannot create the compaction claim's lock file {lock_path}: {err}"
+                ) from err
+            try:
+                _fcntl.flock(fd, _fcntl.LOCK_EX | (0 if wait else _fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                yield False
+                return
+            except OSError as err:
+                os.close(fd)
+                raise StoreError(f"{self.path}: cannot lock the compaction claim {lock_path}: {err}") from err
+            if _still_named(fd, lock_path):
+                break
+            os.close(fd)  # the holder we waited for removed this file: lock the one the path names now
         self._claims = 1
         try:
             yield True
         finally:
             self._claims = 0
+            try:
+                os.unlink(lock_path)  # while still locked: a waiter on it sees it gone and locks anew
+            except OSError:
+                pass  # removed already (by hand), or a read-only directory: the lock is released all the same
             os.close(fd)  # releases the lock
 
     def _claim_path(self) -> str | None:
@@ -1127,6 +1141,16 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
         else:  # not created yet: named by its conversation (any text, so hashed into the file name)
             tree = "new-" + hashlib.sha256(self.conversation.encode()).hexdigest()[:16]
         return f"{self.path}.claim-{tree}"
+
+
+def _still_named(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (a claim's lock file not removed meanwhile)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _check_ints(**values: object) -> None:
