@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from store_backends import every_backend_location  # noqa: F401  (the location fixture over every backend)
 
 from compaction import Recipe, compile_request
 from compaction.branch_import import branch_name, import_branches
@@ -31,7 +32,7 @@ SIDECHAIN = DATA / "claude-code-log__sidechain_integrated.jsonl"
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "claude-code").glob("*.jsonl"))
 
 
-def _import(path: Path, store: Path, *extra: str) -> dict:
+def _import(path: Path, store: Path | str, *extra: str) -> dict:
     done = CliRunner().invoke(
         main, ["import", str(path), "--store", str(store), "--branches", "--json", *extra]
     )
@@ -39,13 +40,13 @@ def _import(path: Path, store: Path, *extra: str) -> dict:
     return json.loads(done.stdout)
 
 
-def _texts(store: Path, name: str) -> list[str]:
+def _texts(store: Path | str, name: str) -> list[str]:
     with open_store(str(store), conversation=name) as opened:
         return [m.text() for m in opened.messages()]
 
 
-def test_a_rewind_is_a_branch_forked_where_the_user_went_back(tmp_path: Path) -> None:
-    store = tmp_path / "s.db"
+def test_a_rewind_is_a_branch_forked_where_the_user_went_back(location: str) -> None:
+    store = location  # an SQLite file or a PostgreSQL store
     report = _import(REWOUND, store)
     assert (report["conversation"], report["messages"], report["added"]) == (
         "claude-code-log__dag_compact_after_rewind",
