@@ -2,13 +2,14 @@
 
 The compiled counter answers a memo miss with its own byte-pair merge loop over a native rank
 table (``_speedups/_count_c.pyx``): a slot holds a token's first eight bytes and its length, the
-rest of a longer token is compared in an arena; a piece of up to 128 bytes is merged with arrays
-on the stack, a longer one on the heap; the merge loop hashes and prefetches both of a merge's
-new spans before it reads either.  These tests aim text at each of those paths: every token of
+rest of a longer token is compared in an arena; a Bloom filter answers most spans that are no
+token; a piece of up to 96 bytes is merged by tiktoken's scan, one of up to 128 by a heap with
+arrays on the stack, a longer one on the heap; the merge loops hash and prefetch both of a
+merge's new spans before they read either.  These tests aim text at each of those paths: every token of
 the vocabulary as a piece of its own (whole-piece hits, short and long), near-misses of long
 tokens (same first eight bytes, another length or tail), and long pieces of CJK, base64, repeated
-letters, emoji and mixed scripts on both sides of the 128-byte boundary.  Every count is compared
-with ``len(encode_ordinary(text))``, with a memo (``memo_size=0``) and without.
+letters, emoji and mixed scripts on both sides of the 96- and 128-byte boundaries.  Every count is compared
+with ``len(encode_ordinary(text))``, without a memo (``memo_size=0``) and with one.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def test_texts_of_long_pieces_cold_and_warm(c_impl: ModuleType, parts: list[str]
 
 @pytest.mark.parametrize("encoding", ENCODING_NAMES)
 def test_pieces_at_the_stack_boundaries(c_impl: ModuleType, encoding: str) -> None:
-    # UTF-8 pieces of 120 to 136 bytes (the merge loop's stack arrays hold 128) and of 60 to 68
-    # characters (the UTF-8 stack buffer holds 64), of one-, two-, three- and four-byte characters
+    # UTF-8 pieces of 88 to 104 bytes (tiktoken's scan up to 96), of 120 to 136 (the heap's stack
+    # arrays hold 128) and of 60 to 68 characters (the UTF-8 stack buffer holds 64), of one-,
+    # two-, three- and four-byte characters
     counter = c_impl.PieceCounter(encoding, memo_size=0)
     rng = random.Random(7)
     for alphabet, width in (
@@ -175,7 +177,12 @@ def test_pieces_at_the_stack_boundaries(c_impl: ModuleType, encoding: str) -> No
         ("的一是不了人我在有他", 3),
         ("😀😁😂🤣😃", 4),
     ):
-        for size in [*range(120 // width, 137 // width + 1), *range(60, 69)]:
+        sizes = [
+            *range(88 // width, 105 // width + 1),
+            *range(120 // width, 137 // width + 1),
+            *range(60, 69),
+        ]
+        for size in sizes:
             for _ in range(5):
                 text = "".join(rng.choice(alphabet) for _ in range(size))
                 assert counter.count(text) == tiktoken_count(text, encoding), (text, size)
