@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .blocks import Message
-from .errors import CompactionError, StoreError
+from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, load_transcript
 from .formats.claude_code_tree import Thread, path_lines, session_tree
 from .store.factory import open_store
@@ -294,11 +294,14 @@ def _claude_code_paths(
 ) -> list[_Path]:
     tree = session_tree(text)
     out = []
-    active = _parse_text(transcript, path_lines(text, tree.main), "claude-code", lenient).messages
     held = _held(location, conversation)
-    if held and [m.fingerprint() for m in active[: len(held)]] != held:
-        # session_main appended nothing: the active path is a branch like the others
-        out.append(_Path(branch_name(conversation, f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
+    if held:
+        active = _parse_text(transcript, path_lines(text, tree.main), "claude-code", lenient).messages
+        if [m.fingerprint() for m in active[: len(held)]] != held:
+            # session_main appended nothing: the main path is a branch like the others
+            out.append(
+                _Path(branch_name(conversation, f"active-{_uuid_at(text, tree.main)}"), "rewind", active)
+            )
     for thread in tree.threads:
         parsed = _parse_text(
             transcript, path_lines(text, thread.lines, thread.sidechain_lines), "claude-code", lenient
@@ -400,6 +403,11 @@ def _parse_text(transcript: str | Path, text: str, format: str, lenient: bool) -
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        return load_transcript(name, format=format, lenient=lenient)
+        try:
+            return load_transcript(name, format=format, lenient=lenient)
+        except InvalidTranscript as err:  # name the user's file, not the temporary one
+            raise InvalidTranscript(
+                str(err).replace(name, f"{transcript} (a branch of it)"), line=None
+            ) from err
     finally:
         os.unlink(name)

@@ -29,6 +29,7 @@ from compaction.store.lineage import check_conversation_name
 DATA = Path(__file__).parent / "data" / "claude_code"
 REWOUND = DATA / "claude-code-log__dag_compact_after_rewind.jsonl"
 SIDECHAIN = DATA / "claude-code-log__sidechain_integrated.jsonl"
+STRUCTURAL = DATA / "spotter__tool_heavy.jsonl"
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "claude-code").glob("*.jsonl"))
 
 
@@ -179,6 +180,64 @@ def test_a_session_without_rewinds_imports_the_same_main_conversation_with_branc
     report = _import(path, tmp_path / "s.db", "--lenient")
     assert report["branches"] == []
     assert _texts(tmp_path / "s.db", report["conversation"]) == [m.text() for m in plain.messages]
+
+
+def test_forks_that_are_not_rewinds_stay_in_the_conversation(tmp_path: Path) -> None:
+    """Real sessions fork every few events (parallel tool calls answered each to its own call, hook
+    progress events): none is a rewind, so --branches imports the same conversation and no branch."""
+    text = STRUCTURAL.read_text()
+    children: dict[str, int] = {}
+    for line in text.splitlines():
+        event = json.loads(line)
+        if isinstance(event.get("parentUuid"), str):
+            children[event["parentUuid"]] = children.get(event["parentUuid"], 0) + 1
+    assert sum(1 for count in children.values() if count >= 2) == 5
+    tree = session_tree(text)
+    assert (tree.abandoned, tree.threads, len(tree.main)) == (0, (), len(text.splitlines()))
+    plain = load_transcript(STRUCTURAL)
+    report = _import(STRUCTURAL, tmp_path / "s.db")
+    assert report["branches"] == [] and report["added"] == len(plain.messages) == 15
+    assert not any("rewind" in p for p in plain.problems)  # no false rewind note either
+
+
+def test_a_rewound_branch_keeps_its_parallel_tool_calls(tmp_path: Path) -> None:
+    calls = [{"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"path": f"f{i}"}} for i in (1, 2)]
+
+    def result(uuid: str, parent: str, call: str) -> str:
+        content = [{"type": "tool_result", "tool_use_id": call, "content": f"text of {call}"}]
+        return _event(uuid, parent, "user", content)
+
+    lines = [
+        _event("u1", None, "user", "read both files"),
+        _event("a1", "u1", "assistant", [calls[0]]),
+        _event("a2", "a1", "assistant", [calls[1]]),  # one response, a block a line
+        result("r2", "a2", "t2"),
+        result("r1", "a1", "t1"),  # each answer names its own call: a fork, not a rewind
+        _event("a3", "r1", "assistant", "both read"),
+        _event("u2", "a3", "user", "now delete them"),  # abandoned: the user went back to a3
+        _event("a4", "u2", "assistant", "deleted"),
+        _event("u3", "a3", "user", "now summarize them"),
+        _event("a5", "u3", "assistant", "a summary"),
+    ]
+    for index, line in enumerate(lines):  # give each assistant line its response's id
+        event = json.loads(line)
+        if event["uuid"] in ("a1", "a2"):
+            event["message"]["id"] = "msg_1"
+        lines[index] = json.dumps(event)
+    path = tmp_path / "par.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    tree = session_tree(path.read_text())
+    assert [(t.kind, t.start, t.lines) for t in tree.threads] == [("rewind", "u2", (0, 1, 2, 3, 4, 5, 6, 7))]
+    store = tmp_path / "s.db"
+    report = _import(path, store)
+    assert _texts(store, "par")[-2:] == ["now summarize them", "a summary"]
+    assert report["branches"][0]["name"] == "par@u2" and report["branches"][0]["fork_seq"] == 4
+    with open_store(str(store), conversation="par@u2") as branch:
+        shown = branch.messages()
+        assert [m.text() for m in shown[-2:]] == ["now delete them", "deleted"]
+        assert [b["id"] for b in shown[1].content] == ["t1", "t2"]  # the parallel calls, joined
+        assert sorted(b["tool_use_id"] for b in shown[2].content) == ["t1", "t2"]  # both answers
+        compile_request(branch, Recipe(budget_tokens=4000))
 
 
 def test_a_flattened_import_is_kept_and_the_active_path_becomes_a_branch(tmp_path: Path) -> None:

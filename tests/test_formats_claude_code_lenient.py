@@ -110,7 +110,7 @@ def test_a_rewind_is_kept_in_file_order_and_said(tmp_path: Path) -> None:
     ]
     assert [p[len(str(path)) + 1 :] for p in parsed.problems] == [
         "5: parentUuid 'u1' is the event at line 2, not the one before (line 4): a rewind or an edited "
-        "message; the events between are kept in file order"
+        "message; the events between are kept in file order (compaction import --branches imports them as a branch)"
     ]
 
 

@@ -40,10 +40,14 @@ a compaction, whose earlier messages are in another file) keeps it as its first 
 The order is the file's order (``parentUuid`` chains are not followed: compaction and
 resumes restart them, and the fixtures leave them ``null``), so a chain broken by a skipped
 line is never truncated: the events after it are kept in file order, and the report says
-where (a note naming the ``parentUuid`` no event holds).  An event that continues from an
+where (a note naming the ``parentUuid`` no event holds).  A prompt that continues from an
 earlier event than the one before it (a rewind, or an edited message: the events between
 are an abandoned branch) is kept in file order too, with a note naming both lines, so the
-abandoned branch is neither dropped nor passed off silently as part of one conversation.
+abandoned branch is neither dropped nor passed off silently as part of one conversation;
+``compaction import --branches`` imports it as a branch instead
+(:mod:`compaction.formats.claude_code_tree`).  Other events that continue an earlier one are
+not rewinds and get no note: Claude Code links each answer of parallel tool calls to its
+own call, and hook ``progress`` events hang off the chain.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
 from ._common import Context, Draft, Malformed, iter_jsonl
 from ._sniff import Sample, TranscriptFormat
+from .claude_code_tree import is_prompt
 
 __all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
@@ -142,12 +147,15 @@ class _Chain:
         if isinstance(parent, str) and self.last is not None and parent != self.last:
             skipped = [n for n in self.ctx.skipped_lines if self.last_line < n < line]
             if parent in self.lines:
-                self.ctx.note(
-                    f"parentUuid {parent!r} is the event at line {self.lines[parent]}, not the one before "
-                    f"(line {self.last_line}): a rewind or an edited message; the events between are kept "
-                    "in file order",
-                    line=line,
-                )
+                if is_prompt(event):  # a prompt continuing an earlier event: the user went back
+                    self.ctx.note(
+                        f"parentUuid {parent!r} is the event at line {self.lines[parent]}, not the one before "
+                        f"(line {self.last_line}): a rewind or an edited message; the events between are kept "
+                        "in file order (compaction import --branches imports them as a branch)",
+                        line=line,
+                    )
+                # else a structural link, not a rewind: each answer of parallel tool calls names its
+                # own call, hook progress events hang off the chain; file order is their order
             elif skipped:
                 self.ctx.note(
                     f"parentUuid {parent!r} is in no event of the file (line {skipped[-1]} was skipped); "
@@ -181,7 +189,11 @@ class _Chain:
             self.ctx.note(
                 f"{count} {what.format(s='s' if plural else '')}; line{'s' if plural else ''} {shown}{more}) "
                 f"{'are' if plural else 'is'} not imported into the main conversation"
-                + (" (compaction import --branches imports each sidechain as a branch)" if lines is self.sidechain_lines else ""),
+                + (
+                    " (compaction import --branches imports each sidechain as a branch)"
+                    if lines is self.sidechain_lines
+                    else ""
+                ),
                 line=lines[0],
             )
 

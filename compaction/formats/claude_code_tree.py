@@ -1,29 +1,34 @@
-"""The tree of a Claude Code session: its rewinds and its sub-agents' sidechains, as paths of lines.
+"""The tree of a Claude Code session: its rewinds and its sub-agents' sidechains, as sets of lines.
 
 A Claude Code session file is a tree of events linked by ``parentUuid``.  The main chain
-(``isSidechain`` false) forks where the user rewound or edited an earlier message: the event
-continued from gets two or more children, and the events after the old child are an
-abandoned branch.  A sub-agent's thread (``isSidechain: true``, older versions write it inline)
-is a chain of its own: its first event's ``parentUuid`` is ``null`` (the sub-agent starts
-from a fresh context, which is what Claude Code writes) or, when it shares the history
-before it, a main-chain event.
+(``isSidechain`` false) forks in two ways.  Structurally, all the time: each answer of
+parallel tool calls names its own call, and hook ``progress`` events hang off the chain (in
+real sessions a fork every few events; file order is their order, and the parser keeps it).
+And at a **rewind**: the user went back to an earlier point and asked again, or edited a
+prompt, so the event continued from has two or more children that are prompts (a person's
+user messages, not tool results), and the events under the older one are an abandoned branch.
+A sub-agent's thread (``isSidechain: true``, which older versions write inline) is a chain of
+its own: its first event's ``parentUuid`` is ``null`` (the sub-agent starts from a fresh
+context, which is what Claude Code writes) or, when it shares the history before it, a
+main-chain event.
 
 :func:`session_tree` reads the links and returns, as line indexes of the file:
 
 * ``main``: the lines the main conversation is parsed from under ``compaction import
-  --branches``: every line but the main-chain events off the **active path** (root to the
-  last main-chain event of the file), so the abandoned branches are not flattened into it;
-* one :class:`Thread` per other leaf of the main chain (a **rewind**): the events from the
-  root to that leaf, and one per leaf of each sidechain: the sidechain's events from its
-  first to that leaf, preceded by the main path up to the event it forks from when it
-  shares that history.
+  --branches``: every line but the events of rewound branches, so those are not flattened
+  into it (at a rewind, the prompt whose events reach furthest in the file goes on in it);
+* one :class:`Thread` per rewind: its events (its whole subtree but the rewinds inside it),
+  preceded by the events of what it forks from that come before it in the file;
+* one :class:`Thread` per sidechain: its events, preceded the same way by the main
+  conversation's when it continues a main-chain event.
 
+Each thread is parsed by the Claude Code parser in file order, as the main conversation is.
 Links that do not fork: a main-chain event whose ``parentUuid`` is ``null`` (Claude Code
 restarts the chain after a compaction, pointing back with ``logicalParentUuid``, which is
 followed when given) or names no event of the file (a skipped line) continues the main-chain
-event before it in file order, as the parser keeps them; likewise a sidechain event whose
-parent is in no event of the file continues the sidechain event before it.  An event whose
-``uuid`` was seen already (a resumed session repeats events) is left out.
+event before it in file order; likewise a sidechain event whose parent is in no event of the
+file continues the sidechain event before it.  An event whose ``uuid`` was seen already (a
+resumed session repeats events) is left out.
 """
 
 from __future__ import annotations
@@ -32,18 +37,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SessionTree", "Thread", "path_lines", "session_tree"]
+__all__ = ["SessionTree", "Thread", "is_prompt", "path_lines", "session_tree"]
 
 
 @dataclass(frozen=True)
 class Thread:
-    """One path of a Claude Code session other than the active one.
+    """A rewound branch or a sidechain of a Claude Code session.
 
     Attributes:
-        kind: ``"rewind"`` (a main-chain leaf off the active path) or ``"sidechain"``.
-        start: the uuid of the first event of the path that is not on the path it forks
-            from (stable while the file grows; it names the branch).
-        lines: the line indexes (0-based, file order) of the path's events.
+        kind: ``"rewind"`` or ``"sidechain"``.
+        start: the uuid of its first event: the abandoned prompt, or the sidechain's first
+            event (stable while the file grows; it names the branch).
+        lines: the line indexes (0-based, file order) of its events and of the events it shares.
         sidechain_lines: those of them that are sidechain events (parsed as main-chain ones).
         shares_history: for a sidechain, whether its first event continues a main-chain
             event (else it starts a conversation of its own); always True for a rewind.
@@ -63,13 +68,13 @@ class Thread:
 
 @dataclass(frozen=True)
 class SessionTree:
-    """The paths of a Claude Code session (see the module docstring).
+    """The conversation, rewinds and sidechains of a Claude Code session (see the module docstring).
 
     Attributes:
-        main: the line indexes the main conversation is parsed from (the active path's
-            events and every line that is not a main-chain event).
-        abandoned: how many main-chain events are off the active path.
-        threads: the rewinds, then the sidechains, each in file order of its leaf.
+        main: the line indexes the main conversation is parsed from (every line but the
+            events of rewound branches).
+        abandoned: how many main-chain events are in rewound branches (left out of ``main``).
+        threads: the rewinds, then the sidechains, each in file order of its first event.
     """
 
     main: tuple[int, ...]
@@ -97,44 +102,44 @@ def _parent_of(event: dict[str, Any]) -> str | None:
     return logical if isinstance(logical, str) else None
 
 
-def _link(
-    events: list[tuple[int, dict[str, Any]]], known: set[str], *, restart_null: bool
-) -> dict[str, str | None]:
-    """Return each event's parent uuid among ``events`` (a chain restart continues the one before)."""
+def _link(events: list[tuple[int, dict[str, Any]]]) -> dict[str, str | None]:
+    """Return each main-chain event's parent uuid (a chain restart continues the event before)."""
     parents: dict[str, str | None] = {}
     previous: str | None = None
     for _line, event in events:
-        uuid = event["uuid"]
         parent = _parent_of(event)
-        if parent is not None and parent in parents:
-            parents[uuid] = parent
-        elif parent is None and not restart_null:
-            parents[uuid] = None
-        elif parent is not None and parent in known:
-            parents[uuid] = None  # a sidechain's first event: continues a main-chain event
-        else:
-            parents[uuid] = previous
-        previous = uuid
+        parents[event["uuid"]] = parent if parent is not None and parent in parents else previous
+        previous = event["uuid"]
     return parents
 
 
-def _path(leaf: str, parents: dict[str, str | None]) -> list[str]:
-    path: list[str] = []
-    node: str | None = leaf
-    while node is not None and node not in path:
-        path.append(node)
-        node = parents.get(node)
-    return path[::-1]
+def is_prompt(event: dict[str, Any]) -> bool:
+    """Whether an event is a person's prompt: a user message that is not tool results, meta or a compaction summary."""
+    if event.get("type") != "user" or event.get("isMeta") is True or event.get("isCompactSummary") is True:
+        return False
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        return not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return isinstance(content, str)
 
 
 def session_tree(text: str) -> SessionTree:
-    """Return the active path, the rewinds and the sidechains of a Claude Code session.
+    """Return the main conversation's lines, the rewinds and the sidechains of a Claude Code session.
+
+    A **rewind** is a fork of the main chain between prompts: an event with two or more
+    children that are a person's prompts (the user went back to that point and asked again,
+    or edited the prompt).  Of those, the one whose events reach furthest in the file goes
+    on in the conversation; each other starts a rewind branch holding its whole subtree.
+    Other forks are not rewinds and stay in the conversation in file order, as the parser
+    keeps them: Claude Code links each answer of parallel tool calls to its own call, and
+    hook ``progress`` events hang off the chain.
 
     Args:
         text: the session file's text (JSONL).
 
     Returns:
-        A :class:`SessionTree`.  A session without forks or sidechains gives one with
+        A :class:`SessionTree`.  A session without rewinds or sidechains gives one with
         ``main`` holding every line and no thread.
     """
     entries = _entries(text)
@@ -148,58 +153,106 @@ def session_tree(text: str) -> SessionTree:
         seen.add(uuid)
         (side_events if event.get("isSidechain") is True else main_events).append((line, event))
     line_of = {e["uuid"]: line for line, e in main_events + side_events}
-    main_parents = _link(main_events, set(), restart_null=True)
-    main_ids = set(main_parents)
-    has_child = {p for p in main_parents.values() if p is not None}
-    active = _path(main_events[-1][1]["uuid"], main_parents) if main_events else []
-    on_active = set(active)
-    off_active = {line_of[u] for u in main_ids - on_active}
-    main = tuple(i for i in range(len(text.splitlines())) if i not in off_active)
-    threads: list[Thread] = []
-    taken = set(on_active)
+    by_uuid = {e["uuid"]: e for _line, e in main_events + side_events}
+    parents = _link(main_events)
+    children: dict[str, list[str]] = {}
+    for uuid, parent in parents.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(uuid)
+    reach = {uuid: line_of[uuid] for uuid in parents}  # the last line of each event's subtree
+    for _line, event in reversed(main_events):
+        parent = parents[event["uuid"]]
+        if parent is not None:
+            reach[parent] = max(reach[parent], reach[event["uuid"]])
+    segment: dict[str, str | None] = {}  # event -> the rewind it belongs to (None: the conversation)
     for _line, event in main_events:
-        leaf = event["uuid"]
-        if leaf in has_child or leaf in on_active:
-            continue
-        path = _path(leaf, main_parents)
-        start = next(u for u in path if u not in taken)
-        taken.update(path)
-        threads.append(Thread("rewind", start, tuple(sorted(line_of[u] for u in path)), frozenset(), True))
-    side_parents = _link(side_events, main_ids, restart_null=False)
-    side_child = {p for p in side_parents.values() if p is not None}
+        uuid = event["uuid"]
+        parent = parents[uuid]
+        prompts = [c for c in children.get(parent, []) if is_prompt(by_uuid[c])] if parent is not None else []
+        if len(prompts) >= 2 and uuid in prompts and uuid != max(prompts, key=lambda c: reach[c]):
+            segment[uuid] = uuid
+        else:
+            segment[uuid] = segment[parent] if parent is not None else None
+    origin: dict[str, str | None] = {}  # a rewind -> the one it forks from (None: the conversation)
+    for uuid, owner in segment.items():
+        fork = parents[uuid]
+        if owner == uuid and fork is not None:
+            origin[uuid] = segment[fork]
+
+    def shared(owner: str | None, before: int) -> set[int]:
+        """The lines of ``owner``'s events before line ``before``, and of what it shares in turn."""
+        lines = {line_of[u] for u, s in segment.items() if s == owner and line_of[u] < before}
+        if owner is not None:
+            lines |= shared(origin.get(owner), line_of[owner])
+        return lines
+
+    rewound = {line_of[u] for u, s in segment.items() if s is not None}
+    main = tuple(i for i in range(len(text.splitlines())) if i not in rewound)
+    threads = [
+        Thread(
+            "rewind",
+            root,
+            tuple(
+                sorted(
+                    {line_of[u] for u, s in segment.items() if s == root}
+                    | shared(origin.get(root), line_of[root])
+                )
+            ),
+            frozenset(),
+            True,
+        )
+        for root in sorted(origin, key=lambda r: line_of[r])
+    ]
+    threads += _sidechains(side_events, segment, line_of, shared, main_events)
+    return SessionTree(main, len(rewound), tuple(threads))
+
+
+def _sidechains(
+    side_events: list[tuple[int, dict[str, Any]]],
+    segment: dict[str, str | None],
+    line_of: dict[str, int],
+    shared: Any,
+    main_events: list[tuple[int, dict[str, Any]]],
+) -> list[Thread]:
+    """One thread per sub-agent: the sidechain events linked to one first event (see the module docstring)."""
+    root_of: dict[str, str] = {}
+    previous: str | None = None
+    for _line, event in side_events:
+        uuid, parent = event["uuid"], _parent_of(event)
+        if parent is not None and parent in root_of:
+            root_of[uuid] = root_of[parent]
+        elif parent is None or parent in segment or previous is None:
+            root_of[uuid] = uuid  # a first event: from a fresh context, or continuing a main-chain event
+        else:
+            root_of[uuid] = root_of[previous]  # its parent is in no event of the file
+        previous = uuid
     answers = {
         e["agentId"]: line + 1
         for line, e in main_events
         if isinstance(e.get("agentId"), str) and e.get("type") == "user"
     }
-    by_uuid = dict((e["uuid"], e) for _line, e in side_events)
-    taken_side: set[str] = set()
-    for _line, event in side_events:
-        leaf = event["uuid"]
-        if leaf in side_child:
-            continue
-        path = _path(leaf, side_parents)
-        start = next((u for u in path if u not in taken_side), path[0])
-        taken_side.update(path)
-        fork = _parent_of(by_uuid[path[0]])
-        shares = fork is not None and fork in main_ids
-        shared = _path(fork, main_parents) if shares and fork is not None else []
-        agent = next(
-            (by_uuid[u]["agentId"] for u in path if isinstance(by_uuid[u].get("agentId"), str)), None
-        )
-        side_lines = frozenset(line_of[u] for u in path)
+    events = {e["uuid"]: e for _line, e in side_events}
+    threads = []
+    for root in dict.fromkeys(root_of.values()):
+        own = [u for u, r in root_of.items() if r == root]
+        fork = _parent_of(events[root])
+        shares = fork is not None and fork in segment
+        lines = {line_of[u] for u in own}
+        if shares and fork is not None:
+            lines |= shared(segment[fork], line_of[root])
+        agent = next((events[u]["agentId"] for u in own if isinstance(events[u].get("agentId"), str)), None)
         threads.append(
             Thread(
                 "sidechain",
-                start,
-                tuple(sorted(side_lines | {line_of[u] for u in shared})),
-                side_lines,
+                root,
+                tuple(sorted(lines)),
+                frozenset(line_of[u] for u in own),
                 shares,
                 agent,
                 answers.get(agent) if agent is not None else None,
             )
         )
-    return SessionTree(main, len(off_active), tuple(threads))
+    return threads
 
 
 def path_lines(text: str, keep: tuple[int, ...], sidechain: frozenset[int] = frozenset()) -> str:
