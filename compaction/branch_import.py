@@ -10,10 +10,10 @@ path, so a branch's messages are exactly what importing that path alone would gi
 * **pi** session trees (entries with ``id`` / ``parentId``): the parser returns the active
   branch (root to the last entry); each other leaf's path is a branch ``CONVERSATION@LEAF_ID``.
 * **Claude Code** sessions (:mod:`compaction.formats.claude_code_tree`): under ``--branches``
-  the main conversation is the active path (the abandoned events of a rewind are left out of
-  it, not flattened in: :func:`session_main`); each rewind is a branch
-  ``CONVERSATION@UUID`` forked where the user went back (``UUID``: the first event of the
-  abandoned part), and each sub-agent's sidechain a branch ``CONVERSATION@sidechain-UUID``
+  the main conversation leaves out the abandoned events of each rewind (an event with two or
+  more prompts as children: the user went back and asked again), instead of flattening them
+  in (:func:`session_main`); each rewind is a branch ``CONVERSATION@UUID`` forked where the
+  user went back (``UUID``: the abandoned prompt), and each sub-agent's sidechain a branch ``CONVERSATION@sidechain-UUID``
   (``UUID``: its first event) forked at the event it continues.  A sidechain whose first event
   continues nothing (``parentUuid: null``: Claude Code starts a sub-agent from a fresh
   context, so it shares no history with the main conversation) is a conversation of its own
@@ -166,15 +166,15 @@ def session_main(
 ) -> tuple[ParsedTranscript, list[str]]:
     """Return what ``compaction import --branches`` appends to ``conversation``, and notes to print.
 
-    For a Claude Code session with rewinds, the parse of its active path (the abandoned
-    events are left out: :func:`import_branches` imports them as branches); for any other
-    transcript, ``parsed`` itself.  When ``conversation`` already holds messages that the
-    new main path does not start with (imported before without ``--branches``, flattened,
-    or the session was rewound since), nothing is appended to it and the note says so:
-    its path imports as a branch instead.
+    For a Claude Code session with rewinds, the parse of its main conversation with the
+    rewound branches left out (:func:`import_branches` imports them as branches); for any
+    other transcript, ``parsed`` itself.  When ``conversation`` already holds messages that
+    the new main conversation does not start with (imported before without ``--branches``,
+    flattened, or the session was rewound since), nothing is appended to it and the note
+    says so: the main conversation imports as a branch ``CONVERSATION@active-UUID`` instead.
 
     Raises:
-        InvalidTranscript: the active path could not be parsed.
+        InvalidTranscript: the main conversation could not be parsed.
         StoreError: the store could not be read.
     """
     if parsed.format != "claude-code":
@@ -190,9 +190,9 @@ def session_main(
     prints = [m.fingerprint() for m in main.messages]
     if held and prints[: len(held)] != held:
         return dataclasses.replace(main, messages=[]), [
-            f"conversation {conversation!r} holds messages this session's active path does not start with "
+            f"conversation {conversation!r} holds messages this session's main conversation does not start with "
             "(imported before without --branches, or the session was rewound since): nothing is appended to it; "
-            "the active path imports as a branch"
+            "the main conversation imports as a branch of it"
         ]
     return main, []
 
@@ -323,7 +323,7 @@ def _claude_code_paths(
 
 
 def _uuid_at(text: str, lines: tuple[int, ...]) -> str | None:
-    """The uuid of the last event among ``lines`` (the active path's leaf)."""
+    """The uuid of the last main-chain event among ``lines`` (the main conversation's newest)."""
     all_lines = text.splitlines()
     for index in reversed(lines):
         try:

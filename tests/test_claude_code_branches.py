@@ -66,7 +66,7 @@ def test_a_rewind_is_a_branch_forked_where_the_user_went_back(location: str) -> 
             "note": "",
         }
     ]
-    # the main conversation is the active path: the abandoned attempt is not flattened into it
+    # the main conversation leaves the abandoned attempt out instead of flattening it in
     assert _texts(store, main_name) == [
         "Start",
         "Ready",
@@ -247,9 +247,9 @@ def test_a_flattened_import_is_kept_and_the_active_path_becomes_a_branch(tmp_pat
     report = _import(REWOUND, store)
     assert report["added"] == 0
     assert report["branch_notes"] == [
-        "conversation 'claude-code-log__dag_compact_after_rewind' holds messages this session's active path does not "
-        "start with (imported before without --branches, or the session was rewound since): nothing is appended to it; "
-        "the active path imports as a branch"
+        "conversation 'claude-code-log__dag_compact_after_rewind' holds messages this session's main conversation does "
+        "not start with (imported before without --branches, or the session was rewound since): nothing is appended "
+        "to it; the main conversation imports as a branch of it"
     ]
     main_name = report["conversation"]
     assert [(b["name"], b["fork_seq"], b["added"]) for b in report["branches"]] == [
