@@ -935,7 +935,7 @@ cdef Py_ssize_t _bpe_count_short(const _Ranks* r, const uint8_t* b, Py_ssize_t n
     cdef uint32_t rank[SHORT_PIECE + 1]
     cdef Py_ssize_t m = n + 1
     cdef Py_ssize_t k, best
-    cdef uint32_t lowest
+    cdef uint64_t lowest, key
     cdef uint64_t right_head, right_hash, left_head, left_hash
     cdef bint right, left
     for k in range(n - 1):
@@ -945,13 +945,15 @@ cdef Py_ssize_t _bpe_count_short(const _Ranks* r, const uint8_t* b, Py_ssize_t n
     bound[n] = <uint32_t>n
     rank[n - 1] = NO_RANK
     while True:
-        lowest = NO_RANK
-        best = -1
+        # the lowest (rank, k): the leftmost of the lowest ranks, without a branch per part
+        if m <= 2:
+            return 1
+        lowest = ~(<uint64_t>0)
         for k in range(m - 2):
-            if rank[k] < lowest:
-                lowest = rank[k]
-                best = k
-        if best < 0:
+            key = ((<uint64_t>rank[k]) << 32) | <uint64_t>k
+            lowest = key if key < lowest else lowest
+        best = <Py_ssize_t>(lowest & 0xFFFFFFFFU)
+        if rank[best] == <uint32_t>NO_RANK:
             return m - 1
         # parts best and best + 1 merge: their span with the next part, the previous one's with it
         right = best + 3 < m and _prepare(r, b + bound[best], bound[best + 3] - bound[best],
