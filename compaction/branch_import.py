@@ -304,7 +304,10 @@ def _claude_code_paths(
             )
     for thread in tree.threads:
         parsed = _parse_text(
-            transcript, path_lines(text, thread.lines, thread.sidechain_lines), "claude-code", lenient
+            transcript,
+            path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines),
+            "claude-code",
+            lenient,
         )
         if thread.kind == "rewind":
             out.append(_Path(branch_name(conversation, thread.start), "rewind", parsed.messages))
@@ -345,6 +348,13 @@ def _why(thread: Thread, conversation: str) -> str:
         return ""
     task = f"; it answers the Task call whose result is line {thread.task_line}" if thread.task_line else ""
     agent = f" (agent {thread.agent_id})" if thread.agent_id else ""
+    if thread.carried_lines:
+        lines = sorted(thread.carried_lines)
+        return (
+            f"sub-agent{agent} whose messages {len(lines)} progress events carry (lines {lines[0] + 1} to "
+            f"{lines[-1] + 1}): a sub-agent starts from a fresh context, so it shares no history with "
+            f"{conversation!r} and is a conversation of its own named after it{task}"
+        )
     return (
         f"sub-agent sidechain{agent} starting at event {thread.start}: its first event continues no event of the "
         f"main chain (a sub-agent starts from a fresh context), so it shares no history with {conversation!r} and "

@@ -240,6 +240,58 @@ def test_a_rewound_branch_keeps_its_parallel_tool_calls(tmp_path: Path) -> None:
         compile_request(branch, Recipe(budget_tokens=4000))
 
 
+def test_a_subagent_carried_by_progress_events_is_a_conversation_of_its_own(tmp_path: Path) -> None:
+    """Newer versions carry each message of a sub-agent in a progress event under the Task call
+    (``data.message``, the shape of Claude Code 2.1 sessions such as marot/spotter's fixtures)."""
+    task = [{"type": "tool_use", "id": "toolu_9", "name": "Task", "input": {"prompt": "count the files"}}]
+
+    def carried(uuid: str, parent: str, kind: str, content: object) -> str:
+        inner = {
+            "type": kind,
+            "uuid": f"sub-{uuid}",
+            "timestamp": "t",
+            "message": {"role": kind, "content": content},
+        }
+        data = {"type": "agent_progress", "agentId": "a77", "prompt": "count the files", "message": inner}
+        event = {
+            "type": "progress",
+            "uuid": uuid,
+            "parentUuid": parent,
+            "isSidechain": False,
+            "sessionId": "s",
+        }
+        return json.dumps({**event, "data": data, "parentToolUseID": "toolu_9", "toolUseID": "agent_msg_1"})
+
+    answer = [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "12 files"}]
+    lines = [
+        _event("u1", None, "user", "how many files?"),
+        _event("a1", "u1", "assistant", task),
+        carried("p1", "a1", "user", "count the files"),
+        carried("p2", "p1", "assistant", [{"type": "text", "text": "there are 12"}]),
+        _event("r1", "a1", "user", answer),
+        _event("a2", "r1", "assistant", "12 files"),
+    ]
+    path = tmp_path / "agents.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "s.db"
+    report = _import(path, store)
+    assert report["messages"] == 4
+    [side] = report["branches"]
+    assert (side["name"], side["parent"], side["messages"], side["kind"]) == (
+        "agents@sidechain-agent-a77",
+        None,
+        2,
+        "sidechain",
+    )
+    assert side["note"] == (
+        "sub-agent (agent a77) whose messages 2 progress events carry (lines 3 to 4): a sub-agent starts from a "
+        "fresh context, so it shares no history with 'agents' and is a conversation of its own named after it; "
+        "it answers the Task call whose result is line 5"
+    )
+    assert _texts(store, side["name"]) == ["count the files", "there are 12"]
+    assert [b["added"] for b in _import(path, store)["branches"]] == [0]
+
+
 def test_a_flattened_import_is_kept_and_the_active_path_becomes_a_branch(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
     flat = CliRunner().invoke(main, ["import", str(REWOUND), "--store", str(store), "--json"])

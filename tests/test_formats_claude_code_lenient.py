@@ -135,7 +135,8 @@ def test_progress_events_carrying_a_subagent_message_are_reported(tmp_path: Path
     assert [m.content[0]["text"] for m in parsed.messages] == [f"message {i}" for i in range(4)]
     assert [p[len(str(path)) + 1 :] for p in parsed.problems] == [
         "3: 1 progress event carrying a sub-agent's message (data.message, under the parentToolUseID "
-        "call; line 3) is not imported into the main conversation"
+        "call; line 3) is not imported into the main conversation (compaction import --branches imports each "
+        "sub-agent's as a conversation of its own)"
     ]
 
 

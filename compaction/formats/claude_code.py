@@ -192,7 +192,7 @@ class _Chain:
                 + (
                     " (compaction import --branches imports each sidechain as a branch)"
                     if lines is self.sidechain_lines
-                    else ""
+                    else " (compaction import --branches imports each sub-agent's as a conversation of its own)"
                 ),
                 line=lines[0],
             )

@@ -55,6 +55,9 @@ class Thread:
         agent_id: the sidechain's ``agentId`` when an event carries one.
         task_line: the line (1-based) of the main-chain tool result that answers the
             sub-agent's ``Task`` call (same ``agentId``), when there is one.
+        carried_lines: lines of ``progress`` events that carry the sub-agent's messages
+            (``data.message``, newer versions) instead of sidechain events; each is parsed
+            as the event it carries.
     """
 
     kind: str
@@ -64,6 +67,7 @@ class Thread:
     shares_history: bool
     agent_id: str | None = None
     task_line: int | None = None
+    carried_lines: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,7 @@ def session_tree(text: str) -> SessionTree:
         for root in sorted(origin, key=lambda r: line_of[r])
     ]
     threads += _sidechains(side_events, segment, line_of, shared, main_events)
+    threads += _carried(entries, main_events)
     return SessionTree(main, len(rewound), tuple(threads))
 
 
@@ -255,9 +260,65 @@ def _sidechains(
     return threads
 
 
-def path_lines(text: str, keep: tuple[int, ...], sidechain: frozenset[int] = frozenset()) -> str:
+def _carried(
+    entries: list[tuple[int, dict[str, Any]]], main_events: list[tuple[int, dict[str, Any]]]
+) -> list[Thread]:
+    """One thread per sub-agent whose messages ``progress`` events carry (``data.message``), by agent.
+
+    Newer versions write a sub-agent's own transcript to a file of its own and, in the main
+    file, a ``progress`` event per message of it (``data.agentId``, under the ``Task`` call
+    ``parentToolUseID``); the sub-agent starts from a fresh context, so it shares no history.
+    """
+    groups: dict[str, list[int]] = {}
+    calls: dict[str, str] = {}
+    for line, event in entries:
+        data = event.get("data")
+        carried = data.get("message") if isinstance(data, dict) and event.get("type") == "progress" else None
+        if not (isinstance(carried, dict) and isinstance(carried.get("message"), dict)):
+            continue
+        if carried.get("type") not in ("user", "assistant"):
+            continue
+        assert isinstance(data, dict)
+        agent = data.get("agentId") if isinstance(data.get("agentId"), str) else event.get("parentToolUseID")
+        key = str(agent) if isinstance(agent, str) else "progress"
+        groups.setdefault(key, []).append(line)
+        if isinstance(event.get("parentToolUseID"), str):
+            calls.setdefault(key, event["parentToolUseID"])
+    answers: dict[str, int] = {}
+    for line, event in main_events:
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and isinstance(block.get("tool_use_id"), str)
+            ):
+                answers.setdefault(block["tool_use_id"], line + 1)
+    return [
+        Thread(
+            "sidechain",
+            f"agent-{key}",
+            tuple(lines),
+            frozenset(),
+            False,
+            key,
+            answers.get(calls.get(key, "")),
+            frozenset(lines),
+        )
+        for key, lines in groups.items()
+    ]
+
+
+def path_lines(
+    text: str,
+    keep: tuple[int, ...],
+    sidechain: frozenset[int] = frozenset(),
+    carried: frozenset[int] = frozenset(),
+) -> str:
     """Return ``text`` with only the lines ``keep`` (the others blank, so line numbers stay), the
-    ``sidechain`` ones rewritten with ``isSidechain: false`` so the parser takes them as messages."""
+    ``sidechain`` ones rewritten with ``isSidechain: false`` and the ``carried`` ``progress`` ones
+    replaced by the event they carry, so the parser takes them as messages."""
     lines = text.splitlines()
     kept = set(keep)
     out = []
@@ -266,6 +327,9 @@ def path_lines(text: str, keep: tuple[int, ...], sidechain: frozenset[int] = fro
             out.append("")
         elif index in sidechain:
             out.append(json.dumps({**json.loads(line), "isSidechain": False}, ensure_ascii=False))
+        elif index in carried:
+            event = json.loads(line)
+            out.append(json.dumps({**event["data"]["message"], "isSidechain": False}, ensure_ascii=False))
         else:
             out.append(line)
     return "\n".join(out) + "\n"
