@@ -20,7 +20,9 @@ main-chain event.
 * one :class:`Thread` per rewind: its events (its whole subtree but the rewinds inside it),
   preceded by the events of what it forks from that come before it in the file;
 * one :class:`Thread` per sidechain: its events, preceded the same way by the main
-  conversation's when it continues a main-chain event.
+  conversation's when it continues a main-chain event;
+* one :class:`Thread` per sub-agent whose messages newer versions carry in ``progress``
+  events (``data.message``, by ``data.agentId``, under the ``Task`` call): those events.
 
 Each thread is parsed by the Claude Code parser in file order, as the main conversation is.
 Links that do not fork: a main-chain event whose ``parentUuid`` is ``null`` (Claude Code
