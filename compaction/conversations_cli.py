@@ -91,8 +91,9 @@ def branch_command(store_path: str, conversation: str | None, at: int, name: str
 def pin_command(store_path: str, conversation: str | None, seq: int, unpin: bool, as_json: bool) -> None:
     """Pin message SEQ: every compile of the conversation keeps its text verbatim, counted in the budget.
 
-    Its text joins the system text of each request, however much of the history around it is
-    summarized; a compile fails with an over-budget error when the pinned text alone does
+    Its text joins the system text of each request while it lies before the live window,
+    however much of the history around it is summarized (in the window it is shown in its
+    place, once); a compile fails with an over-budget error when the pinned text alone does
     not fit. System messages are always pinned.
     """
     from .cli import _errors

@@ -242,9 +242,11 @@ class ConversationScope:
         """Pin message ``seq``: compile keeps its text verbatim in every request of this conversation.
 
         A pinned message's text (its text blocks; images as placeholders, as for a system
-        message) joins the system text of every compile, counted in the budget, wherever the
-        rest of the history is summarized; compile raises :class:`~compaction.errors.OverBudget`
-        when the pinned text alone does not fit.  A branch sees the pins its parent made on
+        message) joins the system text of every compile while the message lies before the
+        live window, wherever the rest of the history is summarized, and the message is shown
+        in its place once the window reaches it (once either way, counted once in the budget);
+        compile raises :class:`~compaction.errors.OverBudget` when the pinned text alone does
+        not fit.  A branch sees the pins its parent made on
         the messages it shares.  The messages stay as they are (append-only).
 
         Returns:
