@@ -325,7 +325,8 @@ class WindowPlanner:
             before = starts[-1]
 
     def suffix(self, seq: int) -> int:
-        """Return the planned tokens of the raw messages ``[seq, n)`` (pinned ones excluded)."""
+        """Return the planned tokens of the raw messages ``[seq, n)`` (system messages excluded: they are
+        in the system text; another pinned message in the window is priced here, in its place)."""
         while self._low > seq:
             start = max(seq, self._low - self.PAGE)
             facts = self.store.facts(start, self._low, encoding=self.encoding, dropped=self.format.dropped_block_types)
