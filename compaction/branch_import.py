@@ -192,7 +192,7 @@ def session_main(
         return dataclasses.replace(main, messages=[]), [
             f"conversation {conversation!r} holds messages this session's main conversation does not start with "
             "(imported before without --branches, or the session was rewound since): nothing is appended to it; "
-            "the main conversation imports as a branch of it"
+            f"the main conversation's {len(main.messages)} messages import as a branch of it"
         ]
     return main, []
 

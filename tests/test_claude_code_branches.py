@@ -301,7 +301,7 @@ def test_a_flattened_import_is_kept_and_the_active_path_becomes_a_branch(tmp_pat
     assert report["branch_notes"] == [
         "conversation 'claude-code-log__dag_compact_after_rewind' holds messages this session's main conversation does "
         "not start with (imported before without --branches, or the session was rewound since): nothing is appended "
-        "to it; the main conversation imports as a branch of it"
+        "to it; the main conversation's 8 messages import as a branch of it"
     ]
     main_name = report["conversation"]
     assert [(b["name"], b["fork_seq"], b["added"]) for b in report["branches"]] == [
