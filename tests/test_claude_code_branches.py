@@ -240,6 +240,39 @@ def test_a_rewound_branch_keeps_its_parallel_tool_calls(tmp_path: Path) -> None:
         compile_request(branch, Recipe(budget_tokens=4000))
 
 
+def test_a_rewind_behind_hook_progress_events_is_found(tmp_path: Path) -> None:
+    """Newer versions write a prompt's hook progress events before it, so the fork is at the event
+    both hook chains continue, not at the prompts' own parents."""
+
+    def hook(uuid: str, parent: str) -> str:
+        data = {"type": "hook_progress", "hookEvent": "UserPromptSubmit"}
+        return json.dumps(
+            {"type": "progress", "uuid": uuid, "parentUuid": parent, "sessionId": "s", "data": data}
+        )
+
+    lines = [
+        _event("u1", None, "user", "list the files"),
+        _event("a1", "u1", "assistant", "three files"),
+        hook("h1", "a1"),
+        _event("u2", "h1", "user", "delete them"),
+        _event("a2", "u2", "assistant", "deleted"),
+        hook("h2", "a1"),  # the user went back to a1
+        hook("h3", "h2"),
+        _event("u3", "h3", "user", "summarize them"),
+        _event("a3", "u3", "assistant", "a summary"),
+    ]
+    path = tmp_path / "hooks.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    tree = session_tree(path.read_text())
+    assert [(t.kind, t.start, t.lines) for t in tree.threads] == [("rewind", "u2", (0, 1, 2, 3, 4))]
+    assert tree.main == (0, 1, 5, 6, 7, 8)
+    store = tmp_path / "s.db"
+    report = _import(path, store)
+    assert _texts(store, "hooks") == ["list the files", "three files", "summarize them", "a summary"]
+    assert [(b["name"], b["fork_seq"]) for b in report["branches"]] == [("hooks@u2", 2)]
+    assert _texts(store, "hooks@u2") == ["list the files", "three files", "delete them", "deleted"]
+
+
 def test_a_subagent_carried_by_progress_events_is_a_conversation_of_its_own(tmp_path: Path) -> None:
     """Newer versions carry each message of a sub-agent in a progress event under the Task call
     (``data.message``, the shape of Claude Code 2.1 sessions such as marot/spotter's fixtures)."""

@@ -134,8 +134,9 @@ def session_tree(text: str) -> SessionTree:
     """Return the main conversation's lines, the rewinds and the sidechains of a Claude Code session.
 
     A **rewind** is a fork of the main chain between prompts: an event with two or more
-    children that are a person's prompts (the user went back to that point and asked again,
-    or edited the prompt).  Of those, the one whose events reach furthest in the file goes
+    children that are a person's prompts, or lead to one through events that are no messages
+    (the prompt's hook ``progress`` events): the user went back to that point and asked
+    again, or edited the prompt.  Of those, the one whose events reach furthest in the file goes
     on in the conversation; each other starts a rewind branch holding its whole subtree.
     Other forks are not rewinds and stay in the conversation in file order, as the parser
     keeps them: Claude Code links each answer of parallel tool calls to its own call, and
@@ -159,7 +160,6 @@ def session_tree(text: str) -> SessionTree:
         seen.add(uuid)
         (side_events if event.get("isSidechain") is True else main_events).append((line, event))
     line_of = {e["uuid"]: line for line, e in main_events + side_events}
-    by_uuid = {e["uuid"]: e for _line, e in main_events + side_events}
     parents = _link(main_events)
     children: dict[str, list[str]] = {}
     for uuid, parent in parents.items():
@@ -170,13 +170,16 @@ def session_tree(text: str) -> SessionTree:
         parent = parents[event["uuid"]]
         if parent is not None:
             reach[parent] = max(reach[parent], reach[event["uuid"]])
+    ahead = _prompts_ahead(main_events, children, line_of)
     segment: dict[str, str | None] = {}  # event -> the rewind it belongs to (None: the conversation)
+    names: dict[str, str] = {}  # a rewind's first event -> its prompt's uuid (names the branch)
     for _line, event in main_events:
         uuid = event["uuid"]
         parent = parents[uuid]
-        prompts = [c for c in children.get(parent, []) if is_prompt(by_uuid[c])] if parent is not None else []
-        if len(prompts) >= 2 and uuid in prompts and uuid != max(prompts, key=lambda c: reach[c]):
+        led = [c for c in children.get(parent, []) if c in ahead] if parent is not None else []
+        if len(led) >= 2 and uuid in led and uuid != max(led, key=lambda c: reach[c]):
             segment[uuid] = uuid
+            names[uuid] = ahead[uuid]
         else:
             segment[uuid] = segment[parent] if parent is not None else None
     origin: dict[str, str | None] = {}  # a rewind -> the one it forks from (None: the conversation)
@@ -197,7 +200,7 @@ def session_tree(text: str) -> SessionTree:
     threads = [
         Thread(
             "rewind",
-            root,
+            names[root],
             tuple(
                 sorted(
                     {line_of[u] for u, s in segment.items() if s == root}
@@ -212,6 +215,28 @@ def session_tree(text: str) -> SessionTree:
     threads += _sidechains(side_events, segment, line_of, shared, main_events)
     threads += _carried(entries, main_events)
     return SessionTree(main, len(rewound), tuple(threads))
+
+
+def _prompts_ahead(
+    events: list[tuple[int, dict[str, Any]]], children: dict[str, list[str]], line_of: dict[str, int]
+) -> dict[str, str]:
+    """Map each event that leads to a prompt to that prompt's uuid: a prompt itself, or an event
+    that is no message (a hook ``progress``, a ``system`` event) with a prompt after it before any
+    message (newer versions put the prompt's hooks before it)."""
+    kinds = {e["uuid"]: e for _line, e in events}
+    ahead: dict[str, str] = {}
+    for _line, event in reversed(events):  # children come after their parent in the file
+        uuid = event["uuid"]
+        if is_prompt(event):
+            ahead[uuid] = uuid
+        elif event.get("type") not in ("user", "assistant"):
+            found = sorted((line_of[ahead[c]], ahead[c]) for c in children.get(uuid, []) if c in ahead)
+            if found and all(
+                kinds[c].get("type") not in ("user", "assistant") or c in ahead
+                for c in children.get(uuid, [])
+            ):
+                ahead[uuid] = found[0][1]
+    return ahead
 
 
 def _sidechains(
