@@ -1,8 +1,8 @@
 """Property: a Claude Code session with random rewinds and parallel tool calls imports with
 ``--branches`` losing nothing and storing nothing twice.
 
-Sessions are generated as Claude Code writes them: turns of a prompt and an answer (some
-answers make two parallel tool calls, a block a line under one message id, each result
+Sessions are generated as Claude Code writes them: turns of a prompt (some behind a hook
+``progress`` event) and an answer (some answers make two parallel tool calls, a block a line under one message id, each result
 naming its own call), and rewinds (a new prompt continuing the event an earlier prompt
 continued).  For each: every event off the main conversation is in a rewind thread; the
 store holds exactly as many message rows as the flattened import has messages (each
@@ -53,7 +53,18 @@ def sessions(draw: Any) -> list[dict[str, Any]]:
         if prompts and draw(st.booleans()):
             parent = draw(st.sampled_from(prompts))  # a rewind: ask again from where an earlier prompt was
         prompt = f"p{turn}"
-        events.append(_line(prompt, parent, "user", f"ask {turn}"))
+        if draw(st.booleans()):  # the prompt's hook, written before it (newer versions)
+            hook = {
+                "type": "progress",
+                "uuid": f"h{turn}",
+                "parentUuid": parent,
+                "sessionId": "s",
+                "data": {},
+            }
+            events.append(hook)
+            events.append(_line(prompt, f"h{turn}", "user", f"ask {turn}"))
+        else:
+            events.append(_line(prompt, parent, "user", f"ask {turn}"))
         prompts.append(parent)
         if draw(st.booleans()):  # two parallel tool calls, one line each, then their results
             calls = [
