@@ -303,12 +303,10 @@ def _claude_code_paths(
                 _Path(branch_name(conversation, f"active-{_uuid_at(text, tree.main)}"), "rewind", active)
             )
     for thread in tree.threads:
-        parsed = _parse_text(
-            transcript,
-            path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines),
-            "claude-code",
-            lenient,
-        )
+        lines = path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines)
+        if not _holds_messages(lines):
+            continue  # a thread of events that are no messages (a sub-agent's system events): nothing to import
+        parsed = _parse_text(transcript, lines, "claude-code", lenient)
         if thread.kind == "rewind":
             out.append(_Path(branch_name(conversation, thread.start), "rewind", parsed.messages))
             continue
@@ -323,6 +321,24 @@ def _claude_code_paths(
             )
         )
     return out
+
+
+def _holds_messages(text: str) -> bool:
+    """Whether a Claude Code text holds a user or assistant event the parser would take as a message."""
+    for line in text.splitlines():
+        if '"user"' not in line and '"assistant"' not in line:
+            continue  # a quick skip of blank and other lines before parsing
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("type") in ("user", "assistant")
+            and event.get("isSidechain") is not True
+        ):
+            return True
+    return False
 
 
 def _uuid_at(text: str, lines: tuple[int, ...]) -> str | None:

@@ -430,3 +430,19 @@ def test_a_failure_mid_way_says_what_was_stored(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(branch_import, "_store_path", real)
     made, _notes = import_branches(str(store), path, "tree", "pi")
     assert [(b.name, b.added) for b in made] == [("tree@b1", 0), ("tree@b2", 1)]
+
+
+def test_a_sidechain_of_events_that_are_no_messages_adds_nothing_and_does_not_fail(tmp_path: Path) -> None:
+    system = {
+        "type": "system",
+        "uuid": "s1",
+        "parentUuid": None,
+        "isSidechain": True,
+        "content": "agent started",
+    }
+    lines = [_event("u1", None, "user", "hi"), json.dumps(system), _event("a1", "u1", "assistant", "hello")]
+    path = tmp_path / "quiet.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert [t.start for t in session_tree(path.read_text()).threads] == ["s1"]
+    report = _import(path, tmp_path / "s.db")
+    assert (report["added"], report["branches"]) == (2, [])
