@@ -9,7 +9,7 @@ path, so a branch's messages are exactly what importing that path alone would gi
 
 * **pi** session trees (entries with ``id`` / ``parentId``): the parser returns the active
   branch (root to the last entry); each other leaf's path is a branch ``CONVERSATION@LEAF_ID``.
-* **Claude Code** sessions (:mod:`compaction.formats.claude_code_tree`): under ``--branches``
+* **Claude Code** sessions (:mod:`compaction.formats._claude_code_tree`): under ``--branches``
   the main conversation leaves out the abandoned events of each rewind (an event with two or
   more prompts as children: the user went back and asked again), instead of flattening them
   in (:func:`session_main`); each rewind is a branch ``CONVERSATION@UUID`` forked where the
@@ -39,7 +39,7 @@ from typing import Any
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, load_transcript
-from .formats.claude_code_tree import Thread, path_lines, session_tree
+from .formats._claude_code_tree import Thread, path_lines, session_tree
 from .store.factory import open_store
 from .store.lineage import MAX_NAME
 

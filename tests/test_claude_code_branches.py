@@ -22,7 +22,7 @@ from compaction.branch_import import branch_name, import_branches
 from compaction.cli import main
 from compaction.errors import StoreError
 from compaction.formats import load_transcript
-from compaction.formats.claude_code_tree import session_tree
+from compaction.formats._claude_code_tree import session_tree
 from compaction.store import list_conversations, open_store
 from compaction.store.lineage import check_conversation_name
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from compaction import Recipe, compile_request
 from compaction.cli import main
 from compaction.formats import load_transcript
-from compaction.formats.claude_code_tree import session_tree
+from compaction.formats._claude_code_tree import session_tree
 from compaction.store import list_conversations, open_store
 
 

@@ -45,7 +45,7 @@ earlier event than the one before it (a rewind, or an edited message: the events
 are an abandoned branch) is kept in file order too, with a note naming both lines, so the
 abandoned branch is neither dropped nor passed off silently as part of one conversation;
 ``compaction import --branches`` imports it as a branch instead
-(:mod:`compaction.formats.claude_code_tree`).  Other events that continue an earlier one are
+(:mod:`compaction.formats._claude_code_tree`).  Other events that continue an earlier one are
 not rewinds and get no note: Claude Code links each answer of parallel tool calls to its
 own call, and hook ``progress`` events hang off the chain.
 """
@@ -57,9 +57,9 @@ from typing import Any
 
 from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
+from ._claude_code_tree import is_prompt
 from ._common import Context, Draft, Malformed, iter_jsonl
 from ._sniff import Sample, TranscriptFormat
-from .claude_code_tree import is_prompt
 
 __all__ = ["FORMAT", "NAME", "parse", "sniff"]
 
