@@ -612,7 +612,14 @@ cdef int _remember(_Memo* memo, uint32_t h, uint64_t packed, bint is_packed, con
 # 64-bit word a lookup: about 2% false positives), which stays in the core's cache, answers
 # most of those without touching the table.
 
-DEF NO_RANK = 0xFFFFFFFF
+cdef extern from *:
+    """
+    #define _COUNT_C_NO_RANK 0xFFFFFFFFu
+    """
+    # A C constant: Cython compiles a DEF this large (above a C int) as a Python int, so the
+    # with-GIL _bpe_count compared each rank with it through Python objects (a PyLong made for
+    # the whole-piece lookup of every miss and for each pair the heap merge pushed).
+    const uint32_t NO_RANK "_COUNT_C_NO_RANK"   # no token
 DEF STACK_PIECE = 128   # a piece of at most this many bytes is merged with arrays on the stack
 DEF SHORT_PIECE = 96    # ... and one of at most this many by tiktoken's scan (_bpe_count_short)
 
@@ -953,7 +960,7 @@ cdef Py_ssize_t _bpe_count_short(const _Ranks* r, const uint8_t* b, Py_ssize_t n
             key = ((<uint64_t>rank[k]) << 32) | <uint64_t>k
             lowest = key if key < lowest else lowest
         best = <Py_ssize_t>(lowest & 0xFFFFFFFFU)
-        if rank[best] == <uint32_t>NO_RANK:
+        if rank[best] == NO_RANK:
             return m - 1
         # parts best and best + 1 merge: their span with the next part, the previous one's with it
         right = best + 3 < m and _prepare(r, b + bound[best], bound[best + 3] - bound[best],
