@@ -15,9 +15,10 @@ file, as an agent loop does, and every request is checked:
 * coverage (each message raw or under exactly one shown summary, in order) and tool
   pairing (and the rest of the provider's grammar) hold in every request;
 * at a generated turn the store is handed to another process (a worker started once per
-  module), whose compile of the same store is byte-identical to this process's; the
-  conversation then goes on in a freshly opened store object (no in-memory caches), whose
-  requests still extend the previous ones.
+  module): its compile of the same store is byte-identical to this process's, and it
+  appends the next turn and compiles a request that extends the previous one; the
+  conversation then goes on in a freshly opened store object (no in-memory caches), which
+  compiles the other process's request byte for byte and whose requests still extend it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from compaction.store import HistoryStore
 
 WORKER = r"""
 import base64, json, sys
-from compaction import open_store
+from compaction import Message, OverBudget, open_store
 from compaction.events import compile_in_events
 from compaction.recipe import recipe_from_mapping
 from compaction.summarizers.extractive import ExtractiveSummarizer
@@ -59,8 +60,19 @@ for line in sys.stdin:
     job = json.loads(line)
     recipe = recipe_from_mapping(job["recipe"])
     with open_store(job["path"], create=False, conversation=job["conversation"]) as store:
-        compiled, ticks = compile_in_events(store, recipe, lambda: ExtractiveSummarizer(recipe.encoding))
-        answer = {"payload": base64.b64encode(compiled.request.payload).decode(), "ticks": len(ticks)}
+        if job["append"]:
+            store.append([Message(m["role"], tuple(m["content"])) for m in job["append"]])
+        try:
+            compiled, ticks = compile_in_events(store, recipe, lambda: ExtractiveSummarizer(recipe.encoding))
+        except OverBudget as err:
+            sys.stdout.write(json.dumps({"over": err.stage}) + "\n")
+            sys.stdout.flush()
+            continue
+        answer = {
+            "payload": base64.b64encode(compiled.request.payload).decode(),
+            "ticks": len(ticks),
+            "events": len(store.events()),
+        }
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
 """
@@ -77,15 +89,34 @@ class Worker:
             [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
-    def compile(self, path: Path, conversation: str, recipe: Recipe) -> tuple[bytes, int]:
+    def compile(
+        self,
+        path: Path,
+        conversation: str,
+        recipe: Recipe,
+        append: list[Message] = (),  # type: ignore[assignment]
+    ) -> tuple[bytes, int, int]:
+        """Append ``append`` (if any) there, compile; return the payload, compression rounds and events."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        job = {"path": str(path), "conversation": conversation, "recipe": recipe.to_dict()}
+        job = {
+            "path": str(path),
+            "conversation": conversation,
+            "recipe": recipe.to_dict(),
+            "append": [{"role": m.role, "content": list(m.content)} for m in append],
+        }
         self.process.stdin.write(json.dumps(job) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         assert line, "the worker process ended"
         answer = json.loads(line)
-        return base64.b64decode(answer["payload"]), int(answer["ticks"])
+        if "over" in answer:
+            raise OverBudget(
+                f"over budget in the other process ({answer['over']})",
+                stage=answer["over"],
+                budget=0,
+                needed=0,
+            )
+        return base64.b64decode(answer["payload"]), int(answer["ticks"]), int(answer["events"])
 
     def close(self) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -313,11 +344,21 @@ def test_generated_conversations_with_pins_branches_masking_ledger_and_names(
             with open_store(path, conversation="main") as store:
                 last = _replay(store, turns[:handoff], recipe, pins, None)
                 assert last is not None
-                there, ticks = worker.compile(path, "main", recipe)
+                there, ticks, _events = worker.compile(path, "main", recipe)
                 assert ticks == 0 and there == last[2], "another process compiled another request"
                 fork_seq = sum(len(t) for t in turns[:fork]) if fork <= handoff else store.next_seq()
+            if handoff < len(turns):  # the other process takes the next turn: append, compile
+                there, _ticks, events = worker.compile(path, "main", recipe, turns[handoff])
+                body = payload_json(there)
+                check_tool_pairing(body, recipe.output_format)
+                check_provider_grammar(body, recipe.output_format)
+                assert independent_tokens(body, recipe.target_model) <= budget
+                if events == last[0]:
+                    _assert_extends(last[1], body)
+                last = (events, body, there)
             with open_store(path, conversation="main") as reopened:  # a restarted agent: no warm caches
-                last = _replay(reopened, turns[handoff:], recipe, pins[handoff:], last)
+                assert compile_in_events(reopened, recipe, CapturingSummarizer)[0].request.payload == last[2]
+                last = _replay(reopened, turns[handoff + 1 :], recipe, pins[handoff + 1 :], last)
                 reopened.branch("alt", min(fork_seq, reopened.next_seq()))
                 event(f"main events: {min(len(reopened.events()), 3)}")
             with open_store(path, conversation="alt") as branch:
