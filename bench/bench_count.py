@@ -16,7 +16,9 @@ whole batch: no faster on four corpora of six, and it counts a batch, not a text
 takes seconds and is not timed), and toktok-rs ``batch_count([text], threads=1)`` and quicktok
 ``len(encode(text))``, which keep no cache across calls that we know of, so their ``cold`` rounds
 are the same calls.  ``test_zz_summary`` prints, per corpus, first-time and warm ratios to
-tiktoken side by side with the mismatches.
+tiktoken side by side with the mismatches.  On a shared machine add
+``--benchmark-timer=time.process_time`` (CPU time: other jobs' load stretches wall time, and a
+counter's worker threads are counted) and ``-k "messages or zz_summary"`` for that table alone.
 """
 
 from __future__ import annotations
