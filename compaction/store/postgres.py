@@ -32,12 +32,11 @@ Concurrency and crashes:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -46,18 +45,11 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, sync, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import (
-    CAPTION_STATUSES,
-    FAILURE_KINDS,
-    Caption,
-    CompactionEvent,
-    MessageFacts,
-    PromptTurn,
-    StoredSummary,
-    SummarySpan,
-)
+from .model import MessageFacts
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
-from .scope import ConversationScope
+from .sql_common import AppendRows, CommonQueries
+from .sql_common import check_ints as _check_ints
+from .sql_common import check_optional_ints as _check_optional_ints
 
 if TYPE_CHECKING:
     import psycopg
@@ -71,8 +63,6 @@ DEFAULT_STORE_NAME = "compaction"
 
 _SCHEMES = ("postgresql", "postgres")
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
-_CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
 
 #: SQLSTATE codes worth naming to a person (the server's own text follows).
 _SQLSTATE_CAUSES = {
@@ -168,7 +158,7 @@ def _kind(message: Message) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-class PostgresStore(usage.UsageRecords, ConversationScope):
+class PostgresStore(usage.UsageRecords, CommonQueries):
     """An append-only PostgreSQL store of messages, image blobs, token counts and summaries.
 
     Args:
@@ -446,16 +436,50 @@ class PostgresStore(usage.UsageRecords, ConversationScope):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
 
+    # -- the dialect of the shared queries (see :mod:`.sql_common`) ----------------------------
+    _BYTEWISE = ' COLLATE "C"'
+    _MESSAGE_COLUMNS = (
+        "role", "content", "source_id", "meta", "kind", "import_key", "tool_uses", "tool_results", "images",
+    )
+
+    def _message_values(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
+        """Return a message row's columns after ``seq``, in the order of ``_MESSAGE_COLUMNS``."""
+        return (
+            row.role,
+            row.content,
+            _bytes(row.source_id),
+            row.meta,
+            _bytes(_kind(message)),
+            import_key,
+            row.tool_uses,
+            row.tool_results,
+            row.images,
+        )
+
+    def _text_in(self, value: str | None) -> object:
+        return _bytes(value)
+
+    def _text_out(self, value: Any) -> str | None:
+        return _text(value)
+
+    def _contains(self, haystack: str, needle: str) -> str:
+        return f"strpos({haystack}, {needle}) > 0"
+
+    def _snapshot(self) -> AbstractContextManager[Any]:
+        return self._db.transaction()
+
+    def _limit(self, limit: int) -> int | None:
+        return None if limit < 0 else limit  # LIMIT NULL: all, as SQLite's LIMIT -1
+
+    def _insert_ignoring(self, into: str, key: str) -> str:
+        return f"INSERT INTO {into} ON CONFLICT ({key}) DO NOTHING"
+
+    def _insert_replacing(self, into: str, key: str, column: str) -> str:
+        return f"INSERT INTO {into} ON CONFLICT ({key}) DO UPDATE SET {column} = EXCLUDED.{column}"
+
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.next_seq()
-
-    def next_seq(self) -> int:
-        """Return the seq the next appended message will get (= the number of messages)."""
-        with self._reading("reading the message count"):
-            where, args = self._rows()
-            row = self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
-        return int(row[0]) if row else 0
 
     def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
         """Append messages; return how many were added.  All messages of one call commit together.
@@ -478,28 +502,7 @@ class PostgresStore(usage.UsageRecords, ConversationScope):
             return 0
         with self._reading("append"), self._write("exclusive"):
             self._own()  # created here, or picked up when another process created it meanwhile
-            return sync.append_batch(_Rows(self), batch, chain_seed)
-
-    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
-        _Rows(self)._store_blobs(row)
-
-    def _blob_for_hydrate(self, sha256: str) -> bytes:
-        row = self._db.execute("SELECT data FROM blobs WHERE sha256 = %s", (sha256,)).fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: image blob {sha256} is missing")
-        return bytes(row[0])
-
-    def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
-        where, args = self._rows("m.")
-        rows = self._db.execute(
-            "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
-            f" {CURRENT_REVISION} WHERE {where} AND m.seq >= %s AND m.seq < %s ORDER BY m.seq",
-            (*args, start, end),
-        ).fetchall()
-        return [
-            (ingest.message_from_row(seq, role, content, _text(source), meta, self._blob_for_hydrate), key)
-            for seq, role, content, source, meta, key in rows
-        ]
+            return sync.append_batch(AppendRows(self), batch, chain_seed)
 
     def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
@@ -508,16 +511,6 @@ class PostgresStore(usage.UsageRecords, ConversationScope):
         with self._reading("reading messages"), self._db.transaction():
             end = self.next_seq() if end is None else end
             return [message for message, _key in self._message_rows(start, end)]
-
-    def iter_messages(self, batch: int = 512) -> Iterator[Message]:
-        """Yield every message in order, reading ``batch`` at a time."""
-        _check_ints(batch=batch)
-        if batch < 1:
-            raise InvalidArgument(f"batch must be 1 or more; found {batch}")
-        start, end = 0, self.next_seq()
-        while start < end:
-            yield from self.messages(start, min(end, start + batch))
-            start += batch
 
     def facts(
         self,
@@ -595,174 +588,6 @@ class PostgresStore(usage.UsageRecords, ConversationScope):
             for seq, role, uses, results, images, tokens, kind, _owner in rows
         ]
 
-    def pinned_seqs(self) -> list[int]:
-        """Return the seqs of the pinned messages (system messages and :meth:`pin`'s), in order."""
-        with self._reading("reading the pinned messages"):
-            where, args = self._rows()
-            pins, pin_args = self._pins()
-            return [
-                int(r[0])
-                for r in self._db.execute(
-                    f"SELECT seq FROM messages WHERE role = 'system' AND {where}"
-                    f" UNION SELECT seq FROM pins WHERE {pins} ORDER BY 1",
-                    (*args, *pin_args),
-                )
-            ]
-
-    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
-        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order."""
-        return [int(row[0]) for row in self._prompt_rows(start, end, texts=False)]
-
-    def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
-        """Return the turns :meth:`prompt_seqs` names, each with its text blocks and kind, in one read.
-
-        The ask ledger's first scan of a long history reads these instead of whole messages
-        (no block checks, no image blobs): one query, not one per turn.
-
-        Raises:
-            StoreError: a row is damaged.
-        """
-        return [
-            ingest.prompt_from_row(int(seq), content, meta)
-            for seq, content, meta in self._prompt_rows(start, end, texts=True)
-        ]
-
-    def _prompt_rows(self, start: int, end: int | None, *, texts: bool) -> list[Any]:
-        """Return ``(seq, content, meta)`` (``texts``) or ``(seq,)`` of the user turns in ``[start, end)`` holding text."""
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        with self._reading("reading the user turns"), self._db.transaction():
-            end = self.next_seq() if end is None else end
-            where, args = self._rows("m.")
-            content = "COALESCE(r.content, m.content)"
-            return list(
-                self._db.execute(
-                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {CURRENT_REVISION}"
-                    f" WHERE {where} AND m.role = 'user' AND m.seq >= %s AND m.seq < %s"
-                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR strpos({content}, '\"type\": \"text\"') > 0"
-                    f" OR strpos({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
-                    (*args, start, end),
-                ).fetchall()
-            )
-
-    # -- image blobs -------------------------------------------------------------------------
-    def blob(self, sha256: str) -> bytes:
-        """Return the stored bytes of the image blob ``sha256``.
-
-        Raises:
-            StoreError: no such blob.
-            InvalidArgument: ``sha256`` is not a string.
-        """
-        if not isinstance(sha256, str):
-            raise InvalidArgument(f"a blob's sha256 must be a string of hex digits; found {found(sha256)}")
-        with self._reading("reading an image blob"):
-            row = self._db.execute("SELECT data FROM blobs WHERE sha256 = %s", (sha256,)).fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: no image blob {sha256}")
-        return bytes(row[0])
-
-    def blob_hashes(self) -> list[str]:
-        """Return the sha256 of every stored blob, sorted."""
-        with self._reading("reading image blobs"):
-            return [str(r[0]) for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256 COLLATE \"C\"")]
-
-    def image_count(self) -> int:
-        """Return the number of distinct stored image blobs."""
-        with self._reading("counting image blobs"):
-            row = self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()
-        return int(row[0]) if row else 0
-
-    # -- image captions ----------------------------------------------------------------------
-    def caption(self, sha256: str) -> Caption | None:
-        """Return the caption row of the image ``sha256`` (made, or its failed attempts), or ``None``.
-
-        Raises:
-            InvalidArgument: ``sha256`` is not a string of hex digits.
-        """
-        _check_sha256(sha256)
-        with self._reading("reading an image caption"):
-            row = self._db.execute(f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = %s", (sha256,)).fetchone()
-        return None if row is None else _caption_from_row(*row)
-
-    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
-        """Return the caption rows of the images ``sha256s`` that have one, by sha256.
-
-        Raises:
-            InvalidArgument: a hash that is not a string of hex digits.
-        """
-        wanted = sorted({_check_sha256(sha) for sha in sha256s})
-        if not wanted:
-            return {}
-        with self._reading("reading image captions"):
-            rows = self._db.execute(
-                f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = ANY(%s)", (wanted,)
-            ).fetchall()
-        return {str(row[0]): _caption_from_row(*row) for row in rows}
-
-    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
-        """Store the caption of the image ``sha256``, replacing failed attempts to make one.
-
-        A caption is made once: when the image has one already, nothing changes (also when
-        two workers add one at once: the first stays).
-
-        Returns:
-            True when stored; False when the image had a caption.
-
-        Raises:
-            StoreError: an empty caption, or the database refused the write.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_sha256(sha256)
-        if not isinstance(text, str):
-            raise InvalidArgument(f"a caption must be a string; found {found(text)}")
-        if not text.strip():
-            raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
-        if not isinstance(provenance, dict):
-            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
-        try:
-            recorded = canonical_json(provenance)
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
-        with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
-            row = self._db.execute(
-                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
-                " VALUES (%s, %s, 'ok', %s, 1, NULL, %s)"
-                " ON CONFLICT (sha256) DO UPDATE SET text = EXCLUDED.text, status = 'ok',"
-                " provenance = EXCLUDED.provenance, attempts = c.attempts + 1, reason = NULL,"
-                " created_at = EXCLUDED.created_at WHERE c.status != 'ok' RETURNING 1",
-                (sha256, _bytes(text), recorded, time.time()),
-            ).fetchone()
-        return row is not None
-
-    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
-        """Record a failed attempt to caption the image ``sha256`` (a made caption is kept).
-
-        Args:
-            kind: ``"failed"`` (the captioner could not caption this image) or ``"outage"``
-                (it could not be reached or used; says nothing of the image).
-
-        Raises:
-            StoreError: an unknown kind, or the database refused the write.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_sha256(sha256)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
-        if kind not in CAPTION_STATUSES[1:]:
-            raise StoreError(
-                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
-            )
-        with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
-            self._db.execute(
-                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
-                " VALUES (%s, NULL, %s, '{}', 1, %s, %s)"
-                " ON CONFLICT (sha256) DO UPDATE SET status = EXCLUDED.status, attempts = c.attempts + 1,"
-                " reason = EXCLUDED.reason, created_at = EXCLUDED.created_at WHERE c.status != 'ok'",
-                (sha256, kind, _bytes(reason), time.time()),
-            )
-
     # -- summaries -------------------------------------------------------------------------
     def add_summary(
         self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
@@ -797,297 +622,6 @@ class PostgresStore(usage.UsageRecords, ConversationScope):
                     (home, level, start_seq, end_seq),
                 ).fetchone()
             return int(row[0]) if row else 0
-
-    def _summaries(self, where: str, args: tuple[Any, ...], order: str) -> list[StoredSummary]:
-        seen, seen_args = self._seen_summaries()
-        rows = self._db.execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {seen} {where} ORDER BY {order}", (*seen_args, *args)
-        ).fetchall()
-        return [ingest.summary_from_row(i, lv, s, e, _text(t) or "", p) for i, lv, s, e, t, p in rows]
-
-    def summaries(self, level: int | None = None) -> list[StoredSummary]:
-        """Return summaries (of one level, or all) ordered by level then start."""
-        _check_optional_ints(level=level)
-        with self._reading("reading summaries"):
-            if level is None:
-                return self._summaries("", (), "level, start_seq")
-            return self._summaries("AND level = %s", (level,), "level, start_seq")
-
-    def summary_frontier(self, level: int = 1) -> int:
-        """Return the end of the newest summary of ``level`` (0 if none)."""
-        _check_ints(level=level)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            row = self._db.execute(
-                f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = %s", (*args, level)
-            ).fetchone()
-        return int(row[0] or 0) if row else 0
-
-    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
-        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
-        _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
-        with self._reading("reading summaries"):
-            found_ = self._summaries(
-                "AND start_seq = %s AND end_seq <= %s", (start_seq, max_end_seq), "level DESC, end_seq DESC LIMIT 1"
-            )
-        return found_[0] if found_ else None
-
-    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
-        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
-        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
-        with self._reading("reading summaries"):
-            return self._summaries(
-                "AND level = %s AND start_seq >= %s AND start_seq < %s AND end_seq <= %s",
-                (level, start_seq, end_seq, end_seq),
-                "start_seq",
-            )
-
-    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
-        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
-        _check_ints(level=level, before_seq=before_seq, limit=limit)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT start_seq FROM summaries WHERE {where} AND level = %s AND start_seq < %s"
-                " ORDER BY start_seq DESC LIMIT %s",
-                (*args, level, before_seq, None if limit < 0 else limit),  # LIMIT NULL: all, as SQLite's LIMIT -1
-            ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
-        """Return the ids and ranges of the ``level`` summaries starting at or after ``from_seq``, by start.
-
-        No texts or provenance are read: the compactor walks chains of ranges with this
-        and reads the texts of only the summaries it merges.  One index range scan.
-
-        Raises:
-            InvalidArgument: ``level`` or ``from_seq`` is not a whole number.
-            StoreError: the store could not be read.
-        """
-        _check_ints(level=level, from_seq=from_seq)
-        with self._reading("reading summary ranges"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT id, start_seq, end_seq FROM summaries WHERE {where} AND level = %s AND start_seq >= %s"
-                " ORDER BY start_seq, end_seq",
-                (*args, level, from_seq),
-            ).fetchall()
-        return [SummarySpan(int(i), level, int(s), int(e)) for i, s, e in rows]
-
-    # -- failures and events -------------------------------------------------------------------
-    def record_failure(
-        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
-    ) -> None:
-        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
-
-        Args:
-            kind: ``"failed"`` (counts toward quarantining the chunk) or ``"outage"`` (does not).
-
-        Raises:
-            StoreError: the database refused the write (the message carries ``reason`` too),
-                or an unknown kind.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
-        if kind not in FAILURE_KINDS:
-            raise StoreError(f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}")
-        doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
-        with self._reading(doing), self._write():
-            own = self._own()
-            self._db.execute(
-                "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (own, level, start_seq, end_seq, _bytes(reason), time.time(), kind),
-            )
-
-    def failures(self) -> list[dict[str, Any]]:
-        """Return the recorded summarizer failures (``level``, ``start_seq``, ``end_seq``, ``reason``, ``kind``), oldest first."""
-        with self._reading("reading summarizer failures"):
-            where, args = self._seen_failures()
-            rows = self._db.execute(
-                f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
-            ).fetchall()
-        return [
-            {"level": int(lv), "start_seq": int(s), "end_seq": int(e), "reason": _text(r), "kind": str(k)}
-            for lv, s, e, r, k in rows
-        ]
-
-    def record_event(
-        self,
-        tokens_before: int,
-        tokens_after: int,
-        budget: int | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> int:
-        """Record one compaction; return its id (ids increase in the order events are recorded).
-
-        Args:
-            tokens_before: tokens of the history before compacting (tokens).
-            tokens_after: tokens of the compiled request after it (tokens).
-            budget: the budget compacted for, ``None`` when there was none (tokens).
-            detail: a JSON object of anything else.
-
-        Raises:
-            StoreError: a negative token figure, or the database refused the write.
-            InvalidArgument: a figure that is not an integer, or a detail that is not a JSON object.
-        """
-        _check_ints(tokens_before=tokens_before, tokens_after=tokens_after)
-        _check_optional_ints(budget=budget)
-        if detail is not None and not isinstance(detail, dict):
-            raise InvalidArgument(f"an event's detail must be a dict; found {found(detail)}")
-        if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
-            raise StoreError(
-                f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
-                f"after={tokens_after}, budget={budget}"
-            )
-        try:
-            recorded = canonical_json(detail or {})
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
-        with self._reading("recording a compaction event"), self._write():
-            row = self._db.execute(
-                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
-                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                (self._own(), time.time(), tokens_before, tokens_after, budget, recorded),
-            ).fetchone()
-        return int(row[0]) if row else 0
-
-    def events(self) -> list[CompactionEvent]:
-        """Return the recorded compaction events, oldest first."""
-        with self._reading("reading compaction events"):
-            rows = self._db.execute(
-                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events"
-                " WHERE conversation_id = %s ORDER BY id",
-                (self._lineage.own,),
-            ).fetchall()
-        return [
-            CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
-            for i, at, b, a, bud, d in rows
-        ]
-
-class _Rows:
-    """The row operations of :func:`.sync.append_batch` on a store's connection (inside its write)."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-        self.db = store._db
-        self.encoding = store.encoding
-
-    def next_seq(self) -> int:
-        where, args = self.store._rows()
-        row = self.db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
-        return int(row[0]) if row else 0
-
-    def last_import_key(self) -> str | None:
-        where, args = self.store._rows()
-        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args).fetchone()
-        return None if row is None else str(row[0])
-
-    def seq_of(self, import_key: str) -> int | None:
-        where, args = self.store._rows()
-        row = self.db.execute(
-            f"SELECT seq FROM messages WHERE import_key = %s AND {where}", (import_key, *args)
-        ).fetchone()
-        return None if row is None else int(row[0])
-
-    def rekey(self, seq: int, import_key: str) -> None:
-        self.db.execute(
-            "UPDATE messages SET import_key = %s WHERE conversation_id = %s AND seq = %s",
-            (import_key, self.store._lineage.owner(seq), seq),
-        )
-
-    def covered(self, seq: int) -> bool:
-        if self.store._lineage.owner(seq) != self.store._lineage.own:
-            return True  # a shared message of the parent: never completed in place from a branch
-        where, args = self.store._seen_summaries()
-        row = self.db.execute(
-            f"SELECT 1 FROM summaries WHERE {where} AND start_seq <= %s AND %s < end_seq LIMIT 1", (*args, seq, seq)
-        ).fetchone()
-        return row is not None
-
-    def row_at(self, seq: int) -> tuple[Message, str] | None:
-        rows = self.store._message_rows(seq, seq + 1)
-        return rows[0] if rows else None
-
-    def _columns(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
-        return (
-            row.role,
-            row.content,
-            _bytes(row.source_id),
-            row.meta,
-            _bytes(_kind(message)),
-            import_key,
-            row.tool_uses,
-            row.tool_results,
-            row.images,
-        )
-
-    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
-        if not row.blobs:
-            return
-        with self.db.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO blobs (sha256, media_type, byte_size, width, height, data)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING",
-                [(b.sha256, _bytes(b.media_type), b.byte_size, b.width, b.height, b.data) for b in row.blobs],
-            )
-
-    def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
-        self._store_blobs(row)
-        own = self.store._own()
-        self.db.execute(
-            "INSERT INTO messages (conversation_id, seq, role, content, source_id, meta, kind, import_key, tool_uses,"
-            " tool_results, images) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (own, seq, *self._columns(import_key, row, message)),
-        )
-        self.db.execute(
-            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT (conversation_id, seq, encoding) DO UPDATE SET text_tokens = EXCLUDED.text_tokens",
-            (own, seq, row.token_key, row.text_tokens),
-        )
-
-    def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
-        self._store_blobs(row)
-        own = self.store._own()
-        self.db.execute(
-            "UPDATE messages SET role = %s, content = %s, source_id = %s, meta = %s, kind = %s, import_key = %s,"
-            " tool_uses = %s, tool_results = %s, images = %s WHERE conversation_id = %s AND seq = %s",
-            (*self._columns(import_key, row, message), own, seq),
-        )
-        self.db.execute("DELETE FROM token_counts WHERE conversation_id = %s AND seq = %s", (own, seq))
-        self.db.execute(
-            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (%s, %s, %s, %s)",
-            (own, seq, row.token_key, row.text_tokens),
-        )
-
-
-def _caption_from_row(
-    sha256: str, text: bytes | None, status: str, provenance: str, attempts: int, reason: bytes | None, created_at: float
-) -> Caption:
-    return Caption(str(sha256), _text(text), str(status), json.loads(provenance), int(attempts), _text(reason), float(created_at))
-
-
-def _check_sha256(sha256: object) -> str:
-    """Return ``sha256`` when it is a string of hex digits, else raise :class:`InvalidArgument`."""
-    if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
-        raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
-    return sha256
-
-
-def _check_ints(**values: object) -> None:
-    """Raise :class:`InvalidArgument` for a value that is not an integer."""
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidArgument(f"{name} must be an integer; found {found(value)}")
-
-
-def _check_optional_ints(**values: object) -> None:
-    """Raise :class:`InvalidArgument` for a value that is neither an integer nor ``None``."""
-    _check_ints(**{name: value for name, value in values.items() if value is not None})
 
 
 if TYPE_CHECKING:

@@ -28,7 +28,6 @@ crash loses nothing committed.  What a message looks like stored is decided in
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -42,17 +41,10 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import (
-    CAPTION_STATUSES,
-    FAILURE_KINDS,
-    Caption,
-    CompactionEvent,
-    MessageFacts,
-    PromptTurn,
-    StoredSummary,
-    SummarySpan,
-)
-from .scope import ConversationScope
+from .model import MessageFacts
+from .sql_common import AppendRows, CommonQueries
+from .sql_common import check_ints as _check_ints
+from .sql_common import check_optional_ints as _check_optional_ints
 from .sync import append_batch
 
 try:
@@ -64,28 +56,6 @@ if TYPE_CHECKING:
     from .base import CaptionStore, HistoryStore
 
 __all__ = ["SQLiteStore", "Store"]
-
-_SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
-_CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
-#: Hashes looked up per statement by :meth:`SQLiteStore.captions` (below SQLite's variable limit).
-_CAPTION_BATCH = 500
-
-
-def _caption_from_row(
-    sha256: str, text: str | bytes | None, status: str, provenance: str, attempts: int,
-    reason: str | bytes | None, created_at: float,
-) -> Caption:
-    return Caption(
-        sha256, ingest.text_from_sql(text), status, json.loads(provenance), int(attempts),
-        ingest.text_from_sql(reason), float(created_at),
-    )
-
-
-def _check_sha256(sha256: object) -> str:
-    """Return ``sha256`` when it is a string of hex digits, else raise :class:`InvalidArgument`."""
-    if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
-        raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
-    return sha256
 
 #: Below this many bytes free on the store's file system, an I/O error is reported as a full disk.
 _NEARLY_FULL = 1 << 20
@@ -147,20 +117,7 @@ def describe_sqlite_error(err: sqlite3.Error, path: str) -> str:
 
 
 
-def _columns(import_key: str, row: ingest.PreparedMessage) -> tuple[object, ...]:
-    """Return a message row's columns after ``seq``, in the table's order."""
-    return (
-        row.role,
-        row.content,
-        ingest.sql_text(row.source_id),
-        row.meta,
-        import_key,
-        row.tool_uses,
-        row.tool_results,
-        row.images,
-    )
-
-class SQLiteStore(usage.UsageRecords, ConversationScope):
+class SQLiteStore(usage.UsageRecords, CommonQueries):
     """An append-only SQLite store of messages, image blobs, token counts and summaries.
 
     Args:
@@ -442,6 +399,37 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
 
+    # -- the dialect of the shared queries (see :mod:`.sql_common`) ----------------------------
+    _MESSAGE_COLUMNS = ("role", "content", "source_id", "meta", "import_key", "tool_uses", "tool_results", "images")
+
+    def _message_values(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
+        """Return a message row's columns after ``seq``, in the order of ``_MESSAGE_COLUMNS``."""
+        return (
+            row.role,
+            row.content,
+            ingest.sql_text(row.source_id),
+            row.meta,
+            import_key,
+            row.tool_uses,
+            row.tool_results,
+            row.images,
+        )
+
+    def _text_in(self, value: str | None) -> object:
+        return ingest.sql_text(value)
+
+    def _text_out(self, value: Any) -> str | None:
+        return ingest.text_from_sql(value)
+
+    def _contains(self, haystack: str, needle: str) -> str:
+        return f"instr({haystack}, {needle}) > 0"
+
+    def _insert_ignoring(self, into: str, key: str) -> str:
+        return f"INSERT OR IGNORE INTO {into}"
+
+    def _insert_replacing(self, into: str, key: str, column: str) -> str:
+        return f"INSERT OR REPLACE INTO {into}"
+
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
         with self._reading("counting messages"):
@@ -491,52 +479,6 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
         return append_batch(_SQLiteRows(self), batch, chain_seed)
 
-    def _seq_of(self, import_key: str) -> int | None:
-        where, args = self._rows()
-        row = self._db.execute(f"SELECT seq FROM messages WHERE import_key = ? AND {where}", (import_key, *args)).fetchone()
-        return None if row is None else int(row[0])
-
-    def _insert(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
-        self._store_blobs(row)
-        own = self._own()
-        self._db.execute(
-            "INSERT INTO messages (conversation_id, seq, role, content, source_id, meta, import_key, tool_uses,"
-            " tool_results, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (own, seq, *_columns(import_key, row)),
-        )
-        self._db.execute(
-            "INSERT OR REPLACE INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (?, ?, ?, ?)",
-            (own, seq, row.token_key, row.text_tokens),
-        )
-
-    def _replace(self, seq: int, import_key: str, row: ingest.PreparedMessage) -> None:
-        """Replace message ``seq`` by its completed form (and drop its counts in other encodings)."""
-        self._store_blobs(row)
-        own = self._own()
-        self._db.execute(
-            "UPDATE messages SET role = ?, content = ?, source_id = ?, meta = ?, import_key = ?,"
-            " tool_uses = ?, tool_results = ?, images = ? WHERE conversation_id = ? AND seq = ?",
-            (*_columns(import_key, row), own, seq),
-        )
-        self._db.execute("DELETE FROM token_counts WHERE conversation_id = ? AND seq = ?", (own, seq))
-        self._db.execute(
-            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (?, ?, ?, ?)",
-            (own, seq, row.token_key, row.text_tokens),
-        )
-
-    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
-        self._db.executemany(
-            "INSERT OR IGNORE INTO blobs (sha256, media_type, byte_size, width, height, data)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [(b.sha256, ingest.sql_text(b.media_type), b.byte_size, b.width, b.height, b.data) for b in row.blobs],
-        )
-
-    def _blob_for_hydrate(self, sha256: str) -> bytes:
-        row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: image blob {sha256} is missing")
-        return bytes(row[0])
-
     def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
         _check_ints(start=start)
@@ -566,24 +508,6 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
             f"{self.path}: message {hole} is missing from the store (messages are numbered without gaps); "
             "the store was edited outside compaction: restore it from a copy, or import the transcript into a new store"
         )
-
-    def iter_messages(self, batch: int = 512) -> Iterator[Message]:
-        """Yield every message in order, reading ``batch`` at a time."""
-        _check_ints(batch=batch)
-        if batch < 1:
-            raise InvalidArgument(f"batch must be 1 or more; found {batch}")
-        start, end = 0, self.next_seq()
-        while start < end:
-            yield from self.messages(start, min(end, start + batch))
-            start += batch
-
-    def next_seq(self) -> int:
-        """Return the seq the next appended message will get (= the number of messages)."""
-        with self._reading("reading the message count"):
-            where, args = self._rows()
-            return int(
-                self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()[0]
-            )
 
     def facts(
         self,
@@ -656,185 +580,6 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
             for seq, role, uses, results, images, tokens, kind, _owner in rows
         ]
 
-    def pinned_seqs(self) -> list[int]:
-        """Return the seqs of the pinned messages (system messages and :meth:`pin`'s), in order."""
-        with self._reading("reading the pinned messages"):
-            where, args = self._rows()
-            pins, pin_args = self._pins()
-            return [
-                int(r[0])
-                for r in self._db.execute(
-                    f"SELECT seq FROM messages WHERE role = 'system' AND {where}"
-                    f" UNION SELECT seq FROM pins WHERE {pins} ORDER BY 1",
-                    (*args, *pin_args),
-                )
-            ]
-
-    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
-        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order.
-
-        These are the turns a person may have written (the ask ledger reads only these);
-        a user turn of tool results alone is not one.
-        """
-        return [int(row[0]) for row in self._prompt_rows(start, end, texts=False)]
-
-    def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
-        """Return the turns :meth:`prompt_seqs` names, each with its text blocks and kind, in one read.
-
-        The ask ledger's first scan of a long history reads these instead of whole messages
-        (no block checks, no image blobs): one query, not one per turn.
-
-        Raises:
-            StoreError: a row is damaged.
-        """
-        return [
-            ingest.prompt_from_row(int(seq), content, meta)
-            for seq, content, meta in self._prompt_rows(start, end, texts=True)
-        ]
-
-    def _prompt_rows(self, start: int, end: int | None, *, texts: bool) -> list[Any]:
-        """Return ``(seq, content, meta)`` (``texts``) or ``(seq,)`` of the user turns in ``[start, end)`` holding text."""
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        with self._reading("reading the user turns"):
-            end = self.next_seq() if end is None else end
-            where, args = self._rows("m.")
-            content = "COALESCE(r.content, m.content)"
-            return list(
-                self._db.execute(
-                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {CURRENT_REVISION}"
-                    f" WHERE {where} AND m.role = 'user' AND m.seq >= ? AND m.seq < ?"
-                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR instr({content}, '\"type\": \"text\"') > 0"
-                    f" OR instr({content}, '\"type\":\"text\"') > 0) ORDER BY m.seq",
-                    (*args, start, end),
-                ).fetchall()
-            )
-
-    # -- image blobs -------------------------------------------------------------------------
-    def blob(self, sha256: str) -> bytes:
-        """Return the stored bytes of the image blob ``sha256``.
-
-        Raises:
-            StoreError: no such blob.
-            InvalidArgument: ``sha256`` is not a string.
-        """
-        if not isinstance(sha256, str):
-            raise InvalidArgument(f"a blob's sha256 must be a string of hex digits; found {found(sha256)}")
-        with self._reading("reading an image blob"):
-            row = self._db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: no image blob {sha256}")
-        return bytes(row[0])
-
-    def blob_hashes(self) -> list[str]:
-        """Return the sha256 of every stored blob, sorted."""
-        with self._reading("reading image blobs"):
-            return [r[0] for r in self._db.execute("SELECT sha256 FROM blobs ORDER BY sha256")]
-
-    def image_count(self) -> int:
-        """Return the number of distinct stored image blobs."""
-        with self._reading("counting image blobs"):
-            return int(self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0])
-
-    # -- image captions ----------------------------------------------------------------------
-    def caption(self, sha256: str) -> Caption | None:
-        """Return the caption row of the image ``sha256`` (made, or its failed attempts), or ``None``.
-
-        Raises:
-            InvalidArgument: ``sha256`` is not a string of hex digits.
-        """
-        _check_sha256(sha256)
-        with self._reading("reading an image caption"):
-            row = self._db.execute(f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = ?", (sha256,)).fetchone()
-        return None if row is None else _caption_from_row(*row)
-
-    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
-        """Return the caption rows of the images ``sha256s`` that have one, by sha256.
-
-        Raises:
-            InvalidArgument: a hash that is not a string of hex digits.
-        """
-        wanted = sorted({_check_sha256(sha) for sha in sha256s})
-        out: dict[str, Caption] = {}
-        with self._reading("reading image captions"):
-            for start in range(0, len(wanted), _CAPTION_BATCH):
-                batch = wanted[start : start + _CAPTION_BATCH]
-                marks = ", ".join("?" for _ in batch)
-                for row in self._db.execute(
-                    f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 IN ({marks})", batch
-                ).fetchall():
-                    caption = _caption_from_row(*row)
-                    out[caption.sha256] = caption
-        return out
-
-    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
-        """Store the caption of the image ``sha256``, replacing failed attempts to make one.
-
-        A caption is made once: when the image has one already, nothing changes.
-
-        Args:
-            sha256: the image's content hash (hex).
-            text: the caption; not empty (the captioner bounds and cleans it first).
-            provenance: a JSON object (summarizer, model, ``prompt_sha256``, ...).
-
-        Returns:
-            True when stored; False when the image had a caption (the first one stays).
-
-        Raises:
-            StoreError: an empty caption, or the database refused the write.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_sha256(sha256)
-        if not isinstance(text, str):
-            raise InvalidArgument(f"a caption must be a string; found {found(text)}")
-        if not text.strip():
-            raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
-        if not isinstance(provenance, dict):
-            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
-        try:
-            recorded = canonical_json(provenance)
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
-        with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
-            cur = self._db.execute(
-                "INSERT INTO captions (sha256, text, status, provenance, attempts, reason, created_at)"
-                " VALUES (?, ?, 'ok', ?, 1, NULL, ?)"
-                " ON CONFLICT (sha256) DO UPDATE SET text = excluded.text, status = 'ok',"
-                " provenance = excluded.provenance, attempts = captions.attempts + 1, reason = NULL,"
-                " created_at = excluded.created_at WHERE captions.status != 'ok'",
-                (sha256, ingest.sql_text(text), recorded, time.time()),
-            )
-            return cur.rowcount > 0
-
-    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
-        """Record a failed attempt to caption the image ``sha256`` (a made caption is kept).
-
-        Args:
-            kind: ``"failed"`` (the captioner was reached and could not caption this image)
-                or ``"outage"`` (it could not be reached or used; says nothing of the image).
-
-        Raises:
-            StoreError: an unknown kind, or the database refused the write.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_sha256(sha256)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
-        if kind not in CAPTION_STATUSES[1:]:
-            raise StoreError(
-                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
-            )
-        with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
-            self._db.execute(
-                "INSERT INTO captions (sha256, text, status, provenance, attempts, reason, created_at)"
-                " VALUES (?, NULL, ?, '{}', 1, ?, ?)"
-                " ON CONFLICT (sha256) DO UPDATE SET status = excluded.status, attempts = captions.attempts + 1,"
-                " reason = excluded.reason, created_at = excluded.created_at WHERE captions.status != 'ok'",
-                (sha256, kind, ingest.sql_text(reason), time.time()),
-            )
-
     # -- summaries -------------------------------------------------------------------------
     def add_summary(
         self, level: int, start_seq: int, end_seq: int, text: str, provenance: dict[str, Any]
@@ -870,193 +615,6 @@ class SQLiteStore(usage.UsageRecords, ConversationScope):
                 ).fetchone()
                 return int(row[0])
             return int(cur.lastrowid or 0)
-
-    def summaries(self, level: int | None = None) -> list[StoredSummary]:
-        """Return summaries (of one level, or all) ordered by level then start."""
-        _check_optional_ints(level=level)
-        where, seen = self._seen_summaries()
-        query = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where}"
-        args: tuple[Any, ...] = tuple(seen)
-        if level is not None:
-            query += " AND level = ?"
-            args = (*seen, level)
-        query += " ORDER BY level, start_seq"
-        with self._reading("reading summaries"):
-            return [ingest.summary_from_row(*row) for row in self._db.execute(query, args).fetchall()]
-
-    def summary_frontier(self, level: int = 1) -> int:
-        """Return the end of the newest summary of ``level`` (0 if none).
-
-        Level-1 summaries are added contiguously from seq 0 (the compactor only closes
-        chunks at the frontier), so for level 1 this is where unsummarized history starts.
-        """
-        _check_ints(level=level)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            row = self._db.execute(f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = ?", (*args, level)).fetchone()
-        return int(row[0] or 0)
-
-    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
-        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
-        _check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            row = self._db.execute(
-                f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-                f" WHERE {where} AND start_seq = ? AND end_seq <= ? ORDER BY level DESC, end_seq DESC LIMIT 1",
-                (*args, start_seq, max_end_seq),
-            ).fetchone()
-        return None if row is None else ingest.summary_from_row(*row)
-
-    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
-        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
-        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT {_SUMMARY_COLUMNS} FROM summaries"
-                f" WHERE {where} AND level = ? AND start_seq >= ? AND start_seq < ? AND end_seq <= ? ORDER BY start_seq",
-                (*args, level, start_seq, end_seq, end_seq),
-            ).fetchall()
-        return [ingest.summary_from_row(*row) for row in rows]
-
-    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
-        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first."""
-        _check_ints(level=level, before_seq=before_seq, limit=limit)
-        with self._reading("reading summaries"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT start_seq FROM summaries WHERE {where} AND level = ? AND start_seq < ?"
-                " ORDER BY start_seq DESC LIMIT ?",
-                (*args, level, before_seq, limit),
-            ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
-        """Return the ids and ranges of the ``level`` summaries starting at or after ``from_seq``, by start.
-
-        No texts or provenance are read: the compactor walks chains of ranges with this
-        and reads the texts of only the summaries it merges.  One index range scan.
-
-        Raises:
-            InvalidArgument: ``level`` or ``from_seq`` is not a whole number.
-            StoreError: the store could not be read.
-        """
-        _check_ints(level=level, from_seq=from_seq)
-        with self._reading("reading summary ranges"):
-            where, args = self._seen_summaries()
-            rows = self._db.execute(
-                f"SELECT id, start_seq, end_seq FROM summaries WHERE {where} AND level = ? AND start_seq >= ?"
-                " ORDER BY start_seq, end_seq",
-                (*args, level, from_seq),
-            ).fetchall()
-        return [SummarySpan(int(i), level, int(s), int(e)) for i, s, e in rows]
-
-    # -- failures and events -------------------------------------------------------------------
-    def record_failure(
-        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
-    ) -> None:
-        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
-
-        Args:
-            kind: ``"failed"`` (the summarizer was reached and failed on this range: the
-                failure counts toward quarantining the chunk) or ``"outage"`` (the summarizer
-                could not be reached or used; it does not count).
-
-        Raises:
-            StoreError: the database refused the write (the message carries ``reason`` too,
-                so the summarizer's failure is not lost behind the store's), or an unknown kind.
-            InvalidArgument: an argument of the wrong type.
-        """
-        _check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
-        if kind not in FAILURE_KINDS:
-            raise StoreError(
-                f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}"
-            )
-        doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
-        with self._reading(doing), self._write():
-            own = self._own()
-            self._db.execute(
-                "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (own, level, start_seq, end_seq, ingest.sql_text(reason), time.time(), kind),
-            )
-
-    def failures(self) -> list[dict[str, Any]]:
-        """Return the recorded summarizer failures, oldest first.
-
-        Each is a dict of ``level``, ``start_seq``, ``end_seq``, ``reason`` and ``kind``
-        (the keyword arguments of :meth:`record_failure`).
-        """
-        with self._reading("reading summarizer failures"):
-            where, args = self._seen_failures()
-            rows = self._db.execute(
-                f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
-            ).fetchall()
-        return [
-            {"level": lv, "start_seq": s, "end_seq": e, "reason": ingest.text_from_sql(r), "kind": k}
-            for lv, s, e, r, k in rows
-        ]
-
-    def record_event(
-        self,
-        tokens_before: int,
-        tokens_after: int,
-        budget: int | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> int:
-        """Record one compaction; return its id.
-
-        Args:
-            tokens_before: tokens of the history before compacting (tokens).
-            tokens_after: tokens of the compiled request after it (tokens).
-            budget: the budget compacted for, ``None`` when there was none (tokens).
-            detail: a JSON object of anything else (summaries added, model, format...).
-
-        Returns:
-            The event's id; ids increase in the order events are recorded.
-
-        Raises:
-            StoreError: a negative token figure, or the database refused the write.
-            InvalidArgument: a figure that is not an integer, or a detail that is not a JSON object.
-        """
-        _check_ints(tokens_before=tokens_before, tokens_after=tokens_after)
-        _check_optional_ints(budget=budget)
-        if detail is not None and not isinstance(detail, dict):
-            raise InvalidArgument(f"an event's detail must be a dict; found {found(detail)}")
-        if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
-            raise StoreError(
-                f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
-                f"after={tokens_after}, budget={budget}"
-            )
-        try:
-            recorded = canonical_json(detail or {})
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
-        with self._reading("recording a compaction event"), self._write():
-            cur = self._db.execute(
-                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (self._own(), time.time(), tokens_before, tokens_after, budget, recorded),
-            )
-            return int(cur.lastrowid or 0)
-
-    def events(self) -> list[CompactionEvent]:
-        """Return the recorded compaction events, oldest first."""
-        with self._reading("reading compaction events"):
-            rows = self._db.execute(
-                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events"
-                " WHERE conversation_id = ? ORDER BY id",
-                (self._lineage.own,),
-            ).fetchall()
-        return [
-            CompactionEvent(i, at, before, after, budget, json.loads(detail))
-            for i, at, before, after, budget, detail in rows
-        ]
 
     # -- the compaction claim --------------------------------------------------------------
     @contextmanager
@@ -1153,18 +711,6 @@ def _still_named(fd: int, path: str) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
-def _check_ints(**values: object) -> None:
-    """Raise :class:`InvalidArgument` for a value that is not an integer."""
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidArgument(f"{name} must be an integer; found {found(value)}")
-
-
-def _check_optional_ints(**values: object) -> None:
-    """Raise :class:`InvalidArgument` for a value that is neither an integer nor ``None``."""
-    _check_ints(**{name: value for name, value in values.items() if value is not None})
-
-
 #: The store's public name: the SQLite backend.
 Store = SQLiteStore
 
@@ -1177,53 +723,19 @@ if TYPE_CHECKING:
         return store  # and against the caption protocol
 
 
-class _SQLiteRows:
-    """The row operations :func:`~compaction.store.sync.append_batch` needs, on an SQLite store
-    inside its write transaction (the same algorithm :mod:`.postgres` runs)."""
+class _SQLiteRows(AppendRows):
+    """:class:`.sql_common.AppendRows` on an SQLite store inside its write transaction, reading the
+    message count and a stored message through the store's own methods (their error words)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
-        self._store = store
-        self._db = store._db
-        self.encoding = store.encoding
+    store: SQLiteStore
 
     def next_seq(self) -> int:
-        return self._store.next_seq()
-
-    def last_import_key(self) -> str | None:
-        where, args = self._store._rows()
-        row = self._db.execute(
-            f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args
-        ).fetchone()
-        return None if row is None else str(row[0])
-
-    def seq_of(self, import_key: str) -> int | None:
-        return self._store._seq_of(import_key)
-
-    def rekey(self, seq: int, import_key: str) -> None:
-        self._db.execute(
-            "UPDATE messages SET import_key = ? WHERE conversation_id = ? AND seq = ?",
-            (import_key, self._store._lineage.owner(seq), seq),
-        )
-
-    def covered(self, seq: int) -> bool:
-        if self._store._lineage.owner(seq) != self._store._lineage.own:
-            return True  # a shared message of the parent: never completed in place from a branch
-        where, args = self._store._seen_summaries()
-        row = self._db.execute(
-            f"SELECT 1 FROM summaries WHERE {where} AND start_seq <= ? AND ? < end_seq LIMIT 1", (*args, seq, seq)
-        ).fetchone()
-        return row is not None
+        return self.store.next_seq()
 
     def row_at(self, seq: int) -> tuple[Message, str] | None:
-        where, args = self._store._rows()
-        row = self._db.execute(f"SELECT import_key FROM messages WHERE {where} AND seq = ?", (*args, seq)).fetchone()
+        where, args = self.store._rows()
+        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} AND seq = ?", (*args, seq)).fetchone()
         if row is None:
             return None
-        (stored,) = self._store.messages(seq, seq + 1)
+        (stored,) = self.store.messages(seq, seq + 1)
         return stored, str(row[0])
-
-    def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
-        self._store._insert(seq, import_key, row)
-
-    def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
-        self._store._replace(seq, import_key, row)

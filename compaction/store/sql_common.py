@@ -1,0 +1,641 @@
+"""What the SQLite and PostgreSQL stores run alike: the reads and writes written once.
+
+:class:`CommonQueries` is mixed into both store classes (as :class:`.usage.UsageRecords`
+is).  Its methods run the same SQL on both backends; each backend supplies a small dialect
+of hooks for what differs:
+
+* ``_mark``: the driver's placeholder (``?`` or ``%s``, from :class:`.scope.ConversationScope`);
+* :meth:`CommonQueries._text_in` / :meth:`CommonQueries._text_out`: free text as the column
+  holds it (SQLite: text, or UTF-8 bytes for a lone surrogate, :func:`.ingest.sql_text`;
+  PostgreSQL: ``BYTEA`` of UTF-8 with surrogates kept);
+* :meth:`CommonQueries._contains`: the SQL of "``needle`` occurs in ``haystack``"
+  (``instr`` or ``strpos``);
+* :meth:`CommonQueries._snapshot`: a read that must see one state of the store (a
+  transaction on PostgreSQL, where each statement otherwise autocommits; nothing on SQLite);
+* :meth:`CommonQueries._limit`: a ``LIMIT`` argument (SQLite takes a negative one as "all",
+  PostgreSQL takes ``NULL``);
+* :meth:`CommonQueries._insert_ignoring` / :meth:`CommonQueries._insert_replacing`: an
+  insert that keeps, or replaces, the row of the same key;
+* :meth:`CommonQueries._executemany`; ``_BYTEWISE``: the collation ordering text by bytes;
+  ``_MESSAGE_COLUMNS`` and :meth:`CommonQueries._message_values`: a message row's columns.
+
+Connections, transactions and locks (``_reading``, ``_write``), opening, migrations, the
+compaction claim, ``append``, ``messages``, ``facts`` and ``add_summary`` stay in each
+backend: they differ in more than words.  :class:`AppendRows` is the row side of
+:func:`.sync.append_batch`, for both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, closing, nullcontext
+from typing import Any
+
+from ..blocks import Message, canonical_json
+from ..errors import InvalidArgument, StoreError, found
+from . import ingest
+from .lineage import CURRENT_REVISION
+from .model import (
+    CAPTION_STATUSES,
+    FAILURE_KINDS,
+    Caption,
+    CompactionEvent,
+    PromptTurn,
+    StoredSummary,
+    SummarySpan,
+)
+from .scope import ConversationScope
+
+__all__ = ["AppendRows", "CommonQueries", "check_ints", "check_optional_ints", "check_sha256"]
+
+_SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
+_CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
+#: Hashes looked up per statement by :meth:`CommonQueries.captions` (below SQLite's variable limit).
+_CAPTION_BATCH = 500
+
+
+def check_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is not an integer."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(f"{name} must be an integer; found {found(value)}")
+
+
+def check_optional_ints(**values: object) -> None:
+    """Raise :class:`InvalidArgument` for a value that is neither an integer nor ``None``."""
+    check_ints(**{name: value for name, value in values.items() if value is not None})
+
+
+def check_sha256(sha256: object) -> str:
+    """Return ``sha256`` when it is a string of hex digits, else raise :class:`InvalidArgument`."""
+    if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
+        raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
+    return sha256
+
+
+class CommonQueries(ConversationScope):
+    """The store methods both backends run alike, over the backend's dialect hooks (see the module)."""
+
+    #: ``ORDER BY`` collation that sorts text by its bytes.
+    _BYTEWISE = ""
+    #: A message row's columns after ``conversation_id, seq``, in the order of :meth:`_message_values`.
+    _MESSAGE_COLUMNS: tuple[str, ...] = ()
+
+    # -- the dialect ----------------------------------------------------------------------------
+    def _text_in(self, value: str | None) -> object:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _text_out(self, value: Any) -> str | None:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _contains(self, haystack: str, needle: str) -> str:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _snapshot(self) -> AbstractContextManager[Any]:
+        """Return a context in which the reads see one state of the store (none needed: SQLite)."""
+        return nullcontext()
+
+    def _limit(self, limit: int) -> int | None:
+        """Return ``limit`` as the backend's ``LIMIT`` takes it (negative: no limit)."""
+        return limit
+
+    def _insert_ignoring(self, into: str, key: str) -> str:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _insert_replacing(self, into: str, key: str, column: str) -> str:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def _executemany(self, statement: str, rows: Sequence[tuple[object, ...]]) -> None:
+        """Run ``statement`` once per row of arguments."""
+        if rows:
+            with closing(self._db.cursor()) as cur:
+                cur.executemany(statement, rows)
+
+    def _message_values(
+        self, import_key: str, row: ingest.PreparedMessage, message: Message
+    ) -> tuple[object, ...]:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    # -- messages -------------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        """Return the seq the next appended message will get (= the number of messages)."""
+        with self._reading("reading the message count"):
+            where, args = self._rows()
+            row = self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
+        return int(row[0]) if row else 0
+
+    def iter_messages(self, batch: int = 512) -> Iterator[Message]:
+        """Yield every message in order, reading ``batch`` at a time."""
+        check_ints(batch=batch)
+        if batch < 1:
+            raise InvalidArgument(f"batch must be 1 or more; found {batch}")
+        start, end = 0, self.next_seq()
+        while start < end:
+            yield from self.messages(start, min(end, start + batch))
+            start += batch
+
+    def _blob_for_hydrate(self, sha256: str) -> bytes:
+        row = self._db.execute(f"SELECT data FROM blobs WHERE sha256 = {self._mark}", (sha256,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: image blob {sha256} is missing")
+        return bytes(row[0])
+
+    def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
+        """Return the messages in ``[start, end)`` with their import keys, in order (inside the caller's read)."""
+        m = self._mark
+        where, args = self._rows("m.")
+        rows = self._db.execute(
+            "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
+            f" {CURRENT_REVISION} WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
+            (*args, start, end),
+        ).fetchall()
+        return [
+            (ingest.message_from_row(seq, role, content, self._text_out(source), meta, self._blob_for_hydrate), key)
+            for seq, role, content, source, meta, key in rows
+        ]
+
+    def pinned_seqs(self) -> list[int]:
+        """Return the seqs of the pinned messages (system messages and :meth:`pin`'s), in order."""
+        with self._reading("reading the pinned messages"):
+            where, args = self._rows()
+            pins, pin_args = self._pins()
+            return [
+                int(r[0])
+                for r in self._db.execute(
+                    f"SELECT seq FROM messages WHERE role = 'system' AND {where}"
+                    f" UNION SELECT seq FROM pins WHERE {pins} ORDER BY 1",
+                    (*args, *pin_args),
+                )
+            ]
+
+    def prompt_seqs(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Return the seqs in ``[start, end)`` of user turns that hold a text block, in order.
+
+        These are the turns a person may have written (the ask ledger reads only these);
+        a user turn of tool results alone is not one.
+        """
+        return [int(row[0]) for row in self._prompt_rows(start, end, texts=False)]
+
+    def prompt_texts(self, start: int = 0, end: int | None = None) -> list[PromptTurn]:
+        """Return the turns :meth:`prompt_seqs` names, each with its text blocks and kind, in one read.
+
+        The ask ledger's first scan of a long history reads these instead of whole messages
+        (no block checks, no image blobs): one query, not one per turn.
+
+        Raises:
+            StoreError: a row is damaged.
+        """
+        return [
+            ingest.prompt_from_row(int(seq), content, meta)
+            for seq, content, meta in self._prompt_rows(start, end, texts=True)
+        ]
+
+    def _prompt_rows(self, start: int, end: int | None, *, texts: bool) -> list[Any]:
+        """Return ``(seq, content, meta)`` (``texts``) or ``(seq,)`` of the user turns in ``[start, end)`` holding text."""
+        check_ints(start=start)
+        check_optional_ints(end=end)
+        m = self._mark
+        with self._reading("reading the user turns"), self._snapshot():
+            end = self.next_seq() if end is None else end
+            where, args = self._rows("m.")
+            content = "COALESCE(r.content, m.content)"
+            spaced = self._contains(content, "'\"type\": \"text\"'")
+            tight = self._contains(content, "'\"type\":\"text\"'")
+            return list(
+                self._db.execute(
+                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {CURRENT_REVISION}"
+                    f" WHERE {where} AND m.role = 'user' AND m.seq >= {m} AND m.seq < {m}"
+                    f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR {spaced}"
+                    f" OR {tight}) ORDER BY m.seq",
+                    (*args, start, end),
+                ).fetchall()
+            )
+
+    # -- image blobs ----------------------------------------------------------------------------
+    def _store_blobs(self, row: ingest.PreparedMessage) -> None:
+        """Store the image blobs of a prepared message (a blob stored already is kept)."""
+        m = self._mark
+        self._executemany(
+            self._insert_ignoring(
+                f"blobs (sha256, media_type, byte_size, width, height, data) VALUES ({m}, {m}, {m}, {m}, {m}, {m})",
+                "sha256",
+            ),
+            [(b.sha256, self._text_in(b.media_type), b.byte_size, b.width, b.height, b.data) for b in row.blobs],
+        )
+
+    def blob(self, sha256: str) -> bytes:
+        """Return the stored bytes of the image blob ``sha256``.
+
+        Raises:
+            StoreError: no such blob.
+            InvalidArgument: ``sha256`` is not a string.
+        """
+        if not isinstance(sha256, str):
+            raise InvalidArgument(f"a blob's sha256 must be a string of hex digits; found {found(sha256)}")
+        with self._reading("reading an image blob"):
+            row = self._db.execute(f"SELECT data FROM blobs WHERE sha256 = {self._mark}", (sha256,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no image blob {sha256}")
+        return bytes(row[0])
+
+    def blob_hashes(self) -> list[str]:
+        """Return the sha256 of every stored blob, sorted (by bytes)."""
+        with self._reading("reading image blobs"):
+            return [str(r[0]) for r in self._db.execute(f"SELECT sha256 FROM blobs ORDER BY sha256{self._BYTEWISE}")]
+
+    def image_count(self) -> int:
+        """Return the number of distinct stored image blobs."""
+        with self._reading("counting image blobs"):
+            row = self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()
+        return int(row[0]) if row else 0
+
+    # -- image captions -------------------------------------------------------------------------
+    def _caption_from_row(
+        self, sha256: str, text: Any, status: str, provenance: str, attempts: int, reason: Any, created_at: float
+    ) -> Caption:
+        return Caption(
+            str(sha256), self._text_out(text), str(status), json.loads(provenance), int(attempts),
+            self._text_out(reason), float(created_at),
+        )
+
+    def caption(self, sha256: str) -> Caption | None:
+        """Return the caption row of the image ``sha256`` (made, or its failed attempts), or ``None``.
+
+        Raises:
+            InvalidArgument: ``sha256`` is not a string of hex digits.
+        """
+        check_sha256(sha256)
+        with self._reading("reading an image caption"):
+            row = self._db.execute(
+                f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 = {self._mark}", (sha256,)
+            ).fetchone()
+        return None if row is None else self._caption_from_row(*row)
+
+    def captions(self, sha256s: Iterable[str]) -> dict[str, Caption]:
+        """Return the caption rows of the images ``sha256s`` that have one, by sha256.
+
+        Raises:
+            InvalidArgument: a hash that is not a string of hex digits.
+        """
+        wanted = sorted({check_sha256(sha) for sha in sha256s})
+        out: dict[str, Caption] = {}
+        with self._reading("reading image captions"):
+            for start in range(0, len(wanted), _CAPTION_BATCH):
+                batch = wanted[start : start + _CAPTION_BATCH]
+                marks = ", ".join(self._mark for _ in batch)
+                for row in self._db.execute(
+                    f"SELECT {_CAPTION_COLUMNS} FROM captions WHERE sha256 IN ({marks})", batch
+                ).fetchall():
+                    caption = self._caption_from_row(*row)
+                    out[caption.sha256] = caption
+        return out
+
+    def add_caption(self, sha256: str, text: str, provenance: dict[str, Any]) -> bool:
+        """Store the caption of the image ``sha256``, replacing failed attempts to make one.
+
+        A caption is made once: when the image has one already, nothing changes (also when
+        two workers add one at once: the first stays).
+
+        Args:
+            sha256: the image's content hash (hex).
+            text: the caption; not empty (the captioner bounds and cleans it first).
+            provenance: a JSON object (summarizer, model, ``prompt_sha256``, ...).
+
+        Returns:
+            True when stored; False when the image had a caption (the first one stays).
+
+        Raises:
+            StoreError: an empty caption, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        check_sha256(sha256)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"a caption must be a string; found {found(text)}")
+        if not text.strip():
+            raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
+        if not isinstance(provenance, dict):
+            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
+        try:
+            recorded = canonical_json(provenance)
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
+        m = self._mark
+        with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
+            row = self._db.execute(
+                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
+                f" VALUES ({m}, {m}, 'ok', {m}, 1, NULL, {m})"
+                " ON CONFLICT (sha256) DO UPDATE SET text = EXCLUDED.text, status = 'ok',"
+                " provenance = EXCLUDED.provenance, attempts = c.attempts + 1, reason = NULL,"
+                " created_at = EXCLUDED.created_at WHERE c.status != 'ok' RETURNING 1",
+                (sha256, self._text_in(text), recorded, time.time()),
+            ).fetchone()
+        return row is not None
+
+    def record_caption_failure(self, sha256: str, reason: str, *, kind: str = "failed") -> None:
+        """Record a failed attempt to caption the image ``sha256`` (a made caption is kept).
+
+        Args:
+            kind: ``"failed"`` (the captioner was reached and could not caption this image)
+                or ``"outage"`` (it could not be reached or used; says nothing of the image).
+
+        Raises:
+            StoreError: an unknown kind, or the database refused the write.
+            InvalidArgument: an argument of the wrong type.
+        """
+        check_sha256(sha256)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
+        if kind not in CAPTION_STATUSES[1:]:
+            raise StoreError(
+                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
+            )
+        m = self._mark
+        with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
+            self._db.execute(
+                "INSERT INTO captions AS c (sha256, text, status, provenance, attempts, reason, created_at)"
+                f" VALUES ({m}, NULL, {m}, '{{}}', 1, {m}, {m})"
+                " ON CONFLICT (sha256) DO UPDATE SET status = EXCLUDED.status, attempts = c.attempts + 1,"
+                " reason = EXCLUDED.reason, created_at = EXCLUDED.created_at WHERE c.status != 'ok'",
+                (sha256, kind, self._text_in(reason), time.time()),
+            )
+
+    # -- summaries ------------------------------------------------------------------------------
+    def _summaries(self, where: str, args: tuple[Any, ...], order: str) -> list[StoredSummary]:
+        """Return the summaries this conversation shows that also meet ``where`` (``AND ...``), in ``order``."""
+        seen, seen_args = self._seen_summaries()
+        rows = self._db.execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {seen} {where} ORDER BY {order}", (*seen_args, *args)
+        ).fetchall()
+        return [ingest.summary_from_row(i, lv, s, e, self._text_out(t) or "", p) for i, lv, s, e, t, p in rows]
+
+    def summaries(self, level: int | None = None) -> list[StoredSummary]:
+        """Return summaries (of one level, or all) ordered by level then start."""
+        check_optional_ints(level=level)
+        with self._reading("reading summaries"):
+            if level is None:
+                return self._summaries("", (), "level, start_seq")
+            return self._summaries(f"AND level = {self._mark}", (level,), "level, start_seq")
+
+    def summary_frontier(self, level: int = 1) -> int:
+        """Return the end of the newest summary of ``level`` (0 if none).
+
+        Level-1 summaries are added contiguously from seq 0 (the compactor only closes
+        chunks at the frontier), so for level 1 this is where unsummarized history starts.
+        """
+        check_ints(level=level)
+        with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
+            row = self._db.execute(
+                f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = {self._mark}", (*args, level)
+            ).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def coarsest_summary_at(self, start_seq: int, max_end_seq: int) -> StoredSummary | None:
+        """Return the highest-level summary starting at ``start_seq`` and ending by ``max_end_seq``."""
+        check_ints(start_seq=start_seq, max_end_seq=max_end_seq)
+        m = self._mark
+        with self._reading("reading summaries"):
+            found_ = self._summaries(
+                f"AND start_seq = {m} AND end_seq <= {m}", (start_seq, max_end_seq), "level DESC, end_seq DESC LIMIT 1"
+            )
+        return found_[0] if found_ else None
+
+    def summaries_within(self, level: int, start_seq: int, end_seq: int) -> list[StoredSummary]:
+        """Return the summaries of ``level`` inside ``[start_seq, end_seq)``, by start."""
+        check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        m = self._mark
+        with self._reading("reading summaries"):
+            return self._summaries(
+                f"AND level = {m} AND start_seq >= {m} AND start_seq < {m} AND end_seq <= {m}",
+                (level, start_seq, end_seq, end_seq),
+                "start_seq",
+            )
+
+    def level_starts_before(self, level: int, before_seq: int, limit: int = 64) -> list[int]:
+        """Return up to ``limit`` start seqs of ``level`` summaries below ``before_seq``, newest first (negative: all)."""
+        check_ints(level=level, before_seq=before_seq, limit=limit)
+        m = self._mark
+        with self._reading("reading summaries"):
+            where, args = self._seen_summaries()
+            rows = self._db.execute(
+                f"SELECT start_seq FROM summaries WHERE {where} AND level = {m} AND start_seq < {m}"
+                f" ORDER BY start_seq DESC LIMIT {m}",
+                (*args, level, before_seq, self._limit(limit)),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def summary_spans(self, level: int, from_seq: int = 0) -> list[SummarySpan]:
+        """Return the ids and ranges of the ``level`` summaries starting at or after ``from_seq``, by start.
+
+        No texts or provenance are read: the compactor walks chains of ranges with this
+        and reads the texts of only the summaries it merges.  One index range scan.
+
+        Raises:
+            InvalidArgument: ``level`` or ``from_seq`` is not a whole number.
+            StoreError: the store could not be read.
+        """
+        check_ints(level=level, from_seq=from_seq)
+        m = self._mark
+        with self._reading("reading summary ranges"):
+            where, args = self._seen_summaries()
+            rows = self._db.execute(
+                f"SELECT id, start_seq, end_seq FROM summaries WHERE {where} AND level = {m} AND start_seq >= {m}"
+                " ORDER BY start_seq, end_seq",
+                (*args, level, from_seq),
+            ).fetchall()
+        return [SummarySpan(int(i), level, int(s), int(e)) for i, s, e in rows]
+
+    # -- failures and events --------------------------------------------------------------------
+    def record_failure(
+        self, level: int, start_seq: int, end_seq: int, reason: str, *, kind: str = "failed"
+    ) -> None:
+        """Record that ``[start_seq, end_seq)`` could not be summarized at ``level`` (it stays raw).
+
+        Args:
+            kind: ``"failed"`` (the summarizer was reached and failed on this range: the
+                failure counts toward quarantining the chunk) or ``"outage"`` (the summarizer
+                could not be reached or used; it does not count).
+
+        Raises:
+            StoreError: the database refused the write (the message carries ``reason`` too,
+                so the summarizer's failure is not lost behind the store's), or an unknown kind.
+            InvalidArgument: an argument of the wrong type.
+        """
+        check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
+        if not isinstance(reason, str):
+            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
+        if not isinstance(kind, str):
+            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
+        if kind not in FAILURE_KINDS:
+            raise StoreError(
+                f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}"
+            )
+        m = self._mark
+        doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
+        with self._reading(doing), self._write():
+            own = self._own()
+            self._db.execute(
+                "INSERT INTO failures (conversation_id, level, start_seq, end_seq, reason, created_at, kind)"
+                f" VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m})",
+                (own, level, start_seq, end_seq, self._text_in(reason), time.time(), kind),
+            )
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Return the recorded summarizer failures, oldest first.
+
+        Each is a dict of ``level``, ``start_seq``, ``end_seq``, ``reason`` and ``kind``
+        (the keyword arguments of :meth:`record_failure`).
+        """
+        with self._reading("reading summarizer failures"):
+            where, args = self._seen_failures()
+            rows = self._db.execute(
+                f"SELECT level, start_seq, end_seq, reason, kind FROM failures WHERE {where} ORDER BY id", args
+            ).fetchall()
+        return [
+            {"level": int(lv), "start_seq": int(s), "end_seq": int(e), "reason": self._text_out(r), "kind": str(k)}
+            for lv, s, e, r, k in rows
+        ]
+
+    def record_event(
+        self,
+        tokens_before: int,
+        tokens_after: int,
+        budget: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Record one compaction; return its id.
+
+        Args:
+            tokens_before: tokens of the history before compacting (tokens).
+            tokens_after: tokens of the compiled request after it (tokens).
+            budget: the budget compacted for, ``None`` when there was none (tokens).
+            detail: a JSON object of anything else (summaries added, model, format...).
+
+        Returns:
+            The event's id; ids increase in the order events are recorded.
+
+        Raises:
+            StoreError: a negative token figure, or the database refused the write.
+            InvalidArgument: a figure that is not an integer, or a detail that is not a JSON object.
+        """
+        check_ints(tokens_before=tokens_before, tokens_after=tokens_after)
+        check_optional_ints(budget=budget)
+        if detail is not None and not isinstance(detail, dict):
+            raise InvalidArgument(f"an event's detail must be a dict; found {found(detail)}")
+        if tokens_before < 0 or tokens_after < 0 or (budget is not None and budget < 0):
+            raise StoreError(
+                f"a compaction event needs token figures of 0 or more; found before={tokens_before}, "
+                f"after={tokens_after}, budget={budget}"
+            )
+        try:
+            recorded = canonical_json(detail or {})
+        except (TypeError, ValueError) as err:
+            raise InvalidArgument(f"an event's detail must be a JSON object: {err}") from err
+        m = self._mark
+        with self._reading("recording a compaction event"), self._write():
+            row = self._db.execute(
+                "INSERT INTO compaction_events (conversation_id, created_at, tokens_before, tokens_after, budget, detail)"
+                f" VALUES ({m}, {m}, {m}, {m}, {m}, {m}) RETURNING id",
+                (self._own(), time.time(), tokens_before, tokens_after, budget, recorded),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def events(self) -> list[CompactionEvent]:
+        """Return the recorded compaction events, oldest first."""
+        with self._reading("reading compaction events"):
+            rows = self._db.execute(
+                "SELECT id, created_at, tokens_before, tokens_after, budget, detail FROM compaction_events"
+                f" WHERE conversation_id = {self._mark} ORDER BY id",
+                (self._lineage.own,),
+            ).fetchall()
+        return [
+            CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
+            for i, at, b, a, bud, d in rows
+        ]
+
+
+class AppendRows:
+    """The row operations :func:`.sync.append_batch` needs, on a store inside its write transaction.
+
+    The same for both backends; a backend's subclass may read through the store's own
+    methods where it did before (see :class:`compaction.store.sqlite.SQLiteStore`).
+    """
+
+    def __init__(self, store: CommonQueries) -> None:
+        self.store = store
+        self.db = store._db
+        self.encoding = store.encoding
+        self._m = store._mark
+
+    def next_seq(self) -> int:
+        where, args = self.store._rows()
+        row = self.db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
+        return int(row[0]) if row else 0
+
+    def last_import_key(self) -> str | None:
+        where, args = self.store._rows()
+        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args).fetchone()
+        return None if row is None else str(row[0])
+
+    def seq_of(self, import_key: str) -> int | None:
+        where, args = self.store._rows()
+        row = self.db.execute(
+            f"SELECT seq FROM messages WHERE import_key = {self._m} AND {where}", (import_key, *args)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def rekey(self, seq: int, import_key: str) -> None:
+        m = self._m
+        self.db.execute(
+            f"UPDATE messages SET import_key = {m} WHERE conversation_id = {m} AND seq = {m}",
+            (import_key, self.store._lineage.owner(seq), seq),
+        )
+
+    def covered(self, seq: int) -> bool:
+        if self.store._lineage.owner(seq) != self.store._lineage.own:
+            return True  # a shared message of the parent: never completed in place from a branch
+        m = self._m
+        where, args = self.store._seen_summaries()
+        row = self.db.execute(
+            f"SELECT 1 FROM summaries WHERE {where} AND start_seq <= {m} AND {m} < end_seq LIMIT 1", (*args, seq, seq)
+        ).fetchone()
+        return row is not None
+
+    def row_at(self, seq: int) -> tuple[Message, str] | None:
+        rows = self.store._message_rows(seq, seq + 1)
+        return rows[0] if rows else None
+
+    def _count(self, own: int, seq: int, row: ingest.PreparedMessage) -> tuple[str, tuple[object, ...]]:
+        m = self._m
+        into = f"token_counts (conversation_id, seq, encoding, text_tokens) VALUES ({m}, {m}, {m}, {m})"
+        return into, (own, seq, row.token_key, row.text_tokens)
+
+    def insert(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        self.store._store_blobs(row)
+        own = self.store._own()
+        columns = self.store._MESSAGE_COLUMNS
+        marks = ", ".join([self._m] * (len(columns) + 2))
+        self.db.execute(
+            f"INSERT INTO messages (conversation_id, seq, {', '.join(columns)}) VALUES ({marks})",
+            (own, seq, *self.store._message_values(import_key, row, message)),
+        )
+        into, args = self._count(own, seq, row)
+        self.db.execute(self.store._insert_replacing(into, "conversation_id, seq, encoding", "text_tokens"), args)
+
+    def replace(self, seq: int, import_key: str, row: ingest.PreparedMessage, message: Message) -> None:
+        """Replace message ``seq`` by its completed form (and drop its counts in other encodings)."""
+        m = self._m
+        self.store._store_blobs(row)
+        own = self.store._own()
+        sets = ", ".join(f"{column} = {m}" for column in self.store._MESSAGE_COLUMNS)
+        self.db.execute(
+            f"UPDATE messages SET {sets} WHERE conversation_id = {m} AND seq = {m}",
+            (*self.store._message_values(import_key, row, message), own, seq),
+        )
+        self.db.execute(f"DELETE FROM token_counts WHERE conversation_id = {m} AND seq = {m}", (own, seq))
+        into, args = self._count(own, seq, row)
+        self.db.execute(f"INSERT INTO {into}", args)
