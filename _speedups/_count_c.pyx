@@ -7,7 +7,10 @@ hand-written scanner reproduces each alternative of the ``o200k_base`` and ``cl1
 split patterns (leftmost-first alternation, greedy and possessive quantifiers, the ``(?!\\S)``
 look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 buffer, with the
 character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
-each piece up in a C hash table keyed by its code points.  A piece the memo does not hold is
+each piece up in a C hash table keyed by its code points (an ASCII piece of at most
+``MAX_TOKEN_PIECE`` characters first in the rank table: one that is a token counts 1 and is not
+remembered, as in the twin; its code points, packed in 64 bits, are its UTF-8 bytes, so this is
+one memory access).  A piece the memo does not hold is
 counted by a native byte-pair merge loop (tiktoken's algorithm: see ``_bpe_count``) on the
 encoding's ranks, read from the checked rank file (``rank_file``) straight into a C table:
 the compiled counter builds no Python dict of the ranks and no tiktoken encoder (the twin asks
@@ -36,12 +39,13 @@ cdef extern from "Python.h":
     object PyUnicode_AsUTF8String(object text)
 
 __all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE",
-           "MAX_MEMO_CHARS"]
+           "MAX_MEMO_CHARS", "MAX_TOKEN_PIECE"]
 
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
 DEFAULT_MEMO_SIZE = 1 << 18
 MAX_MEMO_PIECE = 4096
 MAX_MEMO_CHARS = 1 << 22
+MAX_TOKEN_PIECE = 8
 
 # --------------------------------------------------------------------------- character classes
 
@@ -1087,6 +1091,21 @@ cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t
     return n
 
 
+cdef inline bint _is_token(const _Ranks* r, uint64_t head, Py_ssize_t n) noexcept nogil:
+    # Whether the n (1 to 8) bytes ``head`` (their _head) are one token: one lookup in the
+    # pairs or one Bloom filter word and, where it may be one, one rank slot (_hash_span of
+    # n <= 8 bytes reads ``head`` alone).
+    cdef uint64_t h
+    if n == 1:
+        return True   # every byte is a token
+    if n == 2:
+        return r.pairs[((<uint32_t>head & 0xFF) << 8) | (<uint32_t>(head >> 8) & 0xFF)] != NO_RANK
+    h = _hash_span(<const uint8_t*>&head, n, head)
+    if not _maybe_token(r, h):
+        return False
+    return _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK
+
+
 cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
                              object text) except -1:
     # The tokens of the piece s[i:e] (a memo miss), by the native BPE; its UTF-8 bytes on the
@@ -1134,6 +1153,12 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
         e = _piece_end(cl100k, s, i, n)
         if e - i <= C_MAX_MEMO_PIECE:
             h = _hash_piece(s, i, e, n, &packed, &is_packed)
+            if is_packed and not packed & HIGH_BITS and _is_token(counter._ranks, packed, e - i):
+                # an ASCII piece of at most MAX_TOKEN_PIECE (8) characters that is one token: its
+                # UTF-8 bytes are the packed code points, one lookup in the ranks, not remembered
+                total += 1
+                i = e
+                continue
             slot = _find(memo, h, packed, is_packed, s, i, e)
             if slot.shape:
                 total += slot.tokens

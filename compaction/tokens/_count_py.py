@@ -23,7 +23,11 @@ costs the same number of tokens wherever it occurs.  Agent histories repeat the 
    holding such a character is split as a copy of it in which each of them is replaced by a
    character of its tiktoken class (:data:`_STAND_INS`, one code point for one, so the
    positions of the pieces are the same), and the pieces are cut from the original text.
-2. **Count** each piece: look it up in a memo (piece -> tokens); on a miss, ask tiktoken's BPE
+2. **Count** each piece.  An ASCII piece of at most :data:`MAX_TOKEN_PIECE` characters (its
+   UTF-8 bytes are its characters) is first looked up in the encoding's ranks: one that is a
+   token counts 1 and is not remembered (most pieces of first-time text are such words with
+   their leading space; the memo then holds the pieces that cost a merge, and stays small).
+   Any other piece: look it up in a memo (piece -> tokens); on a miss, ask tiktoken's BPE
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
    count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
    :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), at most
@@ -73,6 +77,7 @@ __all__ = [
     "DEFAULT_MEMO_SIZE",
     "MAX_MEMO_PIECE",
     "MAX_MEMO_CHARS",
+    "MAX_TOKEN_PIECE",
 ]
 
 #: The encodings whose pre-tokenizer is implemented.
@@ -85,6 +90,9 @@ MAX_MEMO_PIECE = 4096
 #: Characters of all remembered pieces together at most (half of it a generation; bounds the
 #: memo's memory: long pieces such as base64 image data repeat in a transcript too).
 MAX_MEMO_CHARS = 1 << 22
+#: Longest ASCII piece (characters) looked up in the ranks before the memo: one that is a token
+#: counts 1 and is not remembered (the compiled twin packs such a piece in one 64-bit word).
+MAX_TOKEN_PIECE = 8
 
 #: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
 _STAND_INS: dict[int, str] = {
@@ -170,6 +178,7 @@ class PieceCounter:
         self.encoding = encoding
         self.memo_size = memo_size
         self._bpe: Callable[[bytes], list[int]] = single_piece_bpe(encoding)
+        self._ranks: dict[bytes, int] = get_encoding(encoding)._mergeable_ranks
         self._pattern = regex.compile(ENCODINGS[encoding].pat_str)
         self._disagreements = _find_disagreements()
         self._generation = (memo_size + 1) // 2
@@ -238,7 +247,11 @@ class PieceCounter:
         """Split ``text``, look each piece up, sum (the hot loop of :meth:`count`)."""
         memo = self._memo
         total = 0
+        ranks = self._ranks
         for piece in self._split(text):
+            if len(piece) <= MAX_TOKEN_PIECE and piece.isascii() and piece.encode("ascii") in ranks:
+                total += 1  # one token, not remembered
+                continue
             tokens = memo.get(piece)
             if tokens is None:
                 tokens = self._older.get(piece)

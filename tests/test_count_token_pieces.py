@@ -1,0 +1,140 @@
+"""Tests of the memo bypass: an ASCII piece of at most MAX_TOKEN_PIECE characters that is one
+token counts 1 and is not remembered; every other piece goes through the memo as before."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.tokens.encodings import get_encoding
+
+ENCODING_NAMES = ("o200k_base", "cl100k_base")
+
+
+@pytest.fixture(params=["c", "py"], scope="module")
+def impl(request: pytest.FixtureRequest) -> ModuleType:
+    """Each implementation imported directly (no dispatcher): a missing extension fails."""
+    return importlib.import_module(f"compaction.tokens._count_{request.param}")
+
+
+@pytest.fixture(scope="module")
+def c_impl() -> ModuleType:
+    return importlib.import_module("compaction.tokens._count_c")
+
+
+@pytest.fixture(scope="module")
+def py_impl() -> ModuleType:
+    return importlib.import_module("compaction.tokens._count_py")
+
+
+def tiktoken_count(text: str, encoding: str) -> int:
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def is_token(piece: str, encoding: str) -> bool:
+    return piece.encode("utf-8") in get_encoding(encoding)._mergeable_ranks
+
+
+def test_the_bound_is_the_same_in_both_twins(c_impl: ModuleType, py_impl: ModuleType) -> None:
+    assert c_impl.MAX_TOKEN_PIECE == py_impl.MAX_TOKEN_PIECE == 8
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_short_ascii_tokens_are_not_remembered(impl: ModuleType, encoding: str) -> None:
+    counter = impl.PieceCounter(encoding)
+    # one character, two (the pairs table), three to eight (the rank slots): each one token
+    for piece in ("x", "\x00", " a", "\n\n", "the", " the", " return", " because", "________"):
+        assert counter.pieces(piece) == [piece]
+        assert is_token(piece, encoding), piece
+        assert len(piece) <= impl.MAX_TOKEN_PIECE
+        assert counter.count(piece) == 1
+        assert counter.memo_len == 0, piece
+        assert counter.count(piece) == 1  # counted again, warm: still one lookup, still 1
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_the_boundary_at_eight_characters(impl: ModuleType, encoding: str) -> None:
+    # " publish" (8 characters) and " research" (9) are tokens of both encodings: the first is
+    # counted without the memo, the second through it
+    eight, nine = " publish", " research"
+    assert len(eight) == impl.MAX_TOKEN_PIECE == len(nine) - 1
+    assert is_token(eight, encoding) and is_token(nine, encoding)
+    counter = impl.PieceCounter(encoding)
+    assert counter.count(eight) == 1
+    assert counter.memo_len == 0
+    assert counter.count(nine) == 1
+    assert counter.memo_len == 1
+    assert counter.count(eight + nine) == 2
+    assert counter.memo_len == 1
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_short_pieces_that_are_no_token_are_remembered(impl: ModuleType, encoding: str) -> None:
+    counter = impl.PieceCounter(encoding)
+    piece = " qzxjvkw"  # eight ASCII characters, several tokens
+    assert counter.pieces(piece) == [piece]
+    assert not is_token(piece, encoding)
+    expected = tiktoken_count(piece, encoding)
+    assert expected > 1
+    assert counter.count(piece) == expected
+    assert counter.memo_len == 1
+    assert counter.count(piece) == expected
+    assert counter.memo_len == 1
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_non_ascii_tokens_go_through_the_memo(impl: ModuleType, encoding: str) -> None:
+    # a token of non-ASCII characters (its UTF-8 bytes are not its code points) is remembered
+    counter = impl.PieceCounter(encoding)
+    for piece in (" é", "é", " café"):
+        assert counter.pieces(piece) == [piece]
+        assert counter.count(piece) == tiktoken_count(piece, encoding)
+    assert counter.memo_len == 3
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+@pytest.mark.parametrize("wide", ["", "\u00e9", "\u4e2d", "\U0001f600"])
+def test_every_string_kind_bypasses_the_memo(impl: ModuleType, encoding: str, wide: str) -> None:
+    # the ASCII pieces of a 1-, 2- or 4-byte string are the same pieces: not remembered in any
+    text = " the cat" + ("\n" + wide if wide else "")
+    counter = impl.PieceCounter(encoding)
+    assert counter.count(text) == tiktoken_count(text, encoding)
+    remembered = 0 if not wide else len([p for p in counter.pieces(text) if not p.isascii()])
+    assert counter.memo_len == remembered
+
+
+_WORDS = st.sampled_from(
+    ["the", " the", " cat", "x", " publish", " research", " qzxjvkw", " café", "中文", "\n", "  ", "42", "!"]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    batch=st.lists(st.lists(_WORDS, min_size=1, max_size=40).map("".join), min_size=1, max_size=6),
+    memo_size=st.integers(0, 9),
+)
+def test_twins_agree_on_counts_and_the_memo(
+    c_impl: ModuleType, py_impl: ModuleType, batch: list[str], memo_size: int
+) -> None:
+    # compiled == pure Python == tiktoken on each text, cold and warm; the same pieces remembered
+    for encoding in ENCODING_NAMES:
+        c_counter = c_impl.PieceCounter(encoding, memo_size=memo_size)
+        py_counter = py_impl.PieceCounter(encoding, memo_size=memo_size)
+        for text in batch + batch:
+            expected = tiktoken_count(text, encoding)
+            assert c_counter.count(text) == py_counter.count(text) == expected
+            assert c_counter.memo_len == py_counter.memo_len <= memo_size
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=0x7F), max_size=200))
+def test_ascii_text_cold_equals_warm(impl: ModuleType, text: str) -> None:
+    counter = impl.PieceCounter("o200k_base")
+    expected = tiktoken_count(text, "o200k_base")
+    assert counter.count(text) == expected
+    assert counter.count(text) == expected
+    assert impl.PieceCounter("o200k_base", memo_size=0).count(text) == expected
