@@ -35,19 +35,19 @@ import hashlib
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..blocks import Message, canonical_json
+from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
-from . import ingest, sync, usage
+from . import ingest, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
 from .model import MessageFacts
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
-from .sql_common import AppendRows, CommonQueries
+from .sql_common import CommonQueries, facts_keys, json_object
 from .sql_common import check_ints as _check_ints
 from .sql_common import check_optional_ints as _check_optional_ints
 
@@ -481,28 +481,9 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
     def __len__(self) -> int:
         return self.next_seq()
 
-    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
-        """Append messages; return how many were added.  All messages of one call commit together.
-
-        As :meth:`compaction.store.sqlite.SQLiteStore.append` (the import-key chain, the
-        completion of a snapshot's cut-off last message, an older snapshot adding nothing).
-        Appenders on several hosts queue on the store's advisory lock, so seqs stay dense.
-
-        Raises:
-            InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
-                cannot be stored; nothing of the call is stored.
-            ImageError: an image block holds invalid base64 (nothing of the call is stored).
-            InvalidArgument: ``chain_seed`` is not a string.
-            StoreError: the database refused the write or could not be reached (the message says why).
-        """
-        batch = ingest.checked_messages(messages)
-        if chain_seed is not None and not isinstance(chain_seed, str):
-            raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
-        if not batch:
-            return 0
-        with self._reading("append"), self._write("exclusive"):
-            self._own()  # created here, or picked up when another process created it meanwhile
-            return sync.append_batch(AppendRows(self), batch, chain_seed)
+    def _append_write(self) -> AbstractContextManager[None]:
+        """Appenders on several hosts queue on the store's exclusive advisory lock, so seqs stay dense."""
+        return self._write("exclusive")
 
     def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
         """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
@@ -538,17 +519,7 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
             EncodingDataMissing: an unknown encoding.
             StoreError: the database could not be read.
         """
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        if encoding is not None and not isinstance(encoding, str):
-            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding is not None:
-            check_encoding(encoding)
-        if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
-            raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
-        encoding = encoding or self.encoding
-        key = ingest.token_key(encoding, dropped)
-        plain = ingest.token_key(encoding)
+        encoding, key, plain = facts_keys(self.encoding, start, end, encoding, dropped)
         holds = " OR ".join("strpos(COALESCE(r.content, m.content), %s) > 0" for _ in dropped) or "FALSE"
         with self._reading("reading message facts"):
             with self._db.transaction():
@@ -567,11 +538,8 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
                     (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
                 ).fetchall()
             missing = [(int(r[0]), int(r[7])) for r in rows if r[5] is None]
-            counted: dict[int, int] = {}
+            counted = self._count_missing(missing, encoding, dropped)
             if missing:
-                for seq, _owner in missing:
-                    for message in self.messages(seq, seq + 1):
-                        counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
                 try:
                     with self._write("shared"), self._db.cursor() as cur:
                         cur.executemany(
@@ -602,12 +570,7 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
             InvalidArgument: an argument of the wrong type (provenance must be a dict).
         """
         ingest.check_summary(level, start_seq, end_seq, text)
-        if not isinstance(provenance, dict):
-            raise InvalidArgument(f"a summary's provenance must be a dict; found {found(provenance)}")
-        try:
-            recorded = canonical_json(provenance)
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
+        recorded = json_object(provenance, "a summary's provenance")
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write("shared"):
             home = self._summary_home(level, start_seq, end_seq)
             row = self._db.execute(

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
+from ..tokens.encodings import check_encoding
 from . import ingest
 from .lineage import CURRENT_REVISION
 from .model import (
@@ -47,8 +48,18 @@ from .model import (
     SummarySpan,
 )
 from .scope import ConversationScope
+from .sync import append_batch
 
-__all__ = ["AppendRows", "CommonQueries", "check_ints", "check_optional_ints", "check_sha256"]
+__all__ = [
+    "AppendRows",
+    "CommonQueries",
+    "check_failure",
+    "check_ints",
+    "check_optional_ints",
+    "check_sha256",
+    "facts_keys",
+    "json_object",
+]
 
 _SUMMARY_COLUMNS = "id, level, start_seq, end_seq, text, provenance"
 _CAPTION_COLUMNS = "sha256, text, status, provenance, attempts, reason, created_at"
@@ -73,6 +84,58 @@ def check_sha256(sha256: object) -> str:
     if not isinstance(sha256, str) or not sha256 or len(sha256) > 128 or any(c not in "0123456789abcdef" for c in sha256):
         raise InvalidArgument(f"an image's sha256 must be a string of lowercase hex digits; found {found(sha256)}")
     return sha256
+
+
+def json_object(value: object, what: str) -> str:
+    """Return ``value`` (a dict) as canonical JSON; ``what`` names it in the error (``"a summary's provenance"``).
+
+    Raises:
+        InvalidArgument: ``value`` is not a dict, or holds what JSON cannot (a set, NaN...).
+    """
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{what} must be a dict; found {found(value)}")
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError) as err:
+        raise InvalidArgument(f"{what} must be a JSON object: {err}") from err
+
+
+def check_failure(what: str, reason: object, kind: object, kinds: Sequence[str]) -> None:
+    """Refuse a failure's ``reason`` that is not a string or a ``kind`` not among ``kinds``.
+
+    ``what`` names the record in the error (``"failure"``, ``"caption failure"``).
+
+    Raises:
+        InvalidArgument: ``reason`` or ``kind`` is not a string.
+        StoreError: ``kind`` is not one of ``kinds``.
+    """
+    if not isinstance(reason, str):
+        raise InvalidArgument(f"a {what}'s reason must be a string; found {found(reason)}")
+    if not isinstance(kind, str):
+        raise InvalidArgument(f"a {what}'s kind must be a string; found {found(kind)}")
+    if kind not in kinds:
+        raise StoreError(f"a {what}'s kind must be one of {', '.join(map(repr, kinds))}; found {kind!r}")
+
+
+def facts_keys(
+    store_encoding: str, start: object, end: object, encoding: object, dropped: object
+) -> tuple[str, str, str]:
+    """Check :meth:`CommonQueries.facts`' arguments; return ``(encoding, key, plain key)`` of its counts.
+
+    Raises:
+        InvalidArgument: an argument of the wrong type.
+        EncodingDataMissing: an unknown encoding.
+    """
+    check_ints(start=start)
+    check_optional_ints(end=end)
+    if encoding is not None and not isinstance(encoding, str):
+        raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+    if encoding is not None:
+        check_encoding(encoding)
+    if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
+        raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
+    chosen = encoding or store_encoding
+    return chosen, ingest.token_key(chosen, dropped), ingest.token_key(chosen)
 
 
 class CommonQueries(ConversationScope):
@@ -119,6 +182,65 @@ class CommonQueries(ConversationScope):
         raise NotImplementedError
 
     # -- messages -------------------------------------------------------------------------------
+    def _append_write(self) -> AbstractContextManager[None]:
+        """Return the write an append runs in (PostgreSQL: holding the store's append lock)."""
+        return self._write()
+
+    def _append(self, batch: list[Message], chain_seed: str | None) -> int:
+        """Append a checked batch inside the caller's write (:func:`.sync.append_batch`)."""
+        return append_batch(AppendRows(self), batch, chain_seed)
+
+    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
+        """Append messages; return how many were added.  All messages of one call commit together.
+
+        Without ``chain_seed`` (an agent loop adding its new turns) every message is added
+        after the stored ones, even one equal to an earlier message ("ok" twice is two
+        messages).  With ``chain_seed`` (a transcript synced from its start, as
+        ``compaction import`` does with the format's name) each message's identity is a hash
+        chain over ``chain_seed`` and the fingerprints of the messages before it in this call
+        (:func:`.ingest.import_keys`), so re-importing a transcript adds nothing and a
+        transcript that grew adds its tail.
+
+        A transcript read while it was being written may have ended inside a message its
+        parser builds from several lines (the answers to parallel tool calls, one line each;
+        an assistant response written a block a line).  When a message of the grown
+        transcript starts with all the blocks of a stored message of the same chain, the
+        stored one is completed in place (the answers it lacked are added to it), so the
+        store ends as if the whole file had been imported once: no tool result twice, none
+        lost.  If a summary already covers the stored one, the missing blocks are appended
+        as a message of their own instead, so the summary stays true.  The other way round,
+        an older snapshot imported after the grown file adds nothing: its last message is
+        already held, grown, by the stored message that follows the same chain.  On
+        PostgreSQL, appenders on several hosts queue on the store's advisory lock, so seqs
+        stay dense.
+
+        Raises:
+            InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
+                cannot be stored (text that is not valid Unicode); nothing of the call is stored.
+            ImageError: an image block holds invalid base64 (the message names which one;
+                nothing of the call is stored).
+            InvalidArgument: ``chain_seed`` is not a string.
+            StoreError: the database refused the write or could not be reached (the message
+                says why: a full disk, a read-only file...), or an SQLite store's file was
+                deleted or replaced meanwhile.
+        """
+        batch = ingest.checked_messages(messages)
+        if chain_seed is not None and not isinstance(chain_seed, str):
+            raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
+        if not batch:
+            return 0
+        with self._reading("append"), self._append_write():
+            self._own()  # created here, or picked up when another process created it meanwhile
+            return self._append(batch, chain_seed)
+
+    def _count_missing(self, missing: Sequence[tuple[int, int]], encoding: str, dropped: frozenset[str]) -> dict[int, int]:
+        """Count the text tokens of the messages ``missing`` (``(seq, owner)``) names, by seq (tokens)."""
+        counted: dict[int, int] = {}
+        for seq, _owner in missing:
+            for message in self.messages(seq, seq + 1):
+                counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
+        return counted
+
     def next_seq(self) -> int:
         """Return the seq the next appended message will get (= the number of messages)."""
         with self._reading("reading the message count"):
@@ -315,12 +437,7 @@ class CommonQueries(ConversationScope):
             raise InvalidArgument(f"a caption must be a string; found {found(text)}")
         if not text.strip():
             raise StoreError(f"image {sha256[:12]}: a caption must not be empty")
-        if not isinstance(provenance, dict):
-            raise InvalidArgument(f"a caption's provenance must be a dict; found {found(provenance)}")
-        try:
-            recorded = canonical_json(provenance)
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"a caption's provenance must be a JSON object: {err}") from err
+        recorded = json_object(provenance, "a caption's provenance")
         m = self._mark
         with self._reading(f"storing the caption of image {sha256[:12]}"), self._write():
             row = self._db.execute(
@@ -345,14 +462,7 @@ class CommonQueries(ConversationScope):
             InvalidArgument: an argument of the wrong type.
         """
         check_sha256(sha256)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a caption failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a caption failure's kind must be a string; found {found(kind)}")
-        if kind not in CAPTION_STATUSES[1:]:
-            raise StoreError(
-                f"a caption failure's kind must be one of {', '.join(map(repr, CAPTION_STATUSES[1:]))}; found {kind!r}"
-            )
+        check_failure("caption failure", reason, kind, CAPTION_STATUSES[1:])
         m = self._mark
         with self._reading(f"recording a failed caption of image {sha256[:12]} ({reason})"), self._write():
             self._db.execute(
@@ -466,14 +576,7 @@ class CommonQueries(ConversationScope):
             InvalidArgument: an argument of the wrong type.
         """
         check_ints(level=level, start_seq=start_seq, end_seq=end_seq)
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"a failure's reason must be a string; found {found(reason)}")
-        if not isinstance(kind, str):
-            raise InvalidArgument(f"a failure's kind must be a string; found {found(kind)}")
-        if kind not in FAILURE_KINDS:
-            raise StoreError(
-                f"a failure's kind must be one of {', '.join(map(repr, FAILURE_KINDS))}; found {kind!r}"
-            )
+        check_failure("failure", reason, kind, FAILURE_KINDS)
         m = self._mark
         doing = f"recording that level {level} [{start_seq}, {end_seq}) could not be summarized ({reason})"
         with self._reading(doing), self._write():

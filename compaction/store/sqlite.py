@@ -31,18 +31,18 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import Message, canonical_json
+from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
 from .model import MessageFacts
-from .sql_common import AppendRows, CommonQueries
+from .sql_common import AppendRows, CommonQueries, facts_keys, json_object
 from .sql_common import check_ints as _check_ints
 from .sql_common import check_optional_ints as _check_optional_ints
 from .sync import append_batch
@@ -436,46 +436,6 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
             where, args = self._rows()
             return int(self._db.execute(f"SELECT COUNT(*) FROM messages WHERE {where}", args).fetchone()[0])
 
-    def append(self, messages: Iterable[Message], *, chain_seed: str | None = None) -> int:
-        """Append messages; return how many were added.  All messages of one call commit together.
-
-        Without ``chain_seed`` (an agent loop adding its new turns) every message is added
-        after the stored ones, even one equal to an earlier message ("ok" twice is two
-        messages).  With ``chain_seed`` (a transcript synced from its start, as
-        ``compaction import`` does with the format's name) each message's identity is a hash
-        chain over ``chain_seed`` and the fingerprints of the messages before it in this call
-        (:func:`.ingest.import_keys`), so re-importing a transcript adds nothing and a
-        transcript that grew adds its tail.
-
-        A transcript read while it was being written may have ended inside a message its
-        parser builds from several lines (the answers to parallel tool calls, one line each;
-        an assistant response written a block a line).  When a message of the grown
-        transcript starts with all the blocks of a stored message of the same chain, the
-        stored one is completed in place (the answers it lacked are added to it), so the
-        store ends as if the whole file had been imported once: no tool result twice, none
-        lost.  If a summary already covers the stored one, the missing blocks are appended
-        as a message of their own instead, so the summary stays true.  The other way round,
-        an older snapshot imported after the grown file adds nothing: its last message is
-        already held, grown, by the stored message that follows the same chain.
-
-        Raises:
-            InvalidMessage: ``messages`` is not an iterable of :class:`Message`, or a message
-                cannot be stored (text that is not valid Unicode); nothing of the call is stored.
-            ImageError: an image block holds invalid base64 (the message names which one;
-                nothing of the call is stored).
-            InvalidArgument: ``chain_seed`` is not a string.
-            StoreError: the database refused the write (the message says why: a full disk,
-                a read-only file...), or the store file was deleted or replaced meanwhile.
-        """
-        batch = ingest.checked_messages(messages)
-        if chain_seed is not None and not isinstance(chain_seed, str):
-            raise InvalidArgument(f"chain_seed must be a string; found {found(chain_seed)}")
-        if not batch:
-            return 0
-        with self._reading("append"), self._write():
-            self._own()  # created here, or picked up when another process created it meanwhile
-            return self._append(batch, chain_seed)
-
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
         return append_batch(_SQLiteRows(self), batch, chain_seed)
 
@@ -531,17 +491,7 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
             cached (on a read-only store they are used uncached); a message that holds none
             of the dropped types takes its plain count.
         """
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        if encoding is not None and not isinstance(encoding, str):
-            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        if encoding is not None:
-            check_encoding(encoding)
-        if not isinstance(dropped, frozenset) or not all(isinstance(t, str) for t in dropped):
-            raise InvalidArgument(f"dropped must be a frozenset of block type names; found {found(dropped)}")
-        encoding = encoding or self.encoding
-        key = ingest.token_key(encoding, dropped)
-        plain = ingest.token_key(encoding)
+        encoding, key, plain = facts_keys(self.encoding, start, end, encoding, dropped)
         # A message whose JSON names none of the dropped types counts the same either way.
         holds = " OR ".join("instr(COALESCE(r.content, m.content), ?) > 0" for _ in dropped) or "0"
         with self._reading("reading message facts"):
@@ -559,11 +509,8 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
             ).fetchall()
         self._check_dense([r[0] for r in rows], start, end)
         missing = [(r[0], r[7]) for r in rows if r[5] is None]
-        counted: dict[int, int] = {}
+        counted = self._count_missing(missing, encoding, dropped)
         if missing:
-            for seq, _owner in missing:
-                for message in self.messages(seq, seq + 1):
-                    counted[seq] = ingest.count_text_tokens(message, encoding, dropped)
             try:
                 with self._write():
                     self._db.executemany(
@@ -594,12 +541,7 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
             InvalidArgument: an argument of the wrong type (provenance must be a dict).
         """
         ingest.check_summary(level, start_seq, end_seq, text)
-        if not isinstance(provenance, dict):
-            raise InvalidArgument(f"a summary's provenance must be a dict; found {found(provenance)}")
-        try:
-            recorded = canonical_json(provenance)
-        except (TypeError, ValueError) as err:
-            raise InvalidArgument(f"a summary's provenance must be a JSON object: {err}") from err
+        recorded = json_object(provenance, "a summary's provenance")
         with self._reading(f"storing a level-{level} summary of [{start_seq}, {end_seq})"), self._write():
             home = self._summary_home(level, start_seq, end_seq)
             cur = self._db.execute(  # a new id above the stale ones too: an id names one summary for good
