@@ -66,14 +66,14 @@ HELD_OUT_MAPE: dict[str, dict[str, float]] = {
     },
 }
 
-AGENT_FILE_MAPE_FORMAT = 'pairs-161-i32le-q16'
+AGENT_FILE_MAPE_FORMAT = 'pairs-187-i32le-q16'
 
 AGENT_FILE_MAPE: dict[str, dict[str, float]] = {
     "o200k_base": {
-        "agent-tars__browser__event-stream-with-many-images.json": 4.09,
-        "aider__chat-history__slice.md": 4.21,
-        "openhands__multi-swe-bench__output.jsonl": 5.83,
-        "pi__pi-mono__before-compaction.jsonl": 5.55,
-        "swe-agent__marshmallow-1867__function-calling.traj": 4.41,
+        "agent-tars__browser__event-stream-with-many-images.json": 3.53,
+        "aider__chat-history__slice.md": 3.39,
+        "openhands__multi-swe-bench__output.jsonl": 5.92,
+        "pi__pi-mono__before-compaction.jsonl": 12.75,
+        "swe-agent__marshmallow-1867__function-calling.traj": 4.64,
     },
 }
