@@ -8,9 +8,9 @@ split patterns (leftmost-first alternation, greedy and possessive quantifiers, t
 look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 buffer, with the
 character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
 each piece up in a C hash table keyed by its code points (an ASCII piece of at most
-``MAX_TOKEN_PIECE`` characters first in the rank table: one that is a token counts 1 and is not
-remembered, as in the twin; its code points, packed in 64 bits, are its UTF-8 bytes, so this is
-one memory access).  A piece the memo does not hold is
+``MAX_TOKEN_PIECE`` characters first in the rank table: one that is a token counts 1, and one of
+at most ``MAX_MERGELESS_PIECE`` is counted from its pairs, neither remembered, as in the twin; its
+code points, packed in 64 bits, are its UTF-8 bytes, so this is one memory access).  A piece the memo does not hold is
 counted by a native byte-pair merge loop (tiktoken's algorithm: see ``_bpe_count``) on the
 encoding's ranks, read from the checked rank file (``rank_file``) straight into a C table:
 the compiled counter builds no Python dict of the ranks and no tiktoken encoder (the twin asks
@@ -39,13 +39,14 @@ cdef extern from "Python.h":
     object PyUnicode_AsUTF8String(object text)
 
 __all__ = ["PieceCounter", "count_tokens", "ENCODING_NAMES", "DEFAULT_MEMO_SIZE", "MAX_MEMO_PIECE",
-           "MAX_MEMO_CHARS", "MAX_TOKEN_PIECE"]
+           "MAX_MEMO_CHARS", "MAX_TOKEN_PIECE", "MAX_MERGELESS_PIECE"]
 
 ENCODING_NAMES = ("cl100k_base", "o200k_base")
 DEFAULT_MEMO_SIZE = 1 << 18
 MAX_MEMO_PIECE = 4096
 MAX_MEMO_CHARS = 1 << 22
 MAX_TOKEN_PIECE = 8
+MAX_MERGELESS_PIECE = 3
 
 # --------------------------------------------------------------------------- character classes
 
@@ -1091,19 +1092,29 @@ cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t
     return n
 
 
-cdef inline bint _is_token(const _Ranks* r, uint64_t head, Py_ssize_t n) noexcept nogil:
-    # Whether the n (1 to 8) bytes ``head`` (their _head) are one token: one lookup in the
-    # pairs or one Bloom filter word and, where it may be one, one rank slot (_hash_span of
-    # n <= 8 bytes reads ``head`` alone).
+cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssize_t n) noexcept nogil:
+    # The tokens of the ASCII piece of n (1 to 8) bytes ``head`` (their _head) where no merge
+    # loop is needed, 0 where it is (the memo's): 1 if the piece is one token (one lookup in the
+    # pairs, or one Bloom filter word and, where it may be one, one rank slot: _hash_span of
+    # n <= 8 bytes reads ``head`` alone); 2 for two bytes that are none; for three that are
+    # none, 2 if one of their pairs is a token (they merge, and the whole is none), else 3.
     cdef uint64_t h
+    cdef uint32_t first = <uint32_t>head & 0xFF
+    cdef uint32_t second = <uint32_t>(head >> 8) & 0xFF
+    cdef uint32_t third
     if n == 1:
-        return True   # every byte is a token
+        return 1   # every byte is a token
     if n == 2:
-        return r.pairs[((<uint32_t>head & 0xFF) << 8) | (<uint32_t>(head >> 8) & 0xFF)] != NO_RANK
+        return 1 if r.pairs[(first << 8) | second] != NO_RANK else 2
     h = _hash_span(<const uint8_t*>&head, n, head)
-    if not _maybe_token(r, h):
-        return False
-    return _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK
+    if _maybe_token(r, h) and _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK:
+        return 1
+    if n == 3:
+        third = <uint32_t>(head >> 16) & 0xFF
+        if r.pairs[(first << 8) | second] != NO_RANK or r.pairs[(second << 8) | third] != NO_RANK:
+            return 2
+        return 3
+    return 0
 
 
 cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
@@ -1153,12 +1164,15 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
         e = _piece_end(cl100k, s, i, n)
         if e - i <= C_MAX_MEMO_PIECE:
             h = _hash_piece(s, i, e, n, &packed, &is_packed)
-            if is_packed and not packed & HIGH_BITS and _is_token(counter._ranks, packed, e - i):
-                # an ASCII piece of at most MAX_TOKEN_PIECE (8) characters that is one token: its
-                # UTF-8 bytes are the packed code points, one lookup in the ranks, not remembered
-                total += 1
-                i = e
-                continue
+            if is_packed and not packed & HIGH_BITS:
+                # an ASCII piece of at most MAX_TOKEN_PIECE (8) characters: its UTF-8 bytes are
+                # the packed code points; one that is a token, or of at most
+                # MAX_MERGELESS_PIECE (3), is counted from the ranks, not remembered
+                tokens = _count_short_ascii(counter._ranks, packed, e - i)
+                if tokens:
+                    total += tokens
+                    i = e
+                    continue
             slot = _find(memo, h, packed, is_packed, s, i, e)
             if slot.shape:
                 total += slot.tokens

@@ -1,5 +1,6 @@
 """Tests of the memo bypass: an ASCII piece of at most MAX_TOKEN_PIECE characters that is one
-token counts 1 and is not remembered; every other piece goes through the memo as before."""
+token counts 1 and is not remembered, nor is one of at most MAX_MERGELESS_PIECE characters that is
+no token (counted from its pairs); every other piece goes through the memo as before."""
 
 from __future__ import annotations
 
@@ -39,8 +40,35 @@ def is_token(piece: str, encoding: str) -> bool:
     return piece.encode("utf-8") in get_encoding(encoding)._mergeable_ranks
 
 
-def test_the_bound_is_the_same_in_both_twins(c_impl: ModuleType, py_impl: ModuleType) -> None:
+def test_the_bounds_are_the_same_in_both_twins(c_impl: ModuleType, py_impl: ModuleType) -> None:
     assert c_impl.MAX_TOKEN_PIECE == py_impl.MAX_TOKEN_PIECE == 8
+    assert c_impl.MAX_MERGELESS_PIECE == py_impl.MAX_MERGELESS_PIECE == 3
+
+
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_short_pieces_that_are_no_token_are_counted_without_the_memo(impl: ModuleType, encoding: str) -> None:
+    # two characters: 2 tokens; three: 2 if a pair merges, 3 if none does; four: the memo's
+    counter = impl.PieceCounter(encoding)
+    cases = {"Zx": 2, "QBu": 2, "+jj": 2, "zqx": None, "Bodt": None}
+    for piece, tokens in cases.items():
+        assert counter.pieces(piece) == [piece]
+        assert not is_token(piece, encoding)
+        expected = tiktoken_count(piece, encoding)
+        if tokens is not None:
+            assert expected == tokens, piece
+        assert counter.count(piece) == expected
+        assert counter.count(piece) == expected
+    assert counter.memo_len == 1  # "Bodt" alone: four characters are past MAX_MERGELESS_PIECE
+
+
+@settings(max_examples=200, deadline=None)
+@given(piece=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=2, max_size=3))
+def test_three_ascii_characters_count_as_tiktoken(impl: ModuleType, piece: str) -> None:
+    # whatever the pieces the pre-tokenizer cuts: each of at most 3 characters counted from pairs
+    for encoding in ENCODING_NAMES:
+        counter = impl.PieceCounter(encoding)
+        assert counter.count(piece) == tiktoken_count(piece, encoding)
+        assert counter.memo_len == 0
 
 
 @pytest.mark.parametrize("encoding", ENCODING_NAMES)
@@ -108,7 +136,26 @@ def test_every_string_kind_bypasses_the_memo(impl: ModuleType, encoding: str, wi
 
 
 _WORDS = st.sampled_from(
-    ["the", " the", " cat", "x", " publish", " research", " qzxjvkw", " café", "中文", "\n", "  ", "42", "!"]
+    [
+        "the",
+        " the",
+        " cat",
+        "x",
+        " publish",
+        " research",
+        " qzxjvkw",
+        " café",
+        "中文",
+        "\n",
+        "  ",
+        "42",
+        "!",
+        "QBu",
+        "Zx",
+        "+jj",
+        "zqx",
+        "Bodt",
+    ]
 )
 
 

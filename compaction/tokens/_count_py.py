@@ -27,7 +27,11 @@ costs the same number of tokens wherever it occurs.  Agent histories repeat the 
    UTF-8 bytes are its characters) is first looked up in the encoding's ranks: one that is a
    token counts 1 and is not remembered (most pieces of first-time text are such words with
    their leading space; the memo then holds the pieces that cost a merge, and stays small).
-   Any other piece: look it up in a memo (piece -> tokens); on a miss, ask tiktoken's BPE
+   Nor is one of at most :data:`MAX_MERGELESS_PIECE` characters that is no token: only its
+   pairs can merge (two characters: 2 tokens; three: 2 if one of its two pairs is a token,
+   else 3), which the compiled twin reads from its table of pairs (base64 data is cut into
+   many such pieces).  Any other piece: look it up in a memo (piece -> tokens); on a miss, ask
+   tiktoken's BPE
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
    count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
    :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), at most
@@ -78,6 +82,7 @@ __all__ = [
     "MAX_MEMO_PIECE",
     "MAX_MEMO_CHARS",
     "MAX_TOKEN_PIECE",
+    "MAX_MERGELESS_PIECE",
 ]
 
 #: The encodings whose pre-tokenizer is implemented.
@@ -93,6 +98,9 @@ MAX_MEMO_CHARS = 1 << 22
 #: Longest ASCII piece (characters) looked up in the ranks before the memo: one that is a token
 #: counts 1 and is not remembered (the compiled twin packs such a piece in one 64-bit word).
 MAX_TOKEN_PIECE = 8
+#: Longest ASCII piece (characters) that is counted from the ranks without the memo when it is
+#: no token either (only its pairs can merge).
+MAX_MERGELESS_PIECE = 3
 
 #: A character of each class of :mod:`._unicode_tables` on which every Unicode version agrees.
 _STAND_INS: dict[int, str] = {
@@ -249,9 +257,14 @@ class PieceCounter:
         total = 0
         ranks = self._ranks
         for piece in self._split(text):
-            if len(piece) <= MAX_TOKEN_PIECE and piece.isascii() and piece.encode("ascii") in ranks:
-                total += 1  # one token, not remembered
-                continue
+            if len(piece) <= MAX_TOKEN_PIECE and piece.isascii():
+                word = piece.encode("ascii")
+                if word in ranks:
+                    total += 1  # one token, not remembered
+                    continue
+                if len(piece) <= MAX_MERGELESS_PIECE:
+                    total += len(self._bpe(word))  # no merge loop, not remembered
+                    continue
             tokens = memo.get(piece)
             if tokens is None:
                 tokens = self._older.get(piece)
