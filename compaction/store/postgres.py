@@ -44,10 +44,9 @@ from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, usage
-from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import MessageFacts
+from .lineage import ANY_CONVERSATION, check_conversation_name
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
-from .sql_common import CommonQueries, facts_keys, json_object
+from .sql_common import CommonQueries, json_object
 from .sql_common import check_ints as _check_ints
 from .sql_common import check_optional_ints as _check_optional_ints
 
@@ -477,6 +476,18 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
     def _insert_replacing(self, into: str, key: str, column: str) -> str:
         return f"INSERT INTO {into} ON CONFLICT ({key}) DO UPDATE SET {column} = EXCLUDED.{column}"
 
+    def _cache_counts(self, rows: list[tuple[int, int, str, int]]) -> None:
+        ordered = sorted(rows, key=lambda r: (r[1], r[0]))  # by seq, as the rows were read
+        try:
+            with self._write("shared"), self._db.cursor() as cur:  # shared: waits for an append in progress
+                cur.executemany(
+                    "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (conversation_id, seq, encoding) DO NOTHING",
+                    ordered,
+                )
+        except self._pg.Error:  # a read-only or full database: the counts are a cache
+            pass
+
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.next_seq()
@@ -492,69 +503,6 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
         with self._reading("reading messages"), self._db.transaction():
             end = self.next_seq() if end is None else end
             return [message for message, _key in self._message_rows(start, end)]
-
-    def facts(
-        self,
-        start: int = 0,
-        end: int | None = None,
-        *,
-        encoding: str | None = None,
-        dropped: frozenset[str] = frozenset(),
-    ) -> list[MessageFacts]:
-        """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
-
-        Args:
-            start, end: the seq range (``end`` defaults to :meth:`next_seq`).
-            encoding: the encoding of ``text_tokens`` (default: the store's).
-            dropped: block types the counts leave out (``RequestFormat.dropped_block_types``),
-                cached under their own key; a message holding none of them takes its plain count.
-
-        Returns:
-            One entry per message, in seq order.  Counts not cached yet are computed and
-            cached (when the cache cannot be written, e.g. a read-only database, they are
-            used uncached).
-
-        Raises:
-            InvalidArgument: an argument of the wrong type.
-            EncodingDataMissing: an unknown encoding.
-            StoreError: the database could not be read.
-        """
-        encoding, key, plain = facts_keys(self.encoding, start, end, encoding, dropped)
-        holds = " OR ".join("strpos(COALESCE(r.content, m.content), %s) > 0" for _ in dropped) or "FALSE"
-        with self._reading("reading message facts"):
-            with self._db.transaction():
-                end = self.next_seq() if end is None else end
-                where, args = self._rows("m.")
-                rows = self._db.execute(
-                    "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
-                    " COALESCE(r.images, m.images),"
-                    f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                    f" m.kind, m.conversation_id FROM messages m {CURRENT_REVISION}"
-                    " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq"
-                    " AND t.encoding = %s"
-                    " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq"
-                    " AND p.encoding = %s"
-                    f" WHERE {where} AND m.seq >= %s AND m.seq < %s ORDER BY m.seq",
-                    (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
-                ).fetchall()
-            missing = [(int(r[0]), int(r[7])) for r in rows if r[5] is None]
-            counted = self._count_missing(missing, encoding, dropped)
-            if missing:
-                try:
-                    with self._write("shared"), self._db.cursor() as cur:
-                        cur.executemany(
-                            "INSERT INTO token_counts (conversation_id, seq, encoding, text_tokens)"
-                            " VALUES (%s, %s, %s, %s) ON CONFLICT (conversation_id, seq, encoding) DO NOTHING",
-                            [(owner, seq, key, counted[seq]) for seq, owner in sorted(missing)],
-                        )
-                except self._pg.Error:  # a read-only or full database: the counts are a cache
-                    pass
-        return [
-            ingest.facts_from_row(
-                seq, role, uses, results, images, counted[seq] if tokens is None else int(tokens), _text(kind)
-            )
-            for seq, role, uses, results, images, tokens, kind, _owner in rows
-        ]
 
     # -- summaries -------------------------------------------------------------------------
     def add_summary(

@@ -43,6 +43,7 @@ from .model import (
     FAILURE_KINDS,
     Caption,
     CompactionEvent,
+    MessageFacts,
     PromptTurn,
     StoredSummary,
     SummarySpan,
@@ -143,6 +144,10 @@ class CommonQueries(ConversationScope):
 
     #: ``ORDER BY`` collation that sorts text by its bytes.
     _BYTEWISE = ""
+    #: SQL false (a condition of no terms).
+    _FALSE = "FALSE"
+    #: The expression of a message's ``meta["kind"]`` (alias ``m``).
+    _KIND_COLUMN = "m.kind"
     #: A message row's columns after ``conversation_id, seq``, in the order of :meth:`_message_values`.
     _MESSAGE_COLUMNS: tuple[str, ...] = ()
 
@@ -175,6 +180,13 @@ class CommonQueries(ConversationScope):
         if rows:
             with closing(self._db.cursor()) as cur:
                 cur.executemany(statement, rows)
+
+    def _check_dense(self, seqs: list[int], start: int, end: int) -> None:
+        """Raise :class:`StoreError` when a message is missing among ``seqs`` of ``[start, end)`` (no check here)."""
+
+    def _cache_counts(self, rows: list[tuple[int, int, str, int]]) -> None:  # pragma: no cover - the backend's
+        """Cache ``(conversation id, seq, key, text tokens)`` rows, quietly leaving them uncached when it cannot write."""
+        raise NotImplementedError
 
     def _message_values(
         self, import_key: str, row: ingest.PreparedMessage, message: Message
@@ -276,6 +288,65 @@ class CommonQueries(ConversationScope):
         return [
             (ingest.message_from_row(seq, role, content, self._text_out(source), meta, self._blob_for_hydrate), key)
             for seq, role, content, source, meta, key in rows
+        ]
+
+    def facts(
+        self,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        encoding: str | None = None,
+        dropped: frozenset[str] = frozenset(),
+    ) -> list[MessageFacts]:
+        """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
+
+        Args:
+            start, end: the seq range (``end`` defaults to :meth:`next_seq`).
+            encoding: the encoding of ``text_tokens`` (default: the store's).
+            dropped: block types the counts leave out, as the request format they are for
+                does not ship them (``RequestFormat.dropped_block_types``; OpenAI Chat drops
+                ``thinking``); such counts are cached under their own key.
+
+        Returns:
+            One entry per message, in seq order.  Counts not cached yet are computed and
+            cached (on a read-only or full store they are used uncached); a message that
+            holds none of the dropped types takes its plain count.
+
+        Raises:
+            InvalidArgument: an argument of the wrong type.
+            EncodingDataMissing: an unknown encoding.
+            StoreError: the database could not be read, or (SQLite) a message is missing.
+        """
+        encoding, key, plain = facts_keys(self.encoding, start, end, encoding, dropped)
+        m = self._mark
+        # A message whose JSON names none of the dropped types counts the same either way.
+        holds = " OR ".join(self._contains("COALESCE(r.content, m.content)", m) for _ in dropped) or self._FALSE
+        with self._reading("reading message facts"):
+            with self._snapshot():
+                end = self.next_seq() if end is None else end
+                where, args = self._rows("m.")
+                rows = self._db.execute(
+                    "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
+                    " COALESCE(r.images, m.images),"
+                    f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
+                    f" {self._KIND_COLUMN}, m.conversation_id FROM messages m {CURRENT_REVISION}"
+                    " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq"
+                    f" AND t.encoding = {m}"
+                    " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq"
+                    f" AND p.encoding = {m}"
+                    f" WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
+                    (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
+                ).fetchall()
+            self._check_dense([int(r[0]) for r in rows], start, end)
+            missing = [(int(r[0]), int(r[7])) for r in rows if r[5] is None]
+            counted = self._count_missing(missing, encoding, dropped)
+            if missing:
+                self._cache_counts([(owner, seq, key, counted[seq]) for seq, owner in missing])
+        return [
+            ingest.facts_from_row(
+                seq, role, uses, results, images, counted[seq] if tokens is None else int(tokens), self._text_out(kind)
+            )
+            for seq, role, uses, results, images, tokens, kind, _owner in rows
         ]
 
     def pinned_seqs(self) -> list[int]:

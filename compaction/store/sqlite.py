@@ -41,8 +41,7 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
-from .model import MessageFacts
-from .sql_common import AppendRows, CommonQueries, facts_keys, json_object
+from .sql_common import AppendRows, CommonQueries, json_object
 from .sql_common import check_ints as _check_ints
 from .sql_common import check_optional_ints as _check_optional_ints
 from .sync import append_batch
@@ -430,6 +429,19 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
     def _insert_replacing(self, into: str, key: str, column: str) -> str:
         return f"INSERT OR REPLACE INTO {into}"
 
+    _FALSE = "0"
+    _KIND_COLUMN = "json_extract(m.meta, '$.kind')"
+
+    def _cache_counts(self, rows: list[tuple[int, int, str, int]]) -> None:
+        try:
+            with self._write():
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO token_counts (conversation_id, seq, encoding, text_tokens) VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.Error:  # a read-only or full store: the counts are a cache, use them uncached
+            pass
+
     # -- messages --------------------------------------------------------------------------
     def __len__(self) -> int:
         with self._reading("counting messages"):
@@ -468,64 +480,6 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
             f"{self.path}: message {hole} is missing from the store (messages are numbered without gaps); "
             "the store was edited outside compaction: restore it from a copy, or import the transcript into a new store"
         )
-
-    def facts(
-        self,
-        start: int = 0,
-        end: int | None = None,
-        *,
-        encoding: str | None = None,
-        dropped: frozenset[str] = frozenset(),
-    ) -> list[MessageFacts]:
-        """Return :class:`MessageFacts` for ``start <= seq < end``; counts missing tokens once.
-
-        Args:
-            start, end: the seq range (``end`` defaults to :meth:`next_seq`).
-            encoding: the encoding of ``text_tokens`` (default: the store's).
-            dropped: block types the counts leave out, as the request format they are for
-                does not ship them (``RequestFormat.dropped_block_types``; OpenAI Chat drops
-                ``thinking``); such counts are cached under their own key.
-
-        Returns:
-            One entry per message, in seq order.  Counts not cached yet are computed and
-            cached (on a read-only store they are used uncached); a message that holds none
-            of the dropped types takes its plain count.
-        """
-        encoding, key, plain = facts_keys(self.encoding, start, end, encoding, dropped)
-        # A message whose JSON names none of the dropped types counts the same either way.
-        holds = " OR ".join("instr(COALESCE(r.content, m.content), ?) > 0" for _ in dropped) or "0"
-        with self._reading("reading message facts"):
-            end = self.next_seq() if end is None else end
-            where, args = self._rows("m.")
-            rows = self._db.execute(
-                "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
-                " COALESCE(r.images, m.images),"
-                f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                f" json_extract(m.meta, '$.kind'), m.conversation_id FROM messages m {CURRENT_REVISION}"
-                " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq AND t.encoding = ?"
-                " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq AND p.encoding = ?"
-                f" WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-                (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
-            ).fetchall()
-        self._check_dense([r[0] for r in rows], start, end)
-        missing = [(r[0], r[7]) for r in rows if r[5] is None]
-        counted = self._count_missing(missing, encoding, dropped)
-        if missing:
-            try:
-                with self._write():
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO token_counts (conversation_id, seq, encoding, text_tokens)"
-                        " VALUES (?, ?, ?, ?)",
-                        [(owner, seq, key, counted[seq]) for seq, owner in missing],
-                    )
-            except sqlite3.Error:  # a read-only or full store: the counts are a cache, use them uncached
-                pass
-        return [
-            ingest.facts_from_row(
-                seq, role, uses, results, images, counted[seq] if tokens is None else tokens, kind
-            )
-            for seq, role, uses, results, images, tokens, kind, _owner in rows
-        ]
 
     # -- summaries -------------------------------------------------------------------------
     def add_summary(
