@@ -47,8 +47,6 @@ from . import ingest, usage
 from .lineage import ANY_CONVERSATION, check_conversation_name
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
 from .sql_common import CommonQueries, json_object
-from .sql_common import check_ints as _check_ints
-from .sql_common import check_optional_ints as _check_optional_ints
 
 if TYPE_CHECKING:
     import psycopg
@@ -495,14 +493,6 @@ class PostgresStore(usage.UsageRecords, CommonQueries):
     def _append_write(self) -> AbstractContextManager[None]:
         """Appenders on several hosts queue on the store's exclusive advisory lock, so seqs stay dense."""
         return self._write("exclusive")
-
-    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
-        """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        with self._reading("reading messages"), self._db.transaction():
-            end = self.next_seq() if end is None else end
-            return [message for message, _key in self._message_rows(start, end)]
 
     # -- summaries -------------------------------------------------------------------------
     def add_summary(

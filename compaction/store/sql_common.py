@@ -276,19 +276,43 @@ class CommonQueries(ConversationScope):
             raise StoreError(f"{self.path}: image blob {sha256} is missing")
         return bytes(row[0])
 
-    def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
-        """Return the messages in ``[start, end)`` with their import keys, in order (inside the caller's read)."""
+    def _message_query(self, start: int, end: int) -> list[Any]:
+        """Return the stored rows ``(seq, role, content, source_id, meta, import_key)`` of ``[start, end)``, in order."""
         m = self._mark
         where, args = self._rows("m.")
-        rows = self._db.execute(
-            "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
-            f" {CURRENT_REVISION} WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
-            (*args, start, end),
-        ).fetchall()
+        return list(
+            self._db.execute(
+                "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
+                f" {CURRENT_REVISION} WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
+                (*args, start, end),
+            ).fetchall()
+        )
+
+    def _from_rows(self, rows: list[Any]) -> list[tuple[Message, str]]:
+        """Rebuild :meth:`_message_query`'s rows as messages (images rehydrated), each with its import key."""
         return [
             (ingest.message_from_row(seq, role, content, self._text_out(source), meta, self._blob_for_hydrate), key)
             for seq, role, content, source, meta, key in rows
         ]
+
+    def _message_rows(self, start: int, end: int) -> list[tuple[Message, str]]:
+        """Return the messages in ``[start, end)`` with their import keys, in order (inside the caller's read)."""
+        return self._from_rows(self._message_query(start, end))
+
+    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
+        """Return messages with ``start <= seq < end`` (images rehydrated), in order.
+
+        Raises:
+            InvalidArgument: ``start`` or ``end`` is not an integer.
+            StoreError: the store could not be read, a row is damaged, or (SQLite) a message is missing.
+        """
+        check_ints(start=start)
+        check_optional_ints(end=end)
+        with self._reading("reading messages"), self._snapshot():
+            end = self.next_seq() if end is None else end
+            rows = self._message_query(start, end)
+            self._check_dense([int(r[0]) for r in rows], start, end)
+            return [message for message, _key in self._from_rows(rows)]
 
     def facts(
         self,

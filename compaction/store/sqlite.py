@@ -40,10 +40,8 @@ from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
-from .lineage import ANY_CONVERSATION, CURRENT_REVISION, check_conversation_name
+from .lineage import ANY_CONVERSATION, check_conversation_name
 from .sql_common import AppendRows, CommonQueries, json_object
-from .sql_common import check_ints as _check_ints
-from .sql_common import check_optional_ints as _check_optional_ints
 from .sync import append_batch
 
 try:
@@ -450,24 +448,6 @@ class SQLiteStore(usage.UsageRecords, CommonQueries):
 
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
         return append_batch(_SQLiteRows(self), batch, chain_seed)
-
-    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
-        """Return messages with ``start <= seq < end`` (images rehydrated), in order."""
-        _check_ints(start=start)
-        _check_optional_ints(end=end)
-        with self._reading("reading messages"):
-            end = self.next_seq() if end is None else end
-            where, args = self._rows("m.")
-            rows = self._db.execute(
-                "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta FROM messages m"
-                f" {CURRENT_REVISION} WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
-                (*args, start, end),
-            ).fetchall()
-            self._check_dense([r[0] for r in rows], start, min(end, self.next_seq()))
-            return [
-                ingest.message_from_row(seq, role, content, source_id, meta, self._blob_for_hydrate)
-                for seq, role, content, source_id, meta in rows
-            ]
 
     def _check_dense(self, seqs: list[int], start: int, end: int) -> None:
         """Raise StoreError when a stored message is missing in ``[start, end)`` (seqs are dense by contract)."""
