@@ -902,24 +902,34 @@ cdef inline void _heap_push(uint64_t* heap, Py_ssize_t* size, uint64_t key) noex
 
 
 cdef inline uint64_t _heap_pop(uint64_t* heap, Py_ssize_t* size) noexcept nogil:
+    # Floyd's pop: the hole at the root goes down to a leaf along the smaller children (one
+    # comparison a level, without a branch), then the last key goes up from there (mostly not
+    # at all: it came from the bottom).  Keys are totally ordered, so the pops come in the same
+    # order as with the textbook sift-down.
     cdef uint64_t top = heap[0]
     cdef Py_ssize_t n = size[0] - 1
     cdef uint64_t last = heap[n]
     cdef Py_ssize_t k = 0
-    cdef Py_ssize_t child
+    cdef Py_ssize_t child, parent
     size[0] = n
-    while True:
-        child = 2 * k + 1
-        if child >= n:
-            break
-        if child + 1 < n and heap[child + 1] < heap[child]:
-            child += 1
-        if last <= heap[child]:
-            break
+    if n == 0:
+        return top
+    child = 1
+    while child + 1 < n:
+        child += heap[child + 1] < heap[child]
         heap[k] = heap[child]
         k = child
-    if n > 0:
-        heap[k] = last
+        child = 2 * k + 1
+    if child < n:   # one child only
+        heap[k] = heap[child]
+        k = child
+    while k > 0:
+        parent = (k - 1) >> 1
+        if heap[parent] <= last:
+            break
+        heap[k] = heap[parent]
+        k = parent
+    heap[k] = last
     return top
 
 

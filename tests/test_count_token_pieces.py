@@ -185,3 +185,17 @@ def test_ascii_text_cold_equals_warm(impl: ModuleType, text: str) -> None:
     assert counter.count(text) == expected
     assert counter.count(text) == expected
     assert impl.PieceCounter("o200k_base", memo_size=0).count(text) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    unit=st.text(st.sampled_from("AaBb0+/="), min_size=1, max_size=4),
+    repeat=st.integers(30, 700),
+    tail=st.text(st.sampled_from("AaBbQz"), max_size=5),
+)
+def test_long_pieces_merge_as_tiktoken(c_impl: ModuleType, unit: str, repeat: int, tail: str) -> None:
+    # pieces past 128 bytes take the heap merge; runs of a few letters (base64 padding, "AAAA")
+    # push many keys of equal rank, each popped in the order of tiktoken's scan
+    text = unit * repeat + tail
+    for encoding in ENCODING_NAMES:
+        assert c_impl.PieceCounter(encoding, memo_size=0).count(text) == tiktoken_count(text, encoding)
