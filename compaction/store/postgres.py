@@ -46,7 +46,8 @@ from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, usage
 from .lineage import ANY_CONVERSATION, check_conversation_name
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
-from .sql_common import CommonQueries, json_object
+from .sql_common import json_object
+from .sql_summaries import SummaryQueries
 
 if TYPE_CHECKING:
     import psycopg
@@ -155,7 +156,7 @@ def _kind(message: Message) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-class PostgresStore(usage.UsageRecords, CommonQueries):
+class PostgresStore(usage.UsageRecords, SummaryQueries):
     """An append-only PostgreSQL store of messages, image blobs, token counts and summaries.
 
     Args:

@@ -41,7 +41,8 @@ from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, check_conversation_name
-from .sql_common import AppendRows, CommonQueries, json_object
+from .sql_common import AppendRows, json_object
+from .sql_summaries import SummaryQueries
 from .sync import append_batch
 
 try:
@@ -114,7 +115,7 @@ def describe_sqlite_error(err: sqlite3.Error, path: str) -> str:
 
 
 
-class SQLiteStore(usage.UsageRecords, CommonQueries):
+class SQLiteStore(usage.UsageRecords, SummaryQueries):
     """An append-only SQLite store of messages, image blobs, token counts and summaries.
 
     Args:
