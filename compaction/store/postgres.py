@@ -40,7 +40,6 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
 from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
 from . import ingest, usage
@@ -149,11 +148,6 @@ def _lock_key(name: str, purpose: str) -> int:
     """Return a 64-bit advisory lock key for ``purpose`` on store ``name`` (signed, as PostgreSQL takes it)."""
     digest = hashlib.sha256(f"compaction:{name}:{purpose}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def _kind(message: Message) -> str | None:
-    kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
-    return kind if isinstance(kind, str) else None
 
 
 class PostgresStore(usage.UsageRecords, SummaryQueries):
@@ -439,20 +433,6 @@ class PostgresStore(usage.UsageRecords, SummaryQueries):
     _MESSAGE_COLUMNS = (
         "role", "content", "source_id", "meta", "kind", "import_key", "tool_uses", "tool_results", "images",
     )
-
-    def _message_values(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
-        """Return a message row's columns after ``seq``, in the order of ``_MESSAGE_COLUMNS``."""
-        return (
-            row.role,
-            row.content,
-            _bytes(row.source_id),
-            row.meta,
-            _bytes(_kind(message)),
-            import_key,
-            row.tool_uses,
-            row.tool_results,
-            row.images,
-        )
 
     def _text_in(self, value: str | None) -> object:
         return _bytes(value)

@@ -142,8 +142,10 @@ class CommonQueries(ConversationScope):
     _FALSE = "FALSE"
     #: The expression of a message's ``meta["kind"]`` (alias ``m``).
     _KIND_COLUMN = "m.kind"
-    #: A message row's columns after ``conversation_id, seq``, in the order of :meth:`_message_values`.
-    _MESSAGE_COLUMNS: tuple[str, ...] = ()
+    #: A message row's columns after ``conversation_id, seq`` (PostgreSQL adds ``kind`` after ``meta``).
+    _MESSAGE_COLUMNS: tuple[str, ...] = (
+        "role", "content", "source_id", "meta", "import_key", "tool_uses", "tool_results", "images",
+    )
 
     # -- the dialect ----------------------------------------------------------------------------
     def _text_in(self, value: str | None) -> object:  # pragma: no cover - the backend's
@@ -182,10 +184,24 @@ class CommonQueries(ConversationScope):
         """Cache ``(conversation id, seq, key, text tokens)`` rows, quietly leaving them uncached when it cannot write."""
         raise NotImplementedError
 
-    def _message_values(
-        self, import_key: str, row: ingest.PreparedMessage, message: Message
-    ) -> tuple[object, ...]:  # pragma: no cover - the backend's
-        raise NotImplementedError
+    def _message_values(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
+        """Return a message row's values of ``_MESSAGE_COLUMNS``, in their order.
+
+        ``kind`` (PostgreSQL only) is ``meta["kind"]`` kept beside the meta when it is a string.
+        """
+        kind = message.meta.get("kind") if isinstance(message.meta, dict) else None
+        every: dict[str, object] = {
+            "role": row.role,
+            "content": row.content,
+            "source_id": self._text_in(row.source_id),
+            "meta": row.meta,
+            "kind": self._text_in(kind if isinstance(kind, str) else None),
+            "import_key": import_key,
+            "tool_uses": row.tool_uses,
+            "tool_results": row.tool_results,
+            "images": row.images,
+        }
+        return tuple(every[column] for column in self._MESSAGE_COLUMNS)
 
     # -- messages -------------------------------------------------------------------------------
     def _append_write(self) -> AbstractContextManager[None]:

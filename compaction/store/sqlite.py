@@ -398,20 +398,6 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
         return f"{type(self).__name__}({self.path!r})"
 
     # -- the dialect of the shared queries (see :mod:`.sql_common`) ----------------------------
-    _MESSAGE_COLUMNS = ("role", "content", "source_id", "meta", "import_key", "tool_uses", "tool_results", "images")
-
-    def _message_values(self, import_key: str, row: ingest.PreparedMessage, message: Message) -> tuple[object, ...]:
-        """Return a message row's columns after ``seq``, in the order of ``_MESSAGE_COLUMNS``."""
-        return (
-            row.role,
-            row.content,
-            ingest.sql_text(row.source_id),
-            row.meta,
-            import_key,
-            row.tool_uses,
-            row.tool_results,
-            row.images,
-        )
 
     def _text_in(self, value: str | None) -> object:
         return ingest.sql_text(value)
