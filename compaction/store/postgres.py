@@ -419,15 +419,6 @@ class PostgresStore(usage.UsageRecords, SummaryQueries):
         if db is not None and not db.closed:
             db.close()
 
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.path!r})"
-
     # -- the dialect of the shared queries (see :mod:`.sql_common`) ----------------------------
     _BYTEWISE = ' COLLATE "C"'
     _MESSAGE_COLUMNS = (

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, StoreError, found
@@ -133,6 +133,9 @@ def facts_keys(
     return chosen, ingest.token_key(chosen, dropped), ingest.token_key(chosen)
 
 
+_Store = TypeVar("_Store", bound="CommonQueries")
+
+
 class CommonQueries(ConversationScope):
     """The store methods both backends run alike, over the backend's dialect hooks (see the module)."""
 
@@ -202,6 +205,19 @@ class CommonQueries(ConversationScope):
             "images": row.images,
         }
         return tuple(every[column] for column in self._MESSAGE_COLUMNS)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def close(self) -> None:  # pragma: no cover - the backend's
+        raise NotImplementedError
+
+    def __enter__(self: _Store) -> _Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
 
     # -- messages -------------------------------------------------------------------------------
     def _append_write(self) -> AbstractContextManager[None]:

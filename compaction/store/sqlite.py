@@ -388,15 +388,6 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
         """Close the database connection (a connection it was given stays open, untraced)."""
         self._release()
 
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.path!r})"
-
     # -- the dialect of the shared queries (see :mod:`.sql_common`) ----------------------------
 
     def _text_in(self, value: str | None) -> object:
