@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import InvalidArgument, StoreError, found
-from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
+from ..tokens.encodings import DEFAULT_ENCODING
 from . import ingest, usage
 from .lineage import ANY_CONVERSATION, check_conversation_name
 from .postgres_schema import BASELINE_TABLES, MIGRATIONS_TABLE, PG_MIGRATIONS, PG_SCHEMA_VERSION
-from .sql_common import json_object
+from .sql_common import check_opening, json_object
 from .sql_summaries import SummaryQueries
 
 if TYPE_CHECKING:
@@ -190,11 +190,7 @@ class PostgresStore(usage.UsageRecords, SummaryQueries):
     ) -> None:
         if not isinstance(url, str):
             raise InvalidArgument(f"a PostgreSQL store URL must be a str; found {found(url)}")
-        if not isinstance(encoding, str):
-            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        check_encoding(encoding)  # a tiktoken name, or hf:PATH of a readable tokenizer.json
-        if not isinstance(create, bool):
-            raise InvalidArgument(f"create must be True or False; found {found(create)}")
+        check_opening(encoding, create)
         if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int) or connect_timeout < 1:
             raise InvalidArgument(f"connect_timeout must be a whole number of seconds >= 1; found {found(connect_timeout)}")
         if conversation is not None and conversation != ANY_CONVERSATION:

@@ -54,6 +54,7 @@ __all__ = [
     "CommonQueries",
     "check_failure",
     "check_ints",
+    "check_opening",
     "check_optional_ints",
     "check_sha256",
     "facts_keys",
@@ -110,6 +111,20 @@ def check_failure(what: str, reason: object, kind: object, kinds: Sequence[str])
         raise InvalidArgument(f"a {what}'s kind must be a string; found {found(kind)}")
     if kind not in kinds:
         raise StoreError(f"a {what}'s kind must be one of {', '.join(map(repr, kinds))}; found {kind!r}")
+
+
+def check_opening(encoding: object, create: object) -> None:
+    """Refuse a store's ``encoding`` that is not a known encoding's name, or a ``create`` that is not a bool.
+
+    Raises:
+        InvalidArgument: an argument of the wrong type.
+        EncodingDataMissing: an unknown encoding name, or an hf: tokenizer file that cannot be loaded.
+    """
+    if not isinstance(encoding, str):
+        raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
+    check_encoding(encoding)  # a tiktoken name, or hf:PATH of a readable tokenizer.json
+    if not isinstance(create, bool):
+        raise InvalidArgument(f"create must be True or False; found {found(create)}")
 
 
 def facts_keys(

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import Message
 from ..errors import InvalidArgument, StoreError, found
-from ..tokens.encodings import DEFAULT_ENCODING, check_encoding
+from ..tokens.encodings import DEFAULT_ENCODING
 from . import ingest, migrations, usage
 from .lineage import ANY_CONVERSATION, check_conversation_name
-from .sql_common import AppendRows, json_object
+from .sql_common import AppendRows, check_opening, json_object
 from .sql_summaries import SummaryQueries
 from .sync import append_batch
 
@@ -173,11 +173,7 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
             raise InvalidArgument(f"a store path must be a str or a path; found {found(path)}")
         if connection is not None and not isinstance(connection, sqlite3.Connection):
             raise InvalidArgument(f"connection must be an sqlite3.Connection; found {found(connection)}")
-        if not isinstance(encoding, str):
-            raise InvalidArgument(f"encoding must be an encoding's name; found {found(encoding)}")
-        check_encoding(encoding)  # a tiktoken name, or hf:PATH of a readable tokenizer.json
-        if not isinstance(create, bool):
-            raise InvalidArgument(f"create must be True or False; found {found(create)}")
+        check_opening(encoding, create)
         if tracer is not None and not callable(tracer):
             raise InvalidArgument(f"tracer must be callable (e.g. print); found {found(tracer)}")
         if conversation is not None and conversation != ANY_CONVERSATION:
