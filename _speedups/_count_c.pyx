@@ -9,8 +9,9 @@ look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 
 character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
 each piece up in a C hash table keyed by its code points (an ASCII piece of at most
 ``MAX_TOKEN_PIECE`` characters first in the rank table: one that is a token counts 1, and one of
-at most ``MAX_MERGELESS_PIECE`` is counted from its pairs, neither remembered, as in the twin; its
-code points, packed in 64 bits, are its UTF-8 bytes, so this is one memory access).  A piece the memo does not hold is
+at most ``MAX_MERGELESS_PIECE`` is counted from its pairs, neither remembered, as in the twin; the
+code points of one of at most 8, packed in 64 bits, are its UTF-8 bytes, so this is one memory
+access).  A piece the memo does not hold is
 counted by a native byte-pair merge loop (tiktoken's algorithm: see ``_bpe_count``) on the
 encoding's ranks, read from the checked rank file (``rank_file``) straight into a C table:
 the compiled counter builds no Python dict of the ranks and no tiktoken encoder (the twin asks
@@ -45,7 +46,7 @@ ENCODING_NAMES = ("cl100k_base", "o200k_base")
 DEFAULT_MEMO_SIZE = 1 << 18
 MAX_MEMO_PIECE = 4096
 MAX_MEMO_CHARS = 1 << 22
-MAX_TOKEN_PIECE = 8
+MAX_TOKEN_PIECE = 16
 MAX_MERGELESS_PIECE = 3
 
 # --------------------------------------------------------------------------- character classes
@@ -62,6 +63,7 @@ cdef enum:
     C_MAX_MEMO_CHARS = 1 << 22
     C_SMALL_PIECE = 64     # a miss this short is encoded on the stack
     PACKED = 0x8000        # _Slot.shape: ``key`` holds the code points themselves
+    C_MAX_TOKEN_PIECE = 16  # MAX_TOKEN_PIECE
 
 _CLASS_FLAGS = {
     UPPER: F_UPPER | F_LETTER,
@@ -1127,6 +1129,40 @@ cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssi
     return 0
 
 
+cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, Py_ssize_t e,
+                                Py_ssize_t n) noexcept nogil:
+    # Whether the piece s[i:e] of 9 to 16 code points is ASCII and one token.  An ASCII 1-byte
+    # string holds its UTF-8 bytes: they are read in place where 16 bytes are left (_head reads
+    # eight past the second word); elsewhere they are copied to the stack, zeros after them.
+    cdef uint8_t buf[24]
+    cdef const uint8_t* b = NULL
+    cdef uint64_t first, second, h
+    cdef Py_ssize_t length = e - i
+    cdef Py_ssize_t k
+    cdef uint32_t high = 0
+    cdef uint32_t cp
+    if _unit is Py_UCS1:
+        if _COUNT_C_LITTLE_ENDIAN and i + 16 <= n:
+            b = <const uint8_t*>s + i
+    if b == NULL:
+        memset(buf, 0, 24)
+        for k in range(length):
+            cp = s[i + k]
+            high |= cp
+            buf[k] = <uint8_t>cp
+        if high >= 128:
+            return False
+        b = buf
+    first = _head(b, 8)
+    second = _head(b + 8, length - 8)
+    if (first | second) & HIGH_BITS:
+        return False
+    h = _hash_span(b, length, first)
+    if not _maybe_token(r, h):
+        return False
+    return _probe(r, b, length, first, h) != NO_RANK
+
+
 cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i, Py_ssize_t e,
                              object text) except -1:
     # The tokens of the piece s[i:e] (a memo miss), by the native BPE; its UTF-8 bytes on the
@@ -1175,14 +1211,19 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
         if e - i <= C_MAX_MEMO_PIECE:
             h = _hash_piece(s, i, e, n, &packed, &is_packed)
             if is_packed and not packed & HIGH_BITS:
-                # an ASCII piece of at most MAX_TOKEN_PIECE (8) characters: its UTF-8 bytes are
-                # the packed code points; one that is a token, or of at most
+                # an ASCII piece of at most 8 characters: its UTF-8 bytes are the packed code
+                # points; one that is a token, or of at most
                 # MAX_MERGELESS_PIECE (3), is counted from the ranks, not remembered
                 tokens = _count_short_ascii(counter._ranks, packed, e - i)
                 if tokens:
                     total += tokens
                     i = e
                     continue
+            elif 8 < e - i <= C_MAX_TOKEN_PIECE and _is_long_token(counter._ranks, s, i, e, n):
+                # an ASCII piece of 9 to MAX_TOKEN_PIECE characters that is one token
+                total += 1
+                i = e
+                continue
             slot = _find(memo, h, packed, is_packed, s, i, e)
             if slot.shape:
                 total += slot.tokens

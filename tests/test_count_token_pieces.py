@@ -41,7 +41,7 @@ def is_token(piece: str, encoding: str) -> bool:
 
 
 def test_the_bounds_are_the_same_in_both_twins(c_impl: ModuleType, py_impl: ModuleType) -> None:
-    assert c_impl.MAX_TOKEN_PIECE == py_impl.MAX_TOKEN_PIECE == 8
+    assert c_impl.MAX_TOKEN_PIECE == py_impl.MAX_TOKEN_PIECE == 16
     assert c_impl.MAX_MERGELESS_PIECE == py_impl.MAX_MERGELESS_PIECE == 3
 
 
@@ -85,18 +85,18 @@ def test_short_ascii_tokens_are_not_remembered(impl: ModuleType, encoding: str) 
 
 
 @pytest.mark.parametrize("encoding", ENCODING_NAMES)
-def test_the_boundary_at_eight_characters(impl: ModuleType, encoding: str) -> None:
-    # " publish" (8 characters) and " research" (9) are tokens of both encodings: the first is
-    # counted without the memo, the second through it
-    eight, nine = " publish", " research"
-    assert len(eight) == impl.MAX_TOKEN_PIECE == len(nine) - 1
-    assert is_token(eight, encoding) and is_token(nine, encoding)
+def test_the_boundaries_at_eight_and_sixteen_characters(impl: ModuleType, encoding: str) -> None:
+    # tokens of both encodings: up to 8 characters packed in one word, 9 to 16 in two (the
+    # compiled twin), none remembered; 17 characters go through the memo
+    pieces = [" publish", " research", " straightforward", " responsibilities"]
+    assert [len(piece) for piece in pieces] == [8, 9, impl.MAX_TOKEN_PIECE, impl.MAX_TOKEN_PIECE + 1]
     counter = impl.PieceCounter(encoding)
-    assert counter.count(eight) == 1
-    assert counter.memo_len == 0
-    assert counter.count(nine) == 1
+    for piece in pieces:
+        assert is_token(piece, encoding)
+        assert counter.count(piece) == 1
     assert counter.memo_len == 1
-    assert counter.count(eight + nine) == 2
+    assert counter.count("".join(pieces)) == 4  # again, warm
+    assert counter.count("".join(pieces) + "\n" + "".join(pieces)) == 9
     assert counter.memo_len == 1
 
 
@@ -128,7 +128,7 @@ def test_non_ascii_tokens_go_through_the_memo(impl: ModuleType, encoding: str) -
 @pytest.mark.parametrize("wide", ["", "\u00e9", "\u4e2d", "\U0001f600"])
 def test_every_string_kind_bypasses_the_memo(impl: ModuleType, encoding: str, wide: str) -> None:
     # the ASCII pieces of a 1-, 2- or 4-byte string are the same pieces: not remembered in any
-    text = " the cat" + ("\n" + wide if wide else "")
+    text = " the cat straightforward" + ("\n" + wide if wide else "")
     counter = impl.PieceCounter(encoding)
     assert counter.count(text) == tiktoken_count(text, encoding)
     remembered = 0 if not wide else len([p for p in counter.pieces(text) if not p.isascii()])
@@ -143,6 +143,8 @@ _WORDS = st.sampled_from(
         "x",
         " publish",
         " research",
+        " straightforward",
+        " responsibilities",
         " qzxjvkw",
         " café",
         "中文",

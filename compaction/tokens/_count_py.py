@@ -96,8 +96,8 @@ MAX_MEMO_PIECE = 4096
 #: memo's memory: long pieces such as base64 image data repeat in a transcript too).
 MAX_MEMO_CHARS = 1 << 22
 #: Longest ASCII piece (characters) looked up in the ranks before the memo: one that is a token
-#: counts 1 and is not remembered (the compiled twin packs such a piece in one 64-bit word).
-MAX_TOKEN_PIECE = 8
+#: counts 1 and is not remembered (the compiled twin reads such a piece in two 64-bit words).
+MAX_TOKEN_PIECE = 16
 #: Longest ASCII piece (characters) that is counted from the ranks without the memo when it is
 #: no token either (only its pairs can merge).
 MAX_MERGELESS_PIECE = 3
