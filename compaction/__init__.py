@@ -16,33 +16,94 @@ Example:
 
 __version__ = "0.1.0"
 
-from .blocks import Message
-from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, compile_request
-from .errors import (
-    CompactionError,
-    EncodingDataMissing,
-    ImageError,
-    InvalidArgument,
-    InvalidMessage,
-    InvalidTranscript,
-    InvariantViolation,
-    OverBudget,
-    RecipeError,
-    StoreError,
-    SummarizerError,
-    TranscriptUnreadable,
-    UnknownFormat,
-)
-from .formats import load_transcript
-from .loop import append_anthropic, append_openai, append_responses
-from .pipeline import RunResult, compress_and_compile, run_pipeline
-from .policy import ImageSettings
-from .recipe import Recipe, load_recipe
-from .store import ConversationInfo, Store, list_conversations, open_store
-from .summarizers import ExtractiveSummarizer
-from .tokens.counting import count_text
-from .wire import GatedRequest, gate
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported when first used
+    from .blocks import Message
+    from .compactor import Compactor, TickReport
+    from .compile import CompiledRequest, compile_request
+    from .errors import (
+        CompactionError,
+        EncodingDataMissing,
+        ImageError,
+        InvalidArgument,
+        InvalidMessage,
+        InvalidTranscript,
+        InvariantViolation,
+        OverBudget,
+        RecipeError,
+        StoreError,
+        SummarizerError,
+        TranscriptUnreadable,
+        UnknownFormat,
+    )
+    from .formats import load_transcript
+    from .loop import append_anthropic, append_openai, append_responses
+    from .pipeline import RunResult, compress_and_compile, run_pipeline
+    from .policy import ImageSettings
+    from .recipe import Recipe, load_recipe
+    from .store import ConversationInfo, Store, list_conversations, open_store
+    from .summarizers import ExtractiveSummarizer
+    from .tokens.counting import count_text
+    from .wire import GatedRequest, gate
+
+#: Where each public name lives: ``import compaction`` imports none of them, so a process pays
+#: only for what it uses (the store, the counter, the HTTP client of a summarizer, ...).
+_LAZY: dict[str, str] = {
+    "Message": "blocks",
+    "Compactor": "compactor",
+    "TickReport": "compactor",
+    "CompiledRequest": "compile",
+    "compile_request": "compile",
+    "CompactionError": "errors",
+    "EncodingDataMissing": "errors",
+    "ImageError": "errors",
+    "InvalidArgument": "errors",
+    "InvalidMessage": "errors",
+    "InvalidTranscript": "errors",
+    "InvariantViolation": "errors",
+    "OverBudget": "errors",
+    "RecipeError": "errors",
+    "StoreError": "errors",
+    "SummarizerError": "errors",
+    "TranscriptUnreadable": "errors",
+    "UnknownFormat": "errors",
+    "load_transcript": "formats",
+    "append_anthropic": "loop",
+    "append_openai": "loop",
+    "append_responses": "loop",
+    "RunResult": "pipeline",
+    "compress_and_compile": "pipeline",
+    "run_pipeline": "pipeline",
+    "ImageSettings": "policy",
+    "Recipe": "recipe",
+    "load_recipe": "recipe",
+    "ConversationInfo": "store",
+    "Store": "store",
+    "list_conversations": "store",
+    "open_store": "store",
+    "ExtractiveSummarizer": "summarizers",
+    "count_text": "tokens.counting",
+    "GatedRequest": "wire",
+    "gate": "wire",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562) and keep it as a module attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'compaction' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",
