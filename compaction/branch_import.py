@@ -259,9 +259,10 @@ def import_branches(
         paths = _claude_code_paths(location, transcript, text, conversation, lenient)
     made: list[ImportedBranch] = []
     known: dict[str, list[str]] = {conversation: _held(location, conversation)}
+    existing = _existing(location)
     try:
         for path in paths:
-            branch = _store_path(location, conversation, path, known, format)
+            branch = _store_path(location, path, known, existing, format)
             if branch is not None:
                 made.append(branch)
     except CompactionError as err:
@@ -294,23 +295,33 @@ def _claude_code_paths(
 ) -> list[_Path]:
     tree = session_tree(text)
     out = []
+    taken: set[str] = set()
+
+    def unique(tag: str) -> str:
+        """The branch name of ``tag``, made distinct from the names given before (a prompt's uuid
+        may read ``sidechain-X`` or ``active-X``): a repeat ends with ``~2``, ``~3``..., in file order."""
+        name, count = branch_name(conversation, tag), 1
+        while name in taken:
+            count += 1
+            name = branch_name(conversation, f"{tag}~{count}")
+        taken.add(name)
+        return name
+
     held = _held(location, conversation)
     if held:
         active = _parse_text(transcript, path_lines(text, tree.main), "claude-code", lenient).messages
         if [m.fingerprint() for m in active[: len(held)]] != held:
             # session_main appended nothing: the main path is a branch like the others
-            out.append(
-                _Path(branch_name(conversation, f"active-{_uuid_at(text, tree.main)}"), "rewind", active)
-            )
+            out.append(_Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
     for thread in tree.threads:
         lines = path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines)
         if not _holds_messages(lines):
             continue  # a thread of events that are no messages (a sub-agent's system events): nothing to import
         parsed = _parse_text(transcript, lines, "claude-code", lenient)
         if thread.kind == "rewind":
-            out.append(_Path(branch_name(conversation, thread.start), "rewind", parsed.messages))
+            out.append(_Path(unique(thread.start), "rewind", parsed.messages))
             continue
-        name = branch_name(conversation, f"sidechain-{thread.start}")
+        name = unique(f"sidechain-{thread.start}")
         out.append(
             _Path(
                 name,
@@ -378,17 +389,60 @@ def _why(thread: Thread, conversation: str) -> str:
     )
 
 
+def _existing(location: str | Path) -> dict[str, tuple[str | None, int | None]]:
+    """The store's conversations: name -> (parent, fork seq); none when there is no store yet."""
+    from .store.factory import list_conversations
+
+    try:
+        return {info.name: (info.parent, info.fork_seq) for info in list_conversations(location)}
+    except StoreError:
+        return {}
+
+
+def _free_name(
+    location: str | Path, path: _Path, prints: list[str], existing: dict[str, tuple[str | None, int | None]]
+) -> _Path:
+    """Return ``path`` under a name that is free or holds what it imported before (a prefix of it).
+
+    A conversation of that name holding other messages (one the user named so, or imported
+    from another file) is left alone: the path goes to ``NAME~2`` (``~3``...), and its note
+    says why, so nothing is appended to a conversation it does not belong to.
+    """
+    name, count = path.name, 1
+    while name in existing:
+        with open_store(location, create=False, conversation=name) as store:
+            held = [m.fingerprint() for m in store.messages()]
+        if prints[: len(held)] == held:
+            break
+        count += 1
+        name = path.name[: MAX_NAME - len(f"~{count}")] + f"~{count}"
+    if name == path.name:
+        return path
+    why = f"a conversation {path.name!r} holding other messages exists, so this one is named {name!r}"
+    return dataclasses.replace(path, name=name, note=f"{path.note}; {why}" if path.note else why)
+
+
 def _store_path(
-    location: str | Path, conversation: str, path: _Path, known: dict[str, list[str]], format: str
+    location: str | Path,
+    path: _Path,
+    known: dict[str, list[str]],
+    existing: dict[str, tuple[str | None, int | None]],
+    format: str,
 ) -> ImportedBranch | None:
-    """Store one path as a branch (or conversation of its own) and return it; ``None``: nothing of its own."""
+    """Store one path as a branch (or conversation of its own) and return it; ``None``: nothing of its own.
+
+    ``known`` (the fingerprints each stored path shows) and ``existing`` (the store's
+    conversations, read once) are updated with what is stored.
+    """
     prints = [m.fingerprint() for m in path.messages]
     if not prints:
         return None
+    path = _free_name(location, path, prints, existing)
     if path.own:
         with open_store(location, conversation=path.name) as own:
             added = own.append(path.messages, chain_seed=format)
             known[path.name] = [m.fingerprint() for m in own.messages()]
+        existing.setdefault(path.name, (None, None))
         return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note)
     name = path.name
     if name not in known and any(_common(prints, held) == len(prints) for held in known.values()):
@@ -396,12 +450,12 @@ def _store_path(
     parent, fork = max(
         ((n, _common(prints, held)) for n, held in known.items() if n != name), key=lambda c: c[1]
     )
-    with open_store(location, create=False, conversation=parent) as source:
-        existing = {info.name: info for info in source.conversations()}
-        if name not in existing:
+    if name not in existing:
+        with open_store(location, create=False, conversation=parent) as source:
             source.branch(name, fork)
-        else:
-            parent, fork = existing[name].parent or parent, existing[name].fork_seq or 0
+        existing[name] = (parent, fork)
+    else:
+        parent, fork = existing[name][0] or parent, existing[name][1] or 0
     with open_store(location, conversation=name) as branch:
         added = branch.append(path.messages, chain_seed=format)
         known[name] = [m.fingerprint() for m in branch.messages()]
@@ -430,7 +484,11 @@ def _parse_text(transcript: str | Path, text: str, format: str, lenient: bool) -
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         try:
-            return load_transcript(name, format=format, lenient=lenient)
+            parsed = load_transcript(name, format=format, lenient=lenient)
+            # notes name the user's file, not the temporary one
+            return dataclasses.replace(
+                parsed, problems=[p.replace(name, str(transcript)) for p in parsed.problems]
+            )
         except InvalidTranscript as err:  # name the user's file, not the temporary one
             raise InvalidTranscript(
                 str(err).replace(name, f"{transcript} (a branch of it)"), line=None

@@ -35,6 +35,7 @@ resumed session repeats events) is left out.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -188,12 +189,22 @@ def session_tree(text: str) -> SessionTree:
         if owner == uuid and fork is not None:
             origin[uuid] = segment[fork]
 
+    owned: dict[str | None, list[int]] = {}  # each segment's lines, in file order
+    for uuid, owner in segment.items():
+        owned.setdefault(owner, []).append(line_of[uuid])
+    for lines_of_owner in owned.values():
+        lines_of_owner.sort()
+
     def shared(owner: str | None, before: int) -> set[int]:
-        """The lines of ``owner``'s events before line ``before``, and of what it shares in turn."""
-        lines = {line_of[u] for u, s in segment.items() if s == owner and line_of[u] < before}
-        if owner is not None:
-            lines |= shared(origin.get(owner), line_of[owner])
-        return lines
+        """The lines of ``owner``'s events before line ``before``, and of what it shares in turn
+        (a loop, not recursion: rewinds nest as deep as the session goes)."""
+        lines: set[int] = set()
+        while True:
+            held = owned.get(owner, [])
+            lines.update(held[: bisect.bisect_left(held, before)])
+            if owner is None:
+                return lines
+            owner, before = origin.get(owner), line_of[owner]
 
     rewound = {line_of[u] for u, s in segment.items() if s is not None}
     main = tuple(i for i in range(len(text.splitlines())) if i not in rewound)

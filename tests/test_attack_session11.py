@@ -1,0 +1,165 @@
+"""Hostile input against what session 11 built (attack pass): each test failed before its fix.
+
+Claude Code sessions are built here (events with ``uuid`` / ``parentUuid``), so each shows
+one hostile shape: rewinds nested deeper than Python's recursion limit, a prompt whose uuid
+reads like a sidechain's branch name, a store already holding a conversation named like a
+branch the import would make.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from compaction.cli import main
+from compaction.formats._claude_code_tree import session_tree
+from compaction.store import list_conversations, open_store
+
+DATA = Path(__file__).parent / "data" / "claude_code"
+REWOUND = DATA / "claude-code-log__dag_compact_after_rewind.jsonl"
+
+
+def _user(uuid: str, parent: str | None, text: str, sidechain: bool = False) -> dict[str, Any]:
+    return {
+        "type": "user",
+        "parentUuid": parent,
+        "isSidechain": sidechain,
+        "sessionId": "s",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {"role": "user", "content": text},
+    }
+
+
+def _assistant(uuid: str, parent: str | None, text: str, sidechain: bool = False) -> dict[str, Any]:
+    return {
+        "type": "assistant",
+        "parentUuid": parent,
+        "isSidechain": sidechain,
+        "sessionId": "s",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {
+            "id": f"msg-{uuid}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    }
+
+
+def _write(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return path
+
+
+def _import(path: Path, store: Path, *extra: str) -> dict[str, Any]:
+    done = CliRunner().invoke(
+        main, ["import", str(path), "--store", str(store), "--branches", "--json", *extra]
+    )
+    assert done.exit_code == 0, done.output
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _texts(store: Path, name: str) -> list[str]:
+    with open_store(str(store), conversation=name) as opened:
+        return [m.text() for m in opened.messages()]
+
+
+def test_rewinds_nested_deeper_than_the_recursion_limit_are_read() -> None:
+    # each rewind forks inside the one before (the abandoned prompt x_i is the parent of the
+    # next fork); the kept prompts' answers come last, newest first, so each y_i reaches furthest
+    depth = sys.getrecursionlimit() + 100
+    events = [_user("r", None, "root"), _assistant("ra", "r", "ans")]
+    tail = []
+    parent = "ra"
+    for i in range(depth):
+        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
+        events.append(_user(f"y{i}", parent, f"keep {i}"))
+        tail.append(_assistant(f"ya{i}", f"y{i}", f"ka {i}"))
+        parent = f"xa{i}"
+    text = "".join(json.dumps(e) + "\n" for e in events + tail[::-1])
+    tree = session_tree(text)
+    assert len(tree.threads) == depth
+    assert [t.start for t in tree.threads[:3]] == ["x0", "x1", "x2"]
+    deepest = tree.threads[-1]
+    # the deepest rewind holds root, answer, and every abandoned prompt and answer above it
+    assert deepest.lines[:2] == (0, 1)
+    assert len(deepest.lines) == 2 + 2 * depth
+    # the conversation goes on with y0 (its answer is the last line); everything else is rewound
+    assert tree.main == (0, 1, 4, 4 * depth + 1)
+    assert tree.abandoned == 4 * depth - 2
+
+
+def test_a_prompt_uuid_reading_like_a_sidechain_name_does_not_merge_two_paths(tmp_path: Path) -> None:
+    session = _write(
+        tmp_path / "collide.jsonl",
+        [
+            _user("r", None, "root"),
+            _assistant("ra", "r", "ans"),
+            _user("sidechain-S", "ra", "abandoned"),
+            _assistant("x1", "sidechain-S", "x"),
+            _user("keep", "ra", "keep"),
+            _assistant("k1", "keep", "k"),
+            _user("S", None, "sub task", sidechain=True),
+            _assistant("S2", "S", "sub answer", sidechain=True),
+        ],
+    )
+    store = tmp_path / "s.db"
+    report = _import(session, store)
+    names = [b["name"] for b in report["branches"]]
+    assert names == ["collide@sidechain-S", "collide@sidechain-S~2"]
+    assert _texts(store, "collide@sidechain-S") == ["root", "ans", "abandoned", "x"]
+    assert _texts(store, "collide@sidechain-S~2") == ["sub task", "sub answer"]
+    again = _import(session, store)
+    assert [(b["name"], b["added"]) for b in again["branches"]] == [(n, 0) for n in names]
+
+
+def test_a_conversation_named_like_a_branch_is_left_alone(tmp_path: Path) -> None:
+    other = _write(tmp_path / "other.jsonl", [_user("o1", None, "other"), _assistant("o2", "o1", "reply")])
+    store = tmp_path / "s.db"
+    done = CliRunner().invoke(
+        main, ["import", str(other), "--store", str(store), "--conversation", "dag@b1u"]
+    )
+    assert done.exit_code == 0, done.output
+    report = _import(REWOUND, store, "--conversation", "dag")
+    [branch] = report["branches"]
+    assert (branch["name"], branch["parent"], branch["fork_seq"]) == ("dag@b1u~2", "dag", 2)
+    assert "'dag@b1u' holding other messages exists" in branch["note"]
+    assert _texts(store, "dag@b1u") == ["other", "reply"]
+    assert _texts(store, "dag@b1u~2")[2:] == ["First attempt", "First answer"]
+    again = _import(REWOUND, store, "--conversation", "dag")
+    assert [(b["name"], b["added"]) for b in again["branches"]] == [("dag@b1u~2", 0)]
+    assert {i.name: i.messages for i in list_conversations(str(store))} == {
+        "dag@b1u": 2,
+        "dag": 8,
+        "dag@b1u~2": 4,
+    }
+
+
+def test_notes_of_a_reparsed_main_conversation_name_the_users_file(tmp_path: Path) -> None:
+    session = _write(
+        tmp_path / "notes.jsonl",
+        [
+            _user("r", None, "root"),
+            _assistant("ra", "r", "ans"),
+            _user("p1", "ra", "abandoned"),
+            _assistant("p1a", "p1", "x"),
+            _user("p2", "ra", "kept"),
+            _assistant("p2a", "p2", "k"),
+            _user("S", None, "sub task", sidechain=True),
+            _assistant("S2", "S", "sub answer", sidechain=True),
+        ],
+    )
+    report = _import(session, tmp_path / "s.db")
+    notes = " ".join(report.get("notes", []) + report.get("problems", []))
+    assert f"{session}:7" in notes or "notes.jsonl:7" in notes, report
+    assert "/tmp/notes." not in notes.replace(str(session), "")
