@@ -403,8 +403,10 @@ def test_cold_memo_equals_warm_memo(impl: ModuleType, batch: list[str]) -> None:
 
 def test_memo_bound_is_respected(impl: ModuleType) -> None:
     counter = impl.PieceCounter("o200k_base", memo_size=50)
-    # pieces longer than MAX_TOKEN_PIECE: remembered, token or not
-    words = [f"w{i}xqzjkv" for i in range(1000)]
+    # 1000 distinct pieces of several tokens each: remembered (an ASCII piece that is one token,
+    # or of at most three characters, is not)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [f"{letters[i // 676 % 26]}{letters[i // 26 % 26]}{letters[i % 26]}qzxjvw" for i in range(1000)]
     for start in range(0, 1000, 7):
         text = " ".join(words[start : start + 40])
         assert counter.count(text) == tiktoken_count(text, "o200k_base")
@@ -509,7 +511,7 @@ def test_twins_remember_the_same_pieces(
 
 
 def _words(count: int) -> str:
-    """``count`` distinct pieces: a space and nine letters each (remembered: over MAX_TOKEN_PIECE)."""
+    """``count`` distinct pieces: a space and nine letters each, several tokens (remembered)."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     return "".join(
         f" {letters[k // 676 % 26]}{letters[k // 26 % 26]}{letters[k % 26]}qzxjvw" for k in range(count)
@@ -542,7 +544,7 @@ def test_memo_keeps_pieces_in_use_when_full(py_impl: ModuleType, c_impl: ModuleT
 
 def test_memo_of_one_piece(impl: ModuleType) -> None:
     counter = impl.PieceCounter("o200k_base", memo_size=1)
-    # pieces longer than MAX_TOKEN_PIECE (short ASCII tokens are not remembered)
+    # pieces of several tokens each (an ASCII piece that is one token is not remembered)
     for text in ("supercalifragilistic expialidocious", "antidisestablishment", "zzqxjkvwb quixotically"):
         assert counter.count(text) == tiktoken_count(text, "o200k_base")
         assert counter.memo_len == 1
