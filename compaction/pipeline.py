@@ -16,7 +16,7 @@ from .calibration import Correction, calibrated_budget, correction_for
 from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
 from .compile import CompiledRequest, raw_history_tokens, require_budget
-from .errors import ImageError, InvalidArgument, RecipeError, found
+from .errors import ImageError, InvalidArgument, OverBudget, RecipeError, found
 from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
@@ -28,6 +28,7 @@ __all__ = [
     "RunResult",
     "append_transcript",
     "budget_correction",
+    "calibrated_over_budget",
     "caption_before_compile",
     "compress_and_compile",
     "import_transcript",
@@ -161,6 +162,32 @@ def budget_correction(store: HistoryStore, recipe: Recipe) -> Correction | None:
     return correction_for(store, recipe.target_model) if recipe.calibrate else None
 
 
+def calibrated_over_budget(err: OverBudget, asked: int, correction: Correction) -> OverBudget:
+    """Return ``err`` with a sentence saying its budget is ``asked`` divided by ``correction``.
+
+    A user who asked for ``asked`` tokens would otherwise read a budget they never gave
+    (``floor(asked / factor)``, :func:`~compaction.calibration.calibrated_budget`) with no
+    word of where it came from.
+
+    Args:
+        err: the :class:`OverBudget` compile or compression raised at the calibrated budget.
+        asked: the recipe's budget before calibration (tokens).
+        correction: the correction the budget was divided by.
+
+    Returns:
+        An :class:`OverBudget` with the same stage, budget and needed tokens (the calibrated
+        budget, in tokens), its message followed by the calibration sentence.
+    """
+    note = (
+        f"The budget of {err.budget} tokens is the recipe's {asked} divided by {correction.model}'s calibration "
+        f"correction {correction.factor:g} (the provider counted its requests {correction.factor:g} times what we "
+        f"count, median of {correction.samples} usage records); calibrate = false compiles for {asked}."
+    )
+    return OverBudget(
+        f"{str(err).rstrip('.')}. {note}", stage=err.stage, budget=err.budget, needed=err.needed
+    )
+
+
 def compress_and_compile(
     store: HistoryStore,
     recipe: Recipe,
@@ -200,7 +227,9 @@ def compress_and_compile(
     Raises:
         OverBudget: no budget, or even the parts that cannot shrink exceed it; after
             compressing, the message says what was added and kept, and names the
-            summarizer's failure when chunks could not be summarized.
+            summarizer's failure when chunks could not be summarized; under a correction,
+            its budget is the calibrated one and the message says so
+            (:func:`calibrated_over_budget`).
         InvalidArgument: an argument of the wrong type.
         StoreError: the store refused a write, or its file was deleted or replaced meanwhile.
     """
@@ -210,7 +239,9 @@ def compress_and_compile(
     if mode not in ("events", "replan"):
         raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
     budget = require_budget(recipe.budget_tokens)
-    effective = calibrated_budget(budget, budget_correction(store, recipe), raise_budget=recipe.calibrate_raise_budget)
+    correction = budget_correction(store, recipe)
+    effective = calibrated_budget(budget, correction, raise_budget=recipe.calibrate_raise_budget)
+    asked = budget
     if effective != budget:  # the provider counts this model's requests differently: compile for what it counts
         recipe, budget = recipe.replace(budget_tokens=effective), effective
     chosen: list[Summarizer] = []
@@ -242,6 +273,10 @@ def compress_and_compile(
             compiled = plan.compiled
         store.check_location()
         return compiled, ticks
+    except OverBudget as err:
+        if correction is None or effective == asked:
+            raise
+        raise calibrated_over_budget(err, asked, correction) from err
     finally:
         if summarizer is None and chosen:
             chosen[0].close()

@@ -27,7 +27,8 @@ from compaction.calibration import (
     usage_counts,
 )
 from compaction.cli import main
-from compaction.errors import InvalidArgument, StoreError
+from compaction.compile import CompiledRequest
+from compaction.errors import InvalidArgument, OverBudget, StoreError
 from compaction.pipeline import run_pipeline
 from compaction.serve.ledger import Ledger, RequestRecord
 
@@ -187,16 +188,48 @@ def test_the_store_fit_uses_only_records_with_a_usage_of_that_model() -> None:
 def test_compile_under_a_fitted_correction_stays_within_budget_over_correction(
     ratios: list[float], budget: int
 ) -> None:
+    # Calibration's whole effect is the budget: compiling under a fit must do exactly what an
+    # uncalibrated compile at floor(budget / factor) does -- fit with the same tokens, or raise
+    # the same OverBudget (a history this engine cannot shrink to that budget), then naming the
+    # calibrated budget and where it came from.
     with Store(":memory:") as store:
         store.append(_history(40))
         _record(store, "gpt-4o", ratios)
         fit = correction_for(store, "gpt-4o")
         assert fit is not None
-        compiled, _ticks = compress_and_compile(store, Recipe(budget_tokens=budget), mode="replan")
-    effective = math.floor(budget / fit.factor) if fit.factor > 1 else budget
-    assert compiled.budget == effective
-    assert compiled.tokens <= effective
-    assert compiled.tokens * max(fit.factor, 1.0) <= budget + 1e-6
+        effective = math.floor(budget / fit.factor) if fit.factor > 1 else budget
+        try:
+            compiled, _ticks = compress_and_compile(store, Recipe(budget_tokens=budget), mode="replan")
+        except OverBudget as err:
+            calibrated: CompiledRequest | OverBudget = err
+        else:
+            calibrated = compiled
+    with Store(":memory:") as plain:
+        plain.append(_history(40))
+        try:
+            reference, _ticks = compress_and_compile(
+                plain, Recipe(budget_tokens=effective, calibrate=False), mode="replan"
+            )
+        except OverBudget as err:
+            assert isinstance(calibrated, OverBudget), (
+                f"calibrated compile fit, uncalibrated at {effective} did not"
+            )
+            assert (calibrated.budget, calibrated.needed, calibrated.stage) == (
+                err.budget,
+                err.needed,
+                err.stage,
+            )
+            assert calibrated.budget == effective
+            if effective != budget:
+                assert f"is the recipe's {budget} divided by gpt-4o's calibration correction" in str(
+                    calibrated
+                )
+            assert str(calibrated).startswith(str(err).rstrip("."))
+            return
+    assert isinstance(calibrated, CompiledRequest), f"uncalibrated compile at {effective} fit: {calibrated}"
+    assert (calibrated.budget, calibrated.tokens) == (effective, reference.tokens)
+    assert calibrated.tokens <= effective
+    assert calibrated.tokens * max(fit.factor, 1.0) <= budget + 1e-6
 
 
 def test_calibrate_false_and_raising_below_one_are_the_recipes_choice() -> None:
