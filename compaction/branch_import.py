@@ -255,6 +255,7 @@ def import_branches(
         ]
     text = Path(transcript).read_text(encoding="utf-8")
     paths = _pi_paths(transcript, text, conversation, lenient) if format == "pi" else []
+    notes = _pi_unreached(transcript, text) if format == "pi" else []
     if format == "claude-code":
         paths = _claude_code_paths(location, transcript, text, conversation, lenient)
     made: list[ImportedBranch] = []
@@ -276,7 +277,35 @@ def import_branches(
         except TypeError:
             failure = StoreError(message)
         raise failure from err
-    return made, []
+    return made, notes
+
+
+def _pi_unreached(transcript: str | Path, text: str) -> list[str]:
+    """Say which message entries of a pi session tree lie on no path from a root (so no branch
+    holds them): a ``parentId`` cycle, a parent not in the file, an ``id`` that is no string."""
+    entries = _entries(text)
+    if not any("parentId" in e for _i, e in entries):
+        return []
+    nodes = {
+        e["id"]: (i, e) for i, e in entries if isinstance(e.get("id"), str) and e.get("type") != "session"
+    }
+    covered = {i for path in session_leaves(text) for i in path}
+    last = max(nodes, key=lambda node: nodes[node][0]) if nodes else None
+    node: Any = last
+    seen: set[str] = set()
+    while isinstance(node, str) and node in nodes and node not in seen:  # the active branch
+        seen.add(node)
+        covered.add(nodes[node][0])
+        node = nodes[node][1].get("parentId")
+    lost = [i for i, e in entries if e.get("type") == "message" and i not in covered]
+    if not lost:
+        return []
+    shown = ", ".join(str(i + 1) for i in lost[:10]) + (", ..." if len(lost) > 10 else "")
+    return [
+        f"{transcript}: {len(lost)} message entries lie on no path from the session's root (a parentId cycle, "
+        f"a parent not in the file, or an id that is not a string; lines {shown}): no branch holds them, "
+        "so they are not imported"
+    ]
 
 
 def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: bool) -> list[_Path]:

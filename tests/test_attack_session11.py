@@ -163,3 +163,39 @@ def test_notes_of_a_reparsed_main_conversation_name_the_users_file(tmp_path: Pat
     notes = " ".join(report.get("notes", []) + report.get("problems", []))
     assert f"{session}:7" in notes or "notes.jsonl:7" in notes, report
     assert "/tmp/notes." not in notes.replace(str(session), "")
+
+
+def _pi_entry(id_: object, parent: object, role: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": id_,
+        "parentId": parent,
+        "timestamp": "2025-12-08T22:41:05.306Z",
+        "message": {"role": role, "content": [{"type": "text", "text": text}]},
+    }
+
+
+def test_pi_entries_on_no_path_are_named_not_dropped_silently(tmp_path: Path) -> None:
+    session = tmp_path / "pi_tree.jsonl"
+    entries = [
+        {"type": "session", "id": "s", "timestamp": "2025-12-09T00:53:29.825Z", "cwd": "/"},
+        _pi_entry("r", None, "user", "root"),
+        _pi_entry("ra", "r", "assistant", "ans"),
+        _pi_entry("a\nb", "ra", "user", "leaf"),
+        _pi_entry("c1", "c2", "user", "cycle one"),  # line 5
+        _pi_entry("c2", "c1", "user", "cycle two"),  # line 6
+        _pi_entry("self", "self", "user", "own parent"),  # line 7
+        _pi_entry(5, "ra", "user", "number id"),  # line 8
+        _pi_entry("last", "ra", "user", "final"),
+    ]
+    _write(session, entries)
+    store = tmp_path / "pi.db"
+    done = CliRunner().invoke(
+        main, ["import", str(session), "--store", str(store), "--branches", "--format", "pi", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert [b["added"] for b in report["branches"]] == [1]
+    [lost] = [n for n in report["branch_notes"] if "lie on no path" in n]
+    assert lost.startswith(f"{session}: 4 message entries")
+    assert "lines 5, 6, 7, 8)" in lost
