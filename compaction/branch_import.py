@@ -45,12 +45,15 @@ from .store.lineage import MAX_NAME
 
 __all__ = [
     "BRANCHING_FORMATS",
+    "BranchPlan",
     "ImportedBranch",
     "branch_name",
     "import_branches",
     "import_session_branches",
+    "plan_branches",
     "session_leaves",
     "session_main",
+    "store_branches",
 ]
 
 #: The transcript formats whose sessions hold branches ``--branches`` imports.
@@ -248,22 +251,65 @@ def import_branches(
             says which branches were stored before (they stay; importing again adds only
             what is missing).
     """
+    return store_branches(location, plan_branches(location, transcript, conversation, format, lenient))
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """The branches of a session, parsed and named, before anything is stored (:func:`plan_branches`).
+
+    Attributes:
+        conversation: the conversation the session's main path goes to.
+        format: the transcript's format.
+        paths: each branch's name, kind and messages, in file order.
+        notes: what to print about the session (one line each).
+    """
+
+    conversation: str
+    format: str
+    paths: list[_Path]
+    notes: list[str]
+
+
+def plan_branches(
+    location: str | Path, transcript: str | Path, conversation: str, format: str, lenient: bool = False
+) -> BranchPlan:
+    """Parse and name every branch the session in ``transcript`` left, storing nothing.
+
+    Call it before appending the main conversation, so a branch that cannot be parsed fails
+    the import before anything is stored; then :func:`store_branches`.  Under ``lenient``, a
+    branch with nothing parseable left is skipped and a note says so.
+
+    Raises:
+        InvalidTranscript: a path could not be parsed (not ``lenient``).
+        StoreError: the store could not be read.
+    """
     if format not in BRANCHING_FORMATS:
+        return BranchPlan(conversation, format, [], [])
+    text = Path(transcript).read_text(encoding="utf-8")
+    notes: list[str] = []
+    if format == "pi":
+        paths = _pi_paths(transcript, text, conversation, lenient)
+        notes = _pi_unreached(transcript, text)
+    else:
+        paths = _claude_code_paths(location, transcript, text, conversation, lenient, notes)
+    return BranchPlan(conversation, format, paths, notes)
+
+
+def store_branches(location: str | Path, plan: BranchPlan) -> tuple[list[ImportedBranch], list[str]]:
+    """Store the branches of ``plan`` (see :func:`import_branches`, whose return and errors it has)."""
+    if plan.format not in BRANCHING_FORMATS:
         return [], [
-            f"--branches: a {format} transcript holds no branches (only pi session trees and Claude Code "
+            f"--branches: a {plan.format} transcript holds no branches (only pi session trees and Claude Code "
             "rewinds and sidechains do); it was imported as one conversation"
         ]
-    text = Path(transcript).read_text(encoding="utf-8")
-    paths = _pi_paths(transcript, text, conversation, lenient) if format == "pi" else []
-    notes = _pi_unreached(transcript, text) if format == "pi" else []
-    if format == "claude-code":
-        paths = _claude_code_paths(location, transcript, text, conversation, lenient)
+    conversation = plan.conversation
     made: list[ImportedBranch] = []
     known: dict[str, list[str]] = {conversation: _held(location, conversation)}
     existing = _existing(location)
     try:
-        for path in paths:
-            branch = _store_path(location, path, known, existing, format)
+        for path in plan.paths:
+            branch = _store_path(location, path, known, existing, plan.format)
             if branch is not None:
                 made.append(branch)
     except CompactionError as err:
@@ -277,7 +323,7 @@ def import_branches(
         except TypeError:
             failure = StoreError(message)
         raise failure from err
-    return made, notes
+    return made, list(plan.notes)
 
 
 def _pi_unreached(transcript: str | Path, text: str) -> list[str]:
@@ -320,7 +366,12 @@ def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: boo
 
 
 def _claude_code_paths(
-    location: str | Path, transcript: str | Path, text: str, conversation: str, lenient: bool
+    location: str | Path,
+    transcript: str | Path,
+    text: str,
+    conversation: str,
+    lenient: bool,
+    notes: list[str],
 ) -> list[_Path]:
     tree = session_tree(text)
     out = []
@@ -346,7 +397,13 @@ def _claude_code_paths(
         lines = path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines)
         if not _holds_messages(lines):
             continue  # a thread of events that are no messages (a sub-agent's system events): nothing to import
-        parsed = _parse_text(transcript, lines, "claude-code", lenient)
+        try:
+            parsed = _parse_text(transcript, lines, "claude-code", lenient)
+        except InvalidTranscript as err:
+            if not lenient:
+                raise
+            notes.append(f"--lenient: the {thread.kind} starting at event {thread.start!r} is skipped: {err}")
+            continue
         if thread.kind == "rewind":
             out.append(_Path(unique(thread.start), "rewind", parsed.messages))
             continue

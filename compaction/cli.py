@@ -204,9 +204,11 @@ def import_command(
             conversation = held or Path(transcript).stem
         branch_notes: list[str] = []
         if branches:  # a Claude Code session's main conversation is its active path
-            from .branch_import import session_main
+            from .branch_import import plan_branches, session_main
 
             parsed, branch_notes = session_main(store_path, transcript, conversation, parsed, lenient)
+            # every branch is parsed before anything is stored: one that fails leaves the store as it was
+            plan = plan_branches(store_path, transcript, conversation, parsed.format, lenient)
     with _errors(), open_store(store_path, conversation=conversation) as store:
         added = append_transcript(store, transcript, parsed)
         store.check_location()
@@ -221,10 +223,10 @@ def import_command(
             "conversation": store.conversation,
         }
     if branches:
-        from .branch_import import import_branches
+        from .branch_import import store_branches
 
         with _errors():
-            made, notes = import_branches(store_path, transcript, conversation, parsed.format, lenient)
+            made, notes = store_branches(store_path, plan)
         made_branches = [b.to_json() for b in made]
         report["branches"] = made_branches
         branch_notes += notes

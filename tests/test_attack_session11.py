@@ -199,3 +199,62 @@ def test_pi_entries_on_no_path_are_named_not_dropped_silently(tmp_path: Path) ->
     [lost] = [n for n in report["branch_notes"] if "lie on no path" in n]
     assert lost.startswith(f"{session}: 4 message entries")
     assert "lines 5, 6, 7, 8)" in lost
+
+
+def _progress(uuid: str, parent: str, carried: dict[str, Any], agent: str) -> dict[str, Any]:
+    return {
+        "type": "progress",
+        "uuid": uuid,
+        "parentUuid": parent,
+        "isSidechain": False,
+        "parentToolUseID": "toolu_1",
+        "data": {"type": "agent_progress", "agentId": agent, "message": carried},
+    }
+
+
+def _carried_session(path: Path) -> Path:
+    return _write(
+        path,
+        [
+            _user("a", None, "hi"),
+            _assistant("b", "a", "yo"),
+            _progress("p1", "b", {"type": "user", "message": {"role": "user", "content": "sub q"}}, "ag1"),
+            # a sub-agent message whose content is an object: the sub-agent's branch cannot be parsed
+            _progress(
+                "p2",
+                "p1",
+                {"type": "assistant", "message": {"role": "assistant", "content": {"x": 1}}},
+                "ag1",
+            ),
+            # a sub-agent holding only a malformed message (a 'system' role in a user event)
+            _progress("p3", "p2", {"type": "user", "message": {"role": "system", "content": "s"}}, "ag\n2"),
+            _user("c", "b", "more"),
+            _assistant("d", "c", "ok"),
+        ],
+    )
+
+
+def test_a_branch_that_cannot_be_parsed_fails_the_import_before_anything_is_stored(tmp_path: Path) -> None:
+    session = _carried_session(tmp_path / "carried.jsonl")
+    store = tmp_path / "s.db"
+    other = _write(tmp_path / "other.jsonl", [_user("o1", None, "other"), _assistant("o2", "o1", "reply")])
+    assert CliRunner().invoke(main, ["import", str(other), "--store", str(store)]).exit_code == 0
+    before = [(i.name, i.messages) for i in list_conversations(str(store))]
+    done = CliRunner().invoke(main, ["import", str(session), "--store", str(store), "--branches"])
+    assert done.exit_code == 1
+    assert (
+        "carried.jsonl (a branch of it):4: content must be a string or a list of parts, found dict"
+        in done.output
+    )
+    assert [(i.name, i.messages) for i in list_conversations(str(store))] == before == [("other", 2)]
+
+
+def test_lenient_skips_a_branch_with_nothing_parseable_and_says_so_on_one_line(tmp_path: Path) -> None:
+    session = _carried_session(tmp_path / "carried.jsonl")
+    store = tmp_path / "s.db"
+    report = _import(session, store, "--lenient")
+    assert (report["messages"], report["added"]) == (4, 4)
+    assert [(b["name"], b["messages"]) for b in report["branches"]] == [("carried@sidechain-agent-ag1", 1)]
+    [skipped] = [n for n in report["branch_notes"] if n.startswith("--lenient")]
+    assert "'agent-ag\\n2' is skipped" in skipped
+    assert "\n" not in skipped
