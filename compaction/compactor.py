@@ -319,6 +319,40 @@ class Compactor:
         self._merge_levels()
         return self._report
 
+    def merge_tail(self, level: int) -> TickReport:
+        """Merge the summaries of ``level`` past the next level's frontier into one, however few.
+
+        A tick merges only whole groups of ``recipe.merge_fanout``; the few summaries left
+        past the level above (at most ``merge_fanout - 1`` once a tick has run) are each shown
+        with their own framing.  When a request cannot fit otherwise, those (two or more) are
+        merged into one summary of ``level + 1``, by the same merge (and split fallback) a
+        tick uses.  The level above stays a contiguous chain, so later ticks go on from it.
+
+        Args:
+            level: the level whose tail to merge (1 and up).
+
+        Returns:
+            What was done (``merged[level + 1]`` is 1 when the tail was merged whole or in
+            part, and nothing when fewer than two summaries were there to merge).
+
+        Raises:
+            InvalidArgument: ``level`` is not a whole number >= 1.
+            StoreError: the store could not be read or written.
+        """
+        if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+            raise InvalidArgument(f"level must be a whole number >= 1; found {found(level)}")
+        self._report = TickReport()
+        self._answered = 0
+        position = self.store.summary_frontier(level + 1)
+        chain: list[SummarySpan] = []
+        for span in self.store.summary_spans(level, position):
+            if span.start_seq == position:
+                chain.append(span)
+                position = span.end_seq
+        if len(chain) >= 2:
+            self._merge_group(level, self._children(level, chain))
+        return self._report
+
     # -- level 1 --------------------------------------------------------------------------
     def _holds_ask(self, fact: MessageFacts) -> bool:
         """Whether the message ``fact`` describes is a user turn holding what a person typed."""

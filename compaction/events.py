@@ -166,8 +166,9 @@ def compact_to(
     Compression first leaves half the target raw (closing everything older into chunks, the
     last one possibly below the chunk target); while the request does not fit, it summarizes
     more of the tail (a quarter, an eighth, then everything but the user's newest prompt or
-    an unanswered call).  Summaries already made are reused, so a store that fits does no
-    summarizer work.  A chunk the summarizer fails on stops the rounds (a smaller tail would
+    an unanswered call); when even that is over, the few summaries each round left past the
+    level above are merged into one, level by level (:meth:`Compactor.merge_tail`).  Summaries
+    already made are reused, so a store that fits does no summarizer work.  A chunk the summarizer fails on stops the rounds (a smaller tail would
     only send the same chunk again).
 
     Args:
@@ -222,6 +223,19 @@ def compact_to(
             )
             return plan, ticks, stalled
         last = short
+    else:
+        # Every round ran and the request is still over: each round closed its stretch as a
+        # summary of its own, fewer than merge_fanout, each shown with its framing.  Merge
+        # each level's tail into one, lowest level first, until the request fits.
+        level = 1
+        while store.summary_frontier(level) > 0:
+            report = built.merge_tail(level)
+            if sum(report.merged.values()):
+                ticks.append(report)
+                plan = plan_compile(store, recipe, budget=target, tools=tools)
+                if plan.fits:
+                    return plan, ticks, None
+            level += 1
     return plan, ticks, None
 
 
