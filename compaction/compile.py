@@ -432,7 +432,11 @@ def _shortfall(
         what = "the newest message" if cut == newest else f"the {plan.n - cut} newest messages ({cut}–{newest})"
         parts.append(f"{what}, shown raw, {tail}")
     if system:
-        parts.append(f"the pinned system messages {message_overhead(plan.encoding) + count_text(system, plan.encoding)}")
+        others = any(role != "system" and seq < cut for seq, role, _text in pins)  # pinned user/assistant text
+        what = "the pinned system messages"
+        if others:
+            what = "the system messages and the messages pinned before the live window"
+        parts.append(f"{what} {message_overhead(plan.encoding) + count_text(system, plan.encoding)}")
     if tool_tokens:
         parts.append(f"the tool definitions {tool_tokens}")
     if cover:

@@ -258,3 +258,24 @@ def test_lenient_skips_a_branch_with_nothing_parseable_and_says_so_on_one_line(t
     [skipped] = [n for n in report["branch_notes"] if n.startswith("--lenient")]
     assert "'agent-ag\\n2' is skipped" in skipped
     assert "\n" not in skipped
+
+
+def test_an_over_budget_compile_names_a_pinned_user_message_as_pinned_not_as_system(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.json"
+    turns: list[dict[str, str]] = [{"role": "system", "content": "sys"}]
+    for i in range(30):
+        turns.append({"role": "user", "content": f"question {i} " + ("word " * (1500 if i == 3 else 20))})
+        turns.append({"role": "assistant", "content": f"answer {i}"})
+    transcript.write_text(json.dumps({"messages": turns}), encoding="utf-8")
+    store = tmp_path / "s.db"
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", str(transcript), "--store", str(store)]).exit_code == 0
+    assert runner.invoke(main, ["pin", "7", "--store", str(store)]).exit_code == 0
+    done = runner.invoke(main, ["compress", "--store", str(store), "--budget", "500"])
+    assert done.exit_code == 1
+    lines = [line for line in done.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "compaction: error: the request cannot fit the budget of 500"
+    )
+    assert "the system messages and the messages pinned before the live window" in lines[0]
+    assert "Traceback" not in done.output
