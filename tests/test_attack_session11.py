@@ -279,3 +279,16 @@ def test_an_over_budget_compile_names_a_pinned_user_message_as_pinned_not_as_sys
     )
     assert "the system messages and the messages pinned before the live window" in lines[0]
     assert "Traceback" not in done.output
+
+
+def test_a_uuid_used_twice_by_different_events_is_noted_and_a_repeat_is_not(tmp_path: Path) -> None:
+    from compaction.formats import load_transcript
+
+    events = [_user("a", None, "hi"), _assistant("b", "a", "yo"), _user("a", "b", "another prompt")]
+    events += [_assistant("b", "a", "yo"), _assistant("c", "a", "ok")]  # line 4 repeats line 2 exactly
+    parsed = load_transcript(_write(tmp_path / "dup.jsonl", events), format="claude-code")
+    assert [m.text() for m in parsed.messages] == ["hi", "yo", "ok"]
+    assert parsed.problems == [
+        f"{tmp_path / 'dup.jsonl'}:3: the user event's uuid 'a' is the event's at line 1, whose message differs; "
+        "a uuid names one event, so this one is not imported"
+    ]

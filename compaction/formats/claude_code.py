@@ -215,7 +215,7 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     chain = _Chain(ctx)
     drafts: list[Draft] = []
     by_message_id: dict[str, Draft] = {}
-    seen_uuids: set[str] = set()
+    seen_uuids: dict[str, tuple[int, Any]] = {}  # uuid -> the line and message of its event
     compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
     sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
     for line, event in iter_jsonl(text, ctx):
@@ -274,6 +274,13 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
             continue
         uuid = event.get("uuid")
         if isinstance(uuid, str) and uuid in seen_uuids:
+            first_line, first_message = seen_uuids[uuid]
+            if event.get("message") != first_message:  # not a resumed session's repeat: say it is left out
+                ctx.note(
+                    f"the {kind} event's uuid {uuid!r} is the event's at line {first_line}, whose message "
+                    "differs; a uuid names one event, so this one is not imported",
+                    line=line,
+                )
             continue
         try:
             draft = _event_draft(event)
@@ -281,7 +288,7 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
             ctx.problem(str(err), line=line)
             continue
         if isinstance(uuid, str):
-            seen_uuids.add(uuid)
+            seen_uuids[uuid] = (line, event.get("message"))
         draft.line = line
         message_id = draft.meta.get("message_id")
         if kind == "assistant" and isinstance(message_id, str):
