@@ -13,13 +13,16 @@ everything numbered by seq are read through :meth:`Lineage.rows`.
 
 Summaries (and summarizer failures) are numbered by seq ranges: a summary stored with
 conversation ``c`` is visible to a descendant when its range ends at or before the point where
-the descendant's lineage leaves ``c`` and no summary of the same level from a conversation
-nearer in the lineage overlaps it (:meth:`Lineage.summaries`).  A new summary is stored with
-the most ancestral conversation that shares its whole range and holds no overlapping summary
-of its level (:meth:`Lineage.homes`), so a summary of the shared prefix is made once and
+the descendant's lineage leaves ``c`` and no summary of the same or a lower level from a
+conversation nearer in the lineage overlaps it (:meth:`Lineage.summaries`: a merge whose
+children are hidden is hidden with them).  A new summary is stored with the most ancestral
+conversation that shares its whole range (:meth:`Lineage.homes`), sees no overlapping summary
+of its level and, for a merge, sees the same children
+(``ConversationScope._fits_home``), so a summary of the shared prefix is made once and
 every branch that shows that prefix reuses it, and no conversation sees two summaries of
-one level overlap (a parent compressed past the fork point keeps its own summaries; a
-branch's summaries across the fork point hide the parent's later ones they overlap).
+one level overlap or a merge over children it does not see (a parent compressed past the
+fork point keeps its own summaries; a branch's summaries across the fork point hide the
+parent's later ones they overlap, and the parent's merges of those).
 
 Nothing here runs SQL; both backends build their ``WHERE`` clauses from it (``mark`` is the
 driver's placeholder: ``?`` for sqlite3, ``%s`` for psycopg).
@@ -135,9 +138,11 @@ class Lineage:
 
         A summary kept with an ancestor is seen when its ``end_seq`` is at or before the seq
         where this lineage leaves that ancestor, and (with ``shadowed``) no summary of the
-        same level seen from a conversation nearer in the lineage overlaps it: the branch's
-        own summaries win, so the ones it sees never overlap within a level.  Its own
-        summaries are all seen.
+        same or a lower level from a conversation nearer in the lineage overlaps it: the
+        branch's own summaries win, so the ones it sees never overlap within a level, and an
+        ancestor's merge is hidden with the children it covers (a lower-level overlap), so
+        each merge it sees lies over children it sees.  A nearer summary of a higher level
+        hides nothing: its children may be the ancestor's.  Its own summaries are all seen.
 
         Args:
             alias: the ``summaries`` table's alias with its dot (default ``"summaries."``
@@ -163,7 +168,7 @@ class Lineage:
                 for near in nearer:  # one probe per conversation: each an index range, not a scan
                     part += (
                         f" AND NOT EXISTS (SELECT 1 FROM summaries o WHERE o.conversation_id = {mark}"
-                        f" AND o.level = {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq"
+                        f" AND o.level <= {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq"
                         + ("" if near.end is None else f" AND o.end_seq <= {mark}")
                         + ")"
                     )

@@ -124,22 +124,52 @@ class ConversationScope:
         """Return the conversation a new summary of ``[start_seq, end_seq)`` at ``level`` is kept with.
 
         The most ancestral one sharing the whole range (so every branch showing it reuses it)
-        that holds no summary of that level overlapping it; else this conversation.  Call it
-        inside the write.
+        that sees what this conversation sees there (:meth:`_fits_home`); else this
+        conversation.  Call it inside the write.
         """
         own = self._own()
-        m = self._mark
+        tree: _Tree | None = None
         for candidate in self._lineage.homes(end_seq):
             if candidate == own:
                 break
-            clash = self._db.execute(
-                f"SELECT 1 FROM summaries WHERE conversation_id = {m} AND level = {m}"
-                f" AND start_seq < {m} AND {m} < end_seq LIMIT 1",
-                (candidate, level, end_seq, start_seq),
-            ).fetchone()
-            if clash is None:
+            tree = self._tree() if tree is None else tree
+            if self._fits_home(lineage_of(candidate, tree), level, start_seq, end_seq):
                 return candidate
         return own
+
+    def _fits_home(self, home: Lineage, level: int, start_seq: int, end_seq: int) -> bool:
+        """Return whether the ancestor of lineage ``home`` may keep a summary of ``[start_seq, end_seq)``.
+
+        It may when it sees no summary of ``level`` overlapping the range (not only among
+        its own rows: also one it shows from its own ancestors), and, above level 1, when
+        the summaries of ``level - 1`` it sees inside the range are the ones this
+        conversation sees there (the merge's children).  Otherwise the ancestor would show
+        a merge over children it does not show: its chain of ``level - 1`` would stop inside
+        the merge, and its next compression would summarize again what the merge already
+        covers (level-1 summaries overlapping in the ancestor).
+        """
+        m = self._mark
+        where, args = home.summaries(mark=m)
+        clash = self._db.execute(
+            f"SELECT 1 FROM summaries WHERE {where} AND level = {m} AND start_seq < {m} AND {m} < end_seq"
+            " LIMIT 1",
+            (*args, level, end_seq, start_seq),
+        ).fetchone()
+        if clash is not None:
+            return False
+        if level == 1:
+            return True
+
+        def children(view: Lineage) -> list[int]:
+            seen, seen_args = view.summaries(mark=m)
+            rows = self._db.execute(
+                f"SELECT id FROM summaries WHERE {seen} AND level = {m}"
+                f" AND start_seq >= {m} AND end_seq <= {m} ORDER BY start_seq, id",
+                (*seen_args, level - 1, start_seq, end_seq),
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+
+        return children(home) == children(self._lineage)
 
     def holding(self, first: Message, chain_seed: str) -> str | None:
         """Return the conversation whose message 0 is ``first`` imported with ``chain_seed`` (else ``None``).
