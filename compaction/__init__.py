@@ -16,7 +16,9 @@ Example:
 
 __version__ = "0.1.0"
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_getattr
 
 if TYPE_CHECKING:  # what type checkers see; at run time each name is imported when first used
     from .blocks import Message
@@ -50,55 +52,46 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
 #: Where each public name lives: ``import compaction`` imports none of them, so a process pays
 #: only for what it uses (the store, the counter, the HTTP client of a summarizer, ...).
 _LAZY: dict[str, str] = {
-    "Message": "blocks",
-    "Compactor": "compactor",
-    "TickReport": "compactor",
-    "CompiledRequest": "compile",
-    "compile_request": "compile",
-    "CompactionError": "errors",
-    "EncodingDataMissing": "errors",
-    "ImageError": "errors",
-    "InvalidArgument": "errors",
-    "InvalidMessage": "errors",
-    "InvalidTranscript": "errors",
-    "InvariantViolation": "errors",
-    "OverBudget": "errors",
-    "RecipeError": "errors",
-    "StoreError": "errors",
-    "SummarizerError": "errors",
-    "TranscriptUnreadable": "errors",
-    "UnknownFormat": "errors",
-    "load_transcript": "formats",
-    "append_anthropic": "loop",
-    "append_openai": "loop",
-    "append_responses": "loop",
-    "RunResult": "pipeline",
-    "compress_and_compile": "pipeline",
-    "run_pipeline": "pipeline",
-    "ImageSettings": "policy",
-    "Recipe": "recipe",
-    "load_recipe": "recipe",
-    "ConversationInfo": "store",
-    "Store": "store",
-    "list_conversations": "store",
-    "open_store": "store",
-    "ExtractiveSummarizer": "summarizers",
-    "count_text": "tokens.counting",
-    "GatedRequest": "wire",
-    "gate": "wire",
+    "Message": ".blocks",
+    "Compactor": ".compactor",
+    "TickReport": ".compactor",
+    "CompiledRequest": ".compile",
+    "compile_request": ".compile",
+    "CompactionError": ".errors",
+    "EncodingDataMissing": ".errors",
+    "ImageError": ".errors",
+    "InvalidArgument": ".errors",
+    "InvalidMessage": ".errors",
+    "InvalidTranscript": ".errors",
+    "InvariantViolation": ".errors",
+    "OverBudget": ".errors",
+    "RecipeError": ".errors",
+    "StoreError": ".errors",
+    "SummarizerError": ".errors",
+    "TranscriptUnreadable": ".errors",
+    "UnknownFormat": ".errors",
+    "load_transcript": ".formats",
+    "append_anthropic": ".loop",
+    "append_openai": ".loop",
+    "append_responses": ".loop",
+    "RunResult": ".pipeline",
+    "compress_and_compile": ".pipeline",
+    "run_pipeline": ".pipeline",
+    "ImageSettings": ".policy",
+    "Recipe": ".recipe",
+    "load_recipe": ".recipe",
+    "ConversationInfo": ".store",
+    "Store": ".store",
+    "list_conversations": ".store",
+    "open_store": ".store",
+    "ExtractiveSummarizer": ".summarizers",
+    "count_text": ".tokens.counting",
+    "GatedRequest": ".wire",
+    "gate": ".wire",
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use (PEP 562) and keep it as a module attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'compaction' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -9,9 +9,7 @@ needs it (:func:`create_app`, :class:`ServeSettings`) is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from .._lazy import lazy_getattr
 from ._errors import BadRequest, ConversationConflict, ServeError, UpstreamError, UpstreamTimeout
 from .forwarding import Limits
 
@@ -36,8 +34,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'compaction.serve' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
