@@ -39,7 +39,7 @@ from typing import Any
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, load_transcript
-from .formats._claude_code_tree import Thread, path_lines, session_tree
+from .formats._claude_code_tree import Thread, path_lines, session_tree, split_lines
 from .store.factory import open_store
 from .store.lineage import MAX_NAME
 
@@ -92,7 +92,7 @@ class ImportedBranch:
 def _entries(text: str) -> list[tuple[int, dict[str, Any]]]:
     """The JSON object lines of a session, with their index (lines that are not one are left out)."""
     out = []
-    for index, line in enumerate(text.splitlines()):
+    for index, line in enumerate(split_lines(text)):
         try:
             entry = json.loads(line)
         except ValueError:
@@ -355,7 +355,7 @@ def _pi_unreached(transcript: str | Path, text: str) -> list[str]:
 
 
 def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: bool) -> list[_Path]:
-    lines = text.splitlines()
+    lines = split_lines(text)
     entries = dict(_entries(text))
     out = []
     for path in session_leaves(text):
@@ -422,7 +422,7 @@ def _claude_code_paths(
 
 def _holds_messages(text: str) -> bool:
     """Whether a Claude Code text holds a user or assistant event the parser would take as a message."""
-    for line in text.splitlines():
+    for line in split_lines(text):
         if '"user"' not in line and '"assistant"' not in line:
             continue  # a quick skip of blank and other lines before parsing
         try:
@@ -440,7 +440,7 @@ def _holds_messages(text: str) -> bool:
 
 def _uuid_at(text: str, lines: tuple[int, ...]) -> str | None:
     """The uuid of the last main-chain event among ``lines`` (the main conversation's newest)."""
-    all_lines = text.splitlines()
+    all_lines = split_lines(text)
     for index in reversed(lines):
         try:
             event = json.loads(all_lines[index])

@@ -292,3 +292,28 @@ def test_a_uuid_used_twice_by_different_events_is_noted_and_a_repeat_is_not(tmp_
         f"{tmp_path / 'dup.jsonl'}:3: the user event's uuid 'a' is the event's at line 1, whose message differs; "
         "a uuid names one event, so this one is not imported"
     ]
+
+
+def test_unicode_line_separators_inside_events_do_not_hide_a_rewind(tmp_path: Path) -> None:
+    # JSON allows U+2028, NEL and form feed raw inside strings; str.splitlines() splits on them
+    events = [
+        _user("r", None, "root \u2028 with \x85 separators \x0c inside"),
+        _assistant("ra", "r", "ans"),
+        _user("p1", "ra", "abandoned \u2028 x"),
+        _assistant("p1a", "p1", "x"),
+        _user("p2", "ra", "kept"),
+        _assistant("p2a", "p2", "k"),
+    ]
+    session = tmp_path / "seps.jsonl"
+    session.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")
+    tree = session_tree(session.read_text(encoding="utf-8"))
+    assert [(t.kind, t.start, t.lines) for t in tree.threads] == [("rewind", "p1", (0, 1, 2, 3))]
+    store = tmp_path / "s.db"
+    report = _import(session, store)
+    assert (report["messages"], [b["name"] for b in report["branches"]]) == (4, ["seps@p1"])
+    assert _texts(store, "seps@p1") == [
+        "root \u2028 with \x85 separators \x0c inside",
+        "ans",
+        "abandoned \u2028 x",
+        "x",
+    ]

@@ -40,7 +40,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SessionTree", "Thread", "is_prompt", "path_lines", "session_tree"]
+__all__ = ["SessionTree", "Thread", "is_prompt", "path_lines", "session_tree", "split_lines"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,18 @@ class SessionTree:
     threads: tuple[Thread, ...]
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at ``\n`` only (as the parsers read it): ``str.splitlines``
+    also splits at U+2028, NEL and form feed, which JSON allows raw inside strings."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ending the last line
+    return lines
+
+
 def _entries(text: str) -> list[tuple[int, dict[str, Any]]]:
     out = []
-    for index, line in enumerate(text.splitlines()):
+    for index, line in enumerate(split_lines(text)):
         try:
             entry = json.loads(line)
         except ValueError:
@@ -207,7 +216,7 @@ def session_tree(text: str) -> SessionTree:
             owner, before = origin.get(owner), line_of[owner]
 
     rewound = {line_of[u] for u, s in segment.items() if s is not None}
-    main = tuple(i for i in range(len(text.splitlines())) if i not in rewound)
+    main = tuple(i for i in range(len(split_lines(text))) if i not in rewound)
     threads = [
         Thread(
             "rewind",
@@ -357,7 +366,7 @@ def path_lines(
     """Return ``text`` with only the lines ``keep`` (the others blank, so line numbers stay), the
     ``sidechain`` ones rewritten with ``isSidechain: false`` and the ``carried`` ``progress`` ones
     replaced by the event they carry, so the parser takes them as messages."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     kept = set(keep)
     out = []
     for index, line in enumerate(lines):
