@@ -364,7 +364,7 @@ def inspect_compiled(
     masked_outputs: dict[int, int] = {}
     for seq in range(n):
         fact = facts[seq]
-        if seq in pinned:
+        if seq in pinned and (seq < cut or fact.role == "system"):  # in the system text (a pin in the window is shown there)
             rows.append(MessageRow(seq, fact.role, "pinned", fact.text_tokens, images=len(fact.images)))
         elif seq < cut:
             rows.append(
@@ -396,7 +396,7 @@ def inspect_compiled(
             f"inspect: the request's parts add up to {planned} tokens, the gate counted {request.tokens}"
         )
     index_seq: list[int | None] = [None] if cover else []
-    index_seq += [seq for seq in range(cut, n) if seq not in pinned]
+    index_seq += [seq for seq in range(cut, n) if facts[seq].role != "system"]  # as compile ships the window
     placeholders = tuple(
         PlaceholderRow(
             r.kind, r.reason, r.message_index,

@@ -317,3 +317,29 @@ def test_unicode_line_separators_inside_events_do_not_hide_a_rewind(tmp_path: Pa
         "abandoned \u2028 x",
         "x",
     ]
+
+
+def test_inspect_of_a_pin_in_the_live_window_shows_it_raw_once_and_adds_up() -> None:
+    # ``compaction pin 79`` on an 81-message store, then ``inspect --budget 5000``: the pin is
+    # in the window, so compile shows it there, once; inspect counted it as in the system
+    # text too and failed "the request's parts add up to 4800 tokens, the gate counted 4828".
+    from compaction import Message, Recipe, Store
+    from compaction.inspect import inspect_store
+    from compaction.pipeline import compress_and_compile
+
+    history = [
+        Message("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": f"turn {i}: " + "words " * 60}])
+        for i in range(81)
+    ]
+    recipe = Recipe(budget_tokens=5000)
+    with Store(":memory:") as store:
+        store.append(history)
+        compress_and_compile(store, recipe)
+        assert store.pin(79)
+        compiled, _ticks = compress_and_compile(store, recipe)
+        assert compiled.live_start <= 79  # the pin is in the live window
+        data = inspect_store(store, recipe)
+    assert sum(p.tokens for p in data.composition) == data.tokens == compiled.tokens
+    row = data.messages[79]
+    assert (row.seq, row.state) == (79, "raw")
+    assert [r.seq for r in data.messages] == list(range(81))
