@@ -164,7 +164,7 @@ class _Reader:
         if role == "tool" or (role == "assistant" and message.get("tool_calls")):
             drafts = [self.chat.convert({**message, "role": role})]
         elif role in ("user", "assistant", "system"):
-            drafts = self._split(role, _blocks(message.get("content"), where=f"messages[{index}].content"))
+            drafts = self._split(role, _blocks(message.get("content"), where="content"))
         else:
             raise Malformed(
                 f"unknown role {message.get('role')!r}; expected user, assistant, system, developer or "
