@@ -39,7 +39,7 @@ from typing import Any
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, load_transcript
-from .formats._claude_code_tree import Thread, path_lines, session_tree, split_lines
+from .formats._claude_code_tree import Thread, json_lines, path_lines, session_tree, split_lines
 from .store.factory import open_store
 from .store.lineage import MAX_NAME
 
@@ -89,26 +89,13 @@ class ImportedBranch:
         return dataclasses.asdict(self)
 
 
-def _entries(text: str) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON object lines of a session, with their index (lines that are not one are left out)."""
-    out = []
-    for index, line in enumerate(split_lines(text)):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            out.append((index, entry))
-    return out
-
-
 def session_leaves(text: str) -> list[list[int]]:
     """Return, for each leaf of a pi session tree but the last entry's, the line indexes of its path.
 
     A path is the session line(s) and the entries from the root to the leaf, in file order.
     A session that is not a tree (no ``parentId``) has none.
     """
-    entries = _entries(text)
+    entries = json_lines(text)
     nodes = {
         e["id"]: (i, e) for i, e in entries if isinstance(e.get("id"), str) and e.get("type") != "session"
     }
@@ -329,7 +316,7 @@ def store_branches(location: str | Path, plan: BranchPlan) -> tuple[list[Importe
 def _pi_unreached(transcript: str | Path, text: str) -> list[str]:
     """Say which message entries of a pi session tree lie on no path from a root (so no branch
     holds them): a ``parentId`` cycle, a parent not in the file, an ``id`` that is no string."""
-    entries = _entries(text)
+    entries = json_lines(text)
     if not any("parentId" in e for _i, e in entries):
         return []
     nodes = {
@@ -356,7 +343,7 @@ def _pi_unreached(transcript: str | Path, text: str) -> list[str]:
 
 def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: bool) -> list[_Path]:
     lines = split_lines(text)
-    entries = dict(_entries(text))
+    entries = dict(json_lines(text))
     out = []
     for path in session_leaves(text):
         leaf_id = str(entries[path[-1]].get("id"))

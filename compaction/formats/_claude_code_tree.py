@@ -40,7 +40,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SessionTree", "Thread", "is_prompt", "path_lines", "session_tree", "split_lines"]
+__all__ = ["SessionTree", "Thread", "is_prompt", "json_lines", "path_lines", "session_tree", "split_lines"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def _entries(text: str) -> list[tuple[int, dict[str, Any]]]:
+def json_lines(text: str) -> list[tuple[int, dict[str, Any]]]:
+    """Return the JSON object lines of a session with their line index (other lines are left out)."""
     out = []
     for index, line in enumerate(split_lines(text)):
         try:
@@ -159,7 +160,7 @@ def session_tree(text: str) -> SessionTree:
         A :class:`SessionTree`.  A session without rewinds or sidechains gives one with
         ``main`` holding every line and no thread.
     """
-    entries = _entries(text)
+    entries = json_lines(text)
     main_events: list[tuple[int, dict[str, Any]]] = []
     side_events: list[tuple[int, dict[str, Any]]] = []
     seen: set[str] = set()
