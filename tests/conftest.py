@@ -1,4 +1,5 @@
-"""Shared fixtures: stores (in memory and on disk, closed after each test) and the cases."""
+"""Shared fixtures: stores (in memory and on disk, closed after each test), the cases, and the
+exact counter's two implementations (``impl``, ``c_impl``, ``py_impl`` from ``counting_twins``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from counting_twins import c_impl, impl, py_impl  # noqa: F401  (the exact counter's twins, as fixtures)
 from hypothesis import HealthCheck, settings
 
 from compaction import Store

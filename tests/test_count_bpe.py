@@ -15,31 +15,15 @@ with ``len(encode_ordinary(text))``, without a memo (``memo_size=0``) and with o
 from __future__ import annotations
 
 import base64
-import importlib
 import random
 from types import ModuleType
 
 import pytest
+from counting_twins import ENCODING_NAMES, tiktoken_count
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.tokens.encodings import get_encoding, rank_file
-
-ENCODING_NAMES = ("o200k_base", "cl100k_base")
-
-
-@pytest.fixture(scope="module")
-def c_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_c")
-
-
-@pytest.fixture(scope="module")
-def py_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_py")
-
-
-def tiktoken_count(text: str, encoding: str) -> int:
-    return len(get_encoding(encoding).encode_ordinary(text))
 
 
 def vocabulary_texts(encoding: str) -> list[str]:

@@ -4,36 +4,14 @@ no token (counted from its pairs); every other piece goes through the memo as be
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import pytest
+from counting_twins import ENCODING_NAMES, tiktoken_count
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.tokens.encodings import get_encoding
-
-ENCODING_NAMES = ("o200k_base", "cl100k_base")
-
-
-@pytest.fixture(params=["c", "py"], scope="module")
-def impl(request: pytest.FixtureRequest) -> ModuleType:
-    """Each implementation imported directly (no dispatcher): a missing extension fails."""
-    return importlib.import_module(f"compaction.tokens._count_{request.param}")
-
-
-@pytest.fixture(scope="module")
-def c_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_c")
-
-
-@pytest.fixture(scope="module")
-def py_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_py")
-
-
-def tiktoken_count(text: str, encoding: str) -> int:
-    return len(get_encoding(encoding).encode_ordinary(text))
 
 
 def is_token(piece: str, encoding: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import subprocess
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 import regex
+from counting_twins import ENCODING_NAMES, tiktoken_count
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,33 +21,10 @@ from compaction.blocks import canonical_json
 from compaction.errors import EncodingDataMissing
 from compaction.formats import load_transcript
 from compaction.tokens import _unicode_tables
-from compaction.tokens.encodings import ENCODINGS, get_encoding
+from compaction.tokens.encodings import ENCODINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-ENCODING_NAMES = ("o200k_base", "cl100k_base")
-
-
-@pytest.fixture(params=["c", "py"], scope="module")
-def impl(request: pytest.FixtureRequest) -> ModuleType:
-    """Each implementation imported directly (no dispatcher): a missing extension fails."""
-    return importlib.import_module(f"compaction.tokens._count_{request.param}")
-
-
-@pytest.fixture(scope="module")
-def c_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_c")
-
-
-@pytest.fixture(scope="module")
-def py_impl() -> ModuleType:
-    return importlib.import_module("compaction.tokens._count_py")
-
-
-def tiktoken_count(text: str, encoding: str) -> int:
-    return len(get_encoding(encoding).encode_ordinary(text))
-
-
 # --------------------------------------------------------------------------- dispatcher
 
 
