@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_turns import strip_markers, turns_of
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import CapturingSummarizer, check_provider_grammar, histories
@@ -26,28 +27,10 @@ from compaction.events import Frame, compile_in_events, latest_frame
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
-def _strip_markers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
-    return value
-
-
-def _turns(messages: list[Message]) -> list[list[Message]]:
-    """Split a history at each assistant message: what an agent appends before each call."""
-    turns: list[list[Message]] = [[]]
-    for message in messages:
-        if message.role == "assistant" and turns[-1]:
-            turns.append([])
-        turns[-1].append(message)
-    return turns
-
-
 def _replay(store: Store, messages: list[Message], recipe: Recipe) -> list[tuple[int, dict[str, Any]]]:
     """Append turn by turn, compiling before each; return (events so far, body) per request."""
     out = []
-    for turn in _turns(messages):
+    for turn in turns_of(messages):
         store.append(turn, chain_seed=str(len(store)))
         compiled, _ticks = compile_in_events(store, recipe, CapturingSummarizer)
         assert compiled.tokens <= recipe.budget_tokens  # type: ignore[operator]
@@ -99,7 +82,7 @@ def test_between_events_each_request_extends_the_previous(messages: list[Message
             check_provider_grammar(after, fmt)
             if events_after != events_before:
                 continue
-            old, new = _strip_markers(before), _strip_markers(after)
+            old, new = strip_markers(before), strip_markers(after)
             assert old.get("system") == new.get("system")
             if not old["messages"]:
                 continue
@@ -148,7 +131,7 @@ def test_events_keep_far_more_of_the_prefix_than_replanning() -> None:
         events_bodies = [body for _e, body in _replay(store, messages, recipe)]
     replanned = []
     with Store(":memory:") as store:
-        for turn in _turns(messages):
+        for turn in turns_of(messages):
             store.append(turn, chain_seed=str(len(store)))
             replanned.append(compress_and_compile(store, recipe, mode="replan")[0].request.body())
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_turns import strip_markers, turns_of
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -188,16 +189,6 @@ def conversations(draw: Any) -> list[Message]:
     return messages
 
 
-def _turns(messages: list[Message]) -> list[list[Message]]:
-    """Split a history at each assistant message: what an agent appends before each call."""
-    turns: list[list[Message]] = [[]]
-    for message in messages:
-        if message.role == "assistant" and turns[-1]:
-            turns.append([])
-        turns[-1].append(message)
-    return turns
-
-
 def _short_text(message: Message) -> bool:
     texts = [b["text"] for b in message.content if b.get("type") == "text" and isinstance(b.get("text"), str)]
     return bool(texts) and sum(len(t) for t in texts) < 400 and "base64," not in "".join(texts)
@@ -206,17 +197,9 @@ def _short_text(message: Message) -> bool:
 # -- the checks --------------------------------------------------------------------------------
 
 
-def _strip_markers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_markers(v) for v in value]
-    return value
-
-
 def _assert_extends(before: dict[str, Any], after: dict[str, Any]) -> None:
     """``after``'s messages start with ``before``'s (the last one may have grown at its end)."""
-    old, new = _strip_markers(before), _strip_markers(after)
+    old, new = strip_markers(before), strip_markers(after)
     assert old.get("system") == new.get("system"), "the system text changed between events"
     assert old.get("tools") == new.get("tools")
     if not old["messages"]:
@@ -331,13 +314,13 @@ def test_generated_conversations_with_pins_branches_masking_ledger_and_names(
     )
     if fmt == "anthropic":
         recipe = recipe.replace(model="claude-sonnet-4-5")
-    turns = _turns(messages)
+    turns = turns_of(messages)
     pins = data.draw(
         st.lists(st.integers(0, 4).map(lambda n: n == 0), min_size=len(turns), max_size=len(turns))
     )
     handoff = data.draw(st.integers(min_value=1, max_value=len(turns)), label="handoff turn")
     fork = data.draw(st.integers(min_value=1, max_value=len(turns)), label="fork turn")
-    tail = _turns(data.draw(conversations(), label="branch turns"))
+    tail = turns_of(data.draw(conversations(), label="branch turns"))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "agent.db"
         try:

@@ -1,0 +1,29 @@
+"""What the turn-by-turn tests share: a history cut into the turns an agent appends, and a
+request body without its cache markers (they move to the newest message every turn)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction import Message
+
+__all__ = ["strip_markers", "turns_of"]
+
+
+def strip_markers(value: Any) -> Any:
+    """Return a request body (or part of one) without its ``cache_control`` markers."""
+    if isinstance(value, dict):
+        return {k: strip_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_markers(v) for v in value]
+    return value
+
+
+def turns_of(messages: list[Message]) -> list[list[Message]]:
+    """Split a history at each assistant message: what an agent appends before each call."""
+    turns: list[list[Message]] = [[]]
+    for message in messages:
+        if message.role == "assistant" and turns[-1]:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
