@@ -15,7 +15,7 @@ estimate errs on the safe side for both the OpenAI Chat and the Anthropic Messag
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from ..blocks import DATA_URI_RE, Block, Message, canonical_json, unknown_block_text
@@ -37,6 +37,7 @@ __all__ = [
     "strip_data_uris",
     "block_text_tokens",
     "blocks_text_tokens",
+    "results_only",
     "message_text_tokens",
     "BLOCK_SEPARATOR",
     "THINKING_FRAME",
@@ -47,7 +48,10 @@ __all__ = [
 #: Bumped whenever a message's count changes for the same text; stores key their cached
 #: counts by it (see :func:`cache_key`), so counts made by older code are never reused.
 #: 5: a tool call's arguments counted as the JSON text that ships, not escaped a second time.
-COUNTING_VERSION = 5
+#: 6: a tool call's frame 3 tokens (was 8); a message of tool results only counts no frame of
+#: its own (each result is its own message on the OpenAI wire, framed by itself); no join is
+#: counted beside a call or a result (only texts are joined).
+COUNTING_VERSION = 6
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -104,8 +108,17 @@ def request_overhead(encoding: str) -> int:
     from .hf import framing
 
     return framing(encoding)[1]
-#: Framing of one tool call beyond its id, name and arguments (type, function wrapper).
-TOOL_CALL_OVERHEAD = 8
+
+
+#: Framing of one tool call beyond its id, name and arguments (tokens).  3, the figure of
+#: hmarr/openai-chat-tokens, an estimator checked against the API's reported usage
+#: (``messageTokensEstimate``: "if (message.function_call) tokens += 3",
+#: https://github.com/hmarr/openai-chat-tokens/blob/main/src/index.ts).  We also count the
+#: call's id, which the model never reads (OpenAI's harmony format renders a call as
+#: ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>``,
+#: no id: https://cookbook.openai.com/articles/openai-harmony), so id plus this frame stays an
+#: upper bound of the call's real frame.  It was 8, a guess with no source.
+TOOL_CALL_OVERHEAD = 3
 #: Tokens a renderer may add where it joins two parts of one message into one string.
 BLOCK_SEPARATOR = 1
 #: Tokens of the frame around an unsigned thinking block sent as text (Anthropic refuses a
@@ -238,7 +251,8 @@ def block_text_tokens(block: Block, encoding: str = DEFAULT_ENCODING) -> int:
     Images (top-level, nested in ``tool_result`` or as ``data:`` URIs) count 0 here.
     An unknown block type is priced as its canonical JSON, so it is never free.
     """
-    return blocks_text_tokens((block,), encoding) - message_overhead(encoding)
+    frame = 0 if results_only((block,)) else message_overhead(encoding)
+    return blocks_text_tokens((block,), encoding) - frame
 
 
 def _own_tokens(block: Block, encoding: str) -> int:
@@ -305,6 +319,32 @@ def blocks_were_all_dropped(blocks: Iterable[Block], dropped: frozenset[str]) ->
     return bool(items) and all(b.get("type") in dropped for b in items)
 
 
+#: Block types a renderer never joins into a message's text: OpenAI Chat ships a call in
+#: ``tool_calls`` and a result as a ``tool`` message (Responses: items of their own);
+#: Anthropic ships every block apart.
+_SHIPPED_APART = frozenset({"tool_use", "tool_result"})
+
+
+def _has_images(result: Block) -> bool:
+    """Return whether a ``tool_result`` carries images (image blocks or ``data:`` URIs in its text)."""
+    content = result.get("content", "")
+    if isinstance(content, str):
+        return ";base64," in content
+    return any(
+        inner.get("type") == "image" or (inner.get("type") == "text" and ";base64," in inner.get("text", ""))
+        for inner in content
+    )
+
+
+def results_only(blocks: Sequence[Block]) -> bool:
+    """Return whether ``blocks`` (a message's shipped blocks) are one or more tool results and nothing else.
+
+    Results with images do not count: OpenAI Chat ships their images in a user message after
+    the ``tool`` messages, a message with a frame of its own.
+    """
+    return bool(blocks) and all(b.get("type") == "tool_result" and not _has_images(b) for b in blocks)
+
+
 def blocks_text_tokens(
     blocks: Iterable[Block], encoding: str = DEFAULT_ENCODING, dropped: frozenset[str] = frozenset()
 ) -> int:
@@ -317,15 +357,33 @@ def blocks_text_tokens(
     A renderer may join a message's parts into one string (OpenAI Chat joins text parts with
     a blank line, tool-result parts with a newline): each join is counted as
     :data:`BLOCK_SEPARATOR` tokens, so the count stays an upper bound of the shipped text.
+    Calls and results are never joined into a text, so no join is counted beside them (the
+    Responses API does split an assistant turn's texts at its calls into messages of their own:
+    each such extra frame, 4 tokens, is covered by the call between, whose frame and join
+    count 3 + 1).
     The blocks a ``tool_result`` holds are counted the same way, each list of them with its
     joins; the walk is iterative, so no nesting depth reaches Python's recursion limit.
+
+    A message of tool results only, none with images (:func:`results_only`), counts no frame
+    of its own and no joins between them: OpenAI Chat ships each result as its own ``tool``
+    message (the Responses API as its own ``function_call_output`` item), each framed by the
+    :func:`message_overhead` its result counts; Anthropic ships them as one user turn, whose
+    frame those per-result frames more than cover.
     """
-    total = message_overhead(encoding)
-    shipped = [b for b in blocks if b.get("type") not in dropped] if dropped else list(blocks)
+    blocks = list(blocks)
+    shipped = [b for b in blocks if b.get("type") not in dropped] if dropped else blocks
     if dropped and not shipped and blocks_were_all_dropped(blocks, dropped):
         shipped = [DROPPED_STAND_IN]  # the message ships as this line (see the renderers)
-    pending: list[list[Block] | tuple[Block, ...]] = [shipped]
-    while pending:
+    total = 0 if results_only(shipped) else message_overhead(encoding)
+    # Only a message's texts are joined into one string; its calls and results ship apart.
+    joined = sum(1 for b in shipped if b.get("type") not in _SHIPPED_APART)
+    total += BLOCK_SEPARATOR * max(0, joined - 1)
+    pending: list[list[Block]] = []
+    for block in shipped:
+        total += _own_tokens(block, encoding)
+        if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            pending.append(block["content"])
+    while pending:  # the blocks results hold, joined into the result's text
         items = pending.pop()
         total += BLOCK_SEPARATOR * max(0, len(items) - 1)
         for block in items:
