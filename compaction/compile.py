@@ -361,11 +361,12 @@ def _candidates(plan: WindowPlanner, pins: Pins, tool_tokens: int) -> list[Candi
     for cut in plan.cut_candidates():
         system = _system_for(pins, cut)
         fixed = plan.format.framing_tokens(system, plan.first_role(cut, ()), plan.encoding) + tool_tokens
-        if fixed + plan.suffix(cut) > plan.budget and candidates:
+        if fixed + plan.suffix(cut) - plan.merge_saving(cut) > plan.budget and candidates:
             break
         cover = plan.cover(cut)
         framing = plan.format.framing_tokens(system, plan.first_role(cut, cover), plan.encoding)
-        candidates.append((cut, cover, framing + tool_tokens + plan.suffix(cut) + plan.summary_message_cost(cover)))
+        summaries = plan.summary_message_cost(cover) - plan.merge_saving(cut, cover)
+        candidates.append((cut, cover, framing + tool_tokens + plan.suffix(cut) + summaries))
     return candidates
 
 
@@ -394,7 +395,7 @@ def _least_masking(
     """
     cover = masked.cover(cut)
     framing = plan.format.framing_tokens(_system_for(pins, cut), plan.first_role(cut, cover), plan.encoding)
-    fixed = framing + tool_tokens + masked.summary_message_cost(cover)
+    fixed = framing + tool_tokens + masked.summary_message_cost(cover) - masked.merge_saving(cut, cover)
     rounds = [
         f.seq
         for f in plan.store.facts(cut, masked.mask_before, encoding=plan.encoding)
@@ -425,7 +426,7 @@ def _shortfall(
     """Describe the smallest rendering that does not fit: each part that cannot shrink, and its size."""
     system = _system_for(pins, cut)
     budget = plan.budget
-    tail = plan.suffix(cut)
+    tail = plan.suffix(cut) - plan.merge_saving(cut)
     newest = plan.n - 1
     parts = []
     if cut <= newest:
@@ -547,7 +548,8 @@ def raw_history_tokens(
     """Return the tokens of the whole history sent raw (no summaries), priced as compile prices it.
 
     Images are decided by the live policy and caps, as in a compile; tool definitions and the
-    format's framing count as in a compile.  Budget-free: this is the "before" figure of
+    format's framing count as in a compile, and so does what merging consecutive messages of
+    one role saves (:meth:`WindowPlanner.merge_saving`).  Budget-free: this is the "before" figure of
     ``compaction run`` and ``compaction stats`` (tokens).  A history that fits its budget
     compiles to exactly this many tokens.
     """
@@ -557,7 +559,8 @@ def raw_history_tokens(
         return 0
     system, _pinned = _system_text(store, 0)
     framing = fmt.framing_tokens(system, plan.first_role(0, ()), plan.encoding)
-    return framing + tools_tokens(normalize_tools(tools), fmt.name, plan.encoding) + plan.suffix(0)
+    tools_cost = tools_tokens(normalize_tools(tools), fmt.name, plan.encoding)
+    return framing + tools_cost + plan.suffix(0) - plan.merge_saving(0)
 
 
 def extend_frame(
@@ -686,6 +689,7 @@ def compile_frame(
         + tools_tokens(offered, fmt.name, plan.encoding)
         + plan.suffix(cut)
         + plan.summary_message_cost(cover)
+        - plan.merge_saving(cut, cover)
     )
     if total > budget:
         message = f"the frame's request needs {total} tokens, over the budget of {budget}"

@@ -10,7 +10,9 @@ fresh plan) and explains it:
 - each shown summary (range, level, text, provenance) and the ask ledger;
 - every placeholder the gate wrote (``request.replacements``) with its reason;
 - the request's token composition: request framing, system text, tools, ask ledger, the
-  summary message's framing, summaries by level, the masked and the raw window, images.
+  summary message's framing, summaries by level, the masked and the raw window, images.  A
+  message merged with the next one of its role into one turn (``RequestFormat.merge_saving``)
+  is priced with the frame the merge saves taken off: its row and its part show what it adds.
 
 The composition is priced by the compile planner (:class:`compaction.planning.WindowPlanner`,
 the same walk that priced the request) part by part, so the parts add up to the gate's
@@ -148,7 +150,8 @@ class MessageRow:
         state: ``"pinned"`` (in the system text), ``"raw"``, ``"masked"`` (tool outputs as
             placeholders) or ``"summarized"``.
         stored_tokens: its text tokens as stored, images aside (tokens).
-        shown_tokens: its price in the request (text as shown plus images as decided), for
+        shown_tokens: its price in the request (text as shown plus images as decided, less
+            the frame saved when it ships merged with the next message of its role), for
             ``raw`` and ``masked`` messages; ``None`` otherwise (tokens).
         image_tokens: the part of ``shown_tokens`` its images (or their placeholders) cost.
         summary_id: the id of the shown summary that covers it (``summarized`` only).
@@ -340,7 +343,10 @@ def inspect_compiled(
     parts.append(Part("ask ledger", compiled.ledger_tokens))
     by_level: dict[int, int] = {}
     if cover:
-        parts.append(Part("summary framing", message_overhead(encoding) + count_text(SUMMARY_INTRO, encoding)))
+        # a summary message merged with the user message after it ships one frame less
+        merged = planner.merge_saving(cut, cover) - planner.merge_saving(cut)
+        framing_tokens = message_overhead(encoding) + count_text(SUMMARY_INTRO, encoding) - merged
+        parts.append(Part("summary framing", framing_tokens))
         for summary in cover:
             by_level[summary.level] = by_level.get(summary.level, 0) + planner.summary_cost(summary)
     parts += [Part(f"summaries L{level}", tokens, level) for level, tokens in sorted(by_level.items())]
@@ -373,8 +379,10 @@ def inspect_compiled(
             )
         else:
             state = "masked" if seq in masked else "raw"
-            shown = planner.suffix(seq) - planner.suffix(seq + 1)
-            text = planner.text_tokens[seq]
+            # a message merged into one turn with the next framed one of its role ships one frame less
+            merged = planner.merge_saving(seq) - planner.merge_saving(seq + 1)
+            shown = planner.suffix(seq) - planner.suffix(seq + 1) - merged
+            text = planner.text_tokens[seq] - merged
             window[state] += text
             image_total += shown - text
             blocks = planner.masked_blocks.get(seq, live[seq].content)

@@ -5,7 +5,9 @@ newest first, a page at a time, as far back as the budget allows; summary covers
 children through indexed queries.  It prices each message exactly as the wire gate will
 count it: text tokens from the store's cache plus each image decided and priced by
 :mod:`compaction.images` in the same newest-first walk, and the summary message as the
-gate counts it.  :mod:`compaction.compile` chooses among the candidates it prices.
+gate counts it.  A request's price is those summed less what shipping consecutive messages
+of one role as one turn saves (:meth:`WindowPlanner.merge_saving`, the gate's own function).
+:mod:`compaction.compile` chooses among the candidates it prices.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .images import ImageDecider, decide_and_price, find_image_sites
 from .ledger import ledger_for, ledger_tokens
 from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
+from .outputs.base import TurnJoins
 from .policy import ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
@@ -233,6 +236,8 @@ class WindowPlanner:
         self.frontier = store.summary_frontier(1)
         self._summary_cost: dict[int, int] = {}
         self._suffix: dict[int, int] = {self.n: 0}
+        self._joins: dict[int, TurnJoins] = {self.n: TurnJoins()}
+        self._per_join = fmt.join_saving(self.encoding)
         self.text_tokens: dict[int, int] = {}
         self.roles: dict[int, str] = {}
         self._low = self.n
@@ -334,8 +339,27 @@ class WindowPlanner:
                 self.text_tokens[fact.seq] = fact.text_tokens
                 self._suffix[fact.seq] = self._suffix[fact.seq + 1] + self._cost(fact)
                 self.roles[fact.seq] = fact.role
+                joins = self._joins[fact.seq + 1]
+                if fact.role != "system":  # a system message is in the system text, not in the window
+                    joins = joins.before(fact.role, not fact.tool_results, self._per_join)
+                self._joins[fact.seq] = joins
             self._low = start
         return self._suffix[seq]
+
+    def merge_saving(self, cut: int, cover: Sequence[StoredSummary] = ()) -> int:
+        """Return what the request with a live window from ``cut`` saves by merging turns (tokens).
+
+        The shown messages are the summary message (a user message, when ``cover`` is not
+        empty) and the window's messages other than system ones, in order; the saving is
+        :class:`~compaction.outputs.base.TurnJoins`'s, as the gate computes it
+        (``RequestFormat.merge_saving``).  A request's price is its parts summed
+        (:meth:`suffix`, :meth:`summary_message_cost`, framing, tools) less this.
+        """
+        self.suffix(cut)
+        joins = self._joins[cut]
+        if cover:
+            joins = joins.before("user", True, self._per_join)  # the summary message: text, framed
+        return joins.saving
 
     def _cost(self, fact: MessageFacts) -> int:
         """Price one message newest first: its text, and each image as decided (tokens)."""

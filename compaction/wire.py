@@ -34,6 +34,7 @@ from .errors import InvalidArgument, InvariantViolation, OverBudget, found
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
 from .outputs.anthropic_messages import CACHE_CONTROL
+from .outputs.base import message_shape
 from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
 from .tokens.counting import block_text_tokens
@@ -94,7 +95,8 @@ class GatedRequest:
         payload: the serialized JSON body (UTF-8 bytes), exactly what is sent or written,
             byte for byte: model and output cap included.
         tokens: the request's tokens (text by the encoding, shown images by pixel pricing,
-            framing per message) (tokens).
+            framing per message, less what merging consecutive messages of one role saves:
+            ``RequestFormat.merge_saving``) (tokens).
         images_shown: image parts in the body.
         replacements: every image or orphan replaced, and why.
         messages: the gated internal messages (role, blocks), for summarizers that read blocks.
@@ -226,7 +228,8 @@ def gate(
 
     Returns:
         The :class:`GatedRequest`; its ``tokens`` are the planner's price of the same
-        messages (text tokens plus each image's decided cost, see :mod:`compaction.images`).
+        messages (text tokens plus each image's decided cost, see :mod:`compaction.images`,
+        less the merge saving of :meth:`~compaction.outputs.RequestFormat.merge_saving`).
 
     Raises:
         OverBudget: ``budget`` is given and the request exceeds it (stage ``"request"``).
@@ -318,6 +321,7 @@ def gate(
         fmt.framing_tokens(request.system, first_role, encoding)
         + tools_tokens(request.tools, fmt.name, encoding)
         + sum(message_tokens)
+        - fmt.merge_saving([message_shape(role, blocks) for role, blocks in rebuilt], encoding)
     )
     if budget is not None and tokens > budget:
         raise OverBudget(

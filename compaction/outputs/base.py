@@ -14,11 +14,13 @@ in :mod:`compaction.outputs`' registry.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..blocks import DATA_URI_RE, Block
 from ..tokens.counting import (
+    BLOCK_SEPARATOR,
     DROPPED_STAND_IN,
     blocks_text_tokens,
     blocks_were_all_dropped,
@@ -30,7 +32,7 @@ from ..tokens.counting import (
 from ..tokens.image_pricing import price_image
 from ..types import RequestFormatName
 
-__all__ = ["RequestFormat", "WireMessage", "count_body_images", "merge_turns"]
+__all__ = ["RequestFormat", "TurnJoins", "WireMessage", "count_body_images", "merge_turns", "message_shape"]
 
 #: One gated message: ``(role, blocks)``.
 WireMessage = tuple[str, Sequence[Block]]
@@ -60,6 +62,57 @@ def merge_turns(messages: Sequence[WireMessage], dropped_block_types: frozenset[
         else:
             merged.append((role, list(blocks)))
     return merged
+
+
+def message_shape(role: str, blocks: Iterable[Block]) -> tuple[str, bool]:
+    """Return what merging needs to know of one shown message: ``(role, framed)``.
+
+    ``framed``: the message holds no ``tool_result`` block, so its count carries a frame of its
+    own (:data:`~compaction.tokens.counting.MESSAGE_OVERHEAD`), which a merge into the message
+    before it saves.  A message with tool results is never called framed, even with other
+    blocks beside them (whose count does carry a frame): a store's cached facts name only its
+    results (``MessageFacts.tool_results``), and the planner and the gate must agree; calling
+    it unframed only forgoes a saving, so the count stays an upper bound.
+    """
+    return role, not any(b.get("type") == "tool_result" for b in blocks)
+
+
+@dataclass(frozen=True)
+class TurnJoins:
+    """The tokens a request saves by shipping consecutive messages of one role as one turn.
+
+    Each shown message is counted with its own frame (``RequestFormat.text_tokens``), but
+    :func:`merge_turns` (and Anthropic's renderer) ship a run of user (or assistant) messages
+    as one message: of the run's framed messages (see :func:`message_shape`) only one frame
+    ships, and each join of their texts adds a separator.  So a run with ``k`` framed messages
+    saves ``(k - 1) * per_join`` tokens, ``per_join`` being one message's frame minus
+    :data:`~compaction.tokens.counting.BLOCK_SEPARATOR` (:meth:`RequestFormat.join_saving`).
+    A message of tool results only ships as ``tool`` messages (OpenAI) and is counted without
+    a frame of its own, so it saves nothing and does not end the run.  A message of any other
+    role (``system``) ends the run: OpenAI ships it apart.
+
+    The value is built newest first, one message at a time (:meth:`before`), so the planner
+    extends it as it reads a store backwards and the gate folds it over a request's messages
+    (:meth:`RequestFormat.merge_saving`): both get it from this one function.
+
+    Attributes:
+        saving: tokens saved by the merges in the messages seen so far (tokens).
+        role: the role of the oldest message seen so far (``None``: none yet, or a system one).
+        framed: whether the run that oldest message opens holds a framed message.
+    """
+
+    saving: int = 0
+    role: str | None = None
+    framed: bool = False
+
+    def before(self, role: str, framed: bool, per_join: int) -> TurnJoins:
+        """Return the joins of this sequence with one message ``(role, framed)`` put before it."""
+        if role not in ("user", "assistant"):
+            return TurnJoins(self.saving, None, False)
+        if role != self.role:
+            return TurnJoins(self.saving, role, framed)
+        saved = per_join if framed and self.framed else 0
+        return TurnJoins(self.saving + saved, role, framed or self.framed)
 
 
 def count_body_images(value: Any, image_types: frozenset[str]) -> int:
@@ -180,6 +233,31 @@ class RequestFormat(ABC):
         if system:
             tokens += message_overhead(encoding) + count_text(system, encoding)
         return tokens
+
+    def join_saving(self, encoding: str) -> int:
+        """Return what merging one framed message into the turn before it saves (tokens).
+
+        One message's frame (:func:`~compaction.tokens.counting.message_overhead`) less the
+        separator the renderer writes at the join (``"\\n\\n"`` between texts, counted as
+        :data:`~compaction.tokens.counting.BLOCK_SEPARATOR`); never below 0.
+        """
+        return max(0, message_overhead(encoding) - BLOCK_SEPARATOR)
+
+    def merge_saving(self, shapes: Sequence[tuple[str, bool]], encoding: str) -> int:
+        """Return the tokens the shown messages save by merging into turns (tokens).
+
+        Args:
+            shapes: :func:`message_shape` of each message the body shows, in order (the
+                summary message too, as the user message it renders as).
+            encoding: the encoding counted in.
+
+        The request's count is the messages' counts summed, less this; see :class:`TurnJoins`.
+        """
+        per_join = self.join_saving(encoding)
+        joins = TurnJoins()
+        for role, framed in reversed(shapes):
+            joins = joins.before(role, framed, per_join)
+        return joins.saving
 
     #: Block types the shape does not carry at all (rendering leaves them out, and
     #: :meth:`text_tokens` does not count them).  Any other block ships, as itself or as a
