@@ -646,6 +646,23 @@ ctypedef struct _Ranks:
     int shift               # 64 - log2(slots): a hash's top bits are its first slot
     uint8_t* arena          # the tokens' bytes, and 8 bytes of zeros after the last
     Py_ssize_t max_length   # the longest token (bytes): a longer span is never a token
+    size_t tokens           # how many tokens (their ranks: 0 to tokens - 1, or see _Backtrack)
+    _Backtrack* backtrack   # the tables of _backtrack_count: NULL until built (_backtrack_of)
+    size_t merged_bytes     # bytes of pieces merged by _bpe_count since (see _count_piece)
+    bint no_backtrack       # the ranks are not 0 to tokens - 1 or a byte is no token: never built
+
+
+ctypedef struct _Backtrack:
+    uint32_t* split         # 2 a rank: the two tokens BPE merges into it, each its rank | its
+                            # length << 24; the rank itself twice if none (a byte)
+    uint32_t* offset        # the offset of each rank's bytes in _Ranks.arena
+    uint8_t* length         # each rank's length (bytes)
+    uint64_t* lead_lengths  # per first two bytes: bit L - 1 set if a token of L bytes (2 to
+                            # 63) starts with them, bit 63 if one of 64 or more does
+    uint64_t* char_lengths  # the same per three-byte UTF-8 character (its 16-bit code point)
+    uint32_t* char_rank     # the rank of each three-byte character that is a token (code point)
+    uint64_t* parts         # bit 2 * rank: the rank is the first of a split, + 1: the second
+    uint32_t byte_rank[256] # the rank of each one-byte token
 
 
 cdef _Ranks* _rank_tables[2]   # [cl100k]: built on first use, kept for the process
@@ -757,6 +774,7 @@ cdef void _free_ranks(_Ranks* r) noexcept:
         free(r.slots)
         free(r.arena)
         free(r.bloom)
+        _free_backtrack(r.backtrack)
         free(r)
 
 
@@ -868,6 +886,7 @@ cdef _Ranks* _build_ranks(bytes rank_text) except NULL:
             r.slots[index].rank = <uint32_t>rank
             r.slots[index].shape = <uint32_t>((offset << 8) | <size_t>n)
             offset += n
+            r.tokens += 1
             if n > r.max_length:
                 r.max_length = n
             if n == 2:
@@ -1074,6 +1093,324 @@ cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) exce
     return parts
 
 
+# --------------------------------------------------------------------------- backtracking BPE
+
+# A long miss is counted by the backtracking encoder of GitHub's ``bpe`` crate (rust-gems,
+# crates/bpe/src/backtrack_encoder.rs; the argument is in its README), as
+# ``_count_py.backtrack_count`` does it in Python, where the algorithm is written out: the BPE
+# encoding of a text is its only split into tokens where each two neighbours are *compatible*
+# (BPE of their bytes together gives those two back), so take the longest token at the start,
+# then at each boundary the longest token compatible with the one before it, a shorter one where
+# none is, and step back a token where no token fits at all (a bit per position remembers where
+# no encoding goes on).  Whether two tokens are compatible is decided by undoing BPE's merges at
+# their boundary (``_compatible``, the crate's ``is_valid_token_pair``) with each token's *split*:
+# the two tokens BPE merged into it, found once per encoding (``_build_backtrack``).  The merge
+# loop above costs a scan or a heap operation per merge, about two merges a byte in CJK text;
+# this costs a few rank lookups per token.  Which lengths to look up at a position is read from
+# a mask of the lengths of the tokens that start with its first two bytes (with its character
+# where that is a three-byte one, CJK: two lookups a token instead of four, and a token that
+# is that character alone is read from a table of them).  The tables (about 4 MB for
+# o200k_base, 0.1 s to build) are built once per process, when the pieces they would count
+# have reached ``_backtrack_after`` bytes (1 MB): a process that counts a few texts never
+# builds them, so the cold start stays as it was, and one that counts many pays for them
+# within its first few MB of such text.  Only pieces this is faster for are counted so
+# (``_backtrack_min``: measured on the bench corpora): a short ASCII piece is merged faster.
+
+cdef Py_ssize_t _backtrack_min = 24            # ASCII misses of at least this many bytes
+cdef Py_ssize_t _backtrack_min_other = 4       # other misses of at least this many bytes
+cdef size_t _backtrack_after = 1 << 20         # ... after this many merged bytes in the process
+
+
+def _set_backtracking(Py_ssize_t min_ascii, Py_ssize_t min_other, size_t after_bytes):
+    """Count ASCII misses of at least ``min_ascii`` bytes and others of at least ``min_other``
+    by backtracking once ``after_bytes`` bytes of such misses have been merged in the process
+    (tests: ``_set_backtracking(1, 1, 0)`` uses it for every miss at once); return the
+    previous triple."""
+    global _backtrack_min, _backtrack_min_other, _backtrack_after
+    previous = (_backtrack_min, _backtrack_min_other, _backtrack_after)
+    _backtrack_min = min_ascii
+    _backtrack_min_other = min_other
+    _backtrack_after = after_bytes
+    return previous
+
+
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    static __inline int _count_c_clz64(unsigned long long x) {
+        unsigned long i; _BitScanReverse64(&i, x); return 63 - (int)i;
+    }
+    #else
+    #define _count_c_clz64(x) __builtin_clzll(x)
+    #endif
+    #define _COUNT_C_NO_SPLIT 0xFFFFFFFFu
+    """
+    int _count_c_clz64(uint64_t x) noexcept nogil
+    const uint32_t NO_SPLIT "_COUNT_C_NO_SPLIT"   # a split not found yet (while building)
+
+
+cdef void _free_backtrack(_Backtrack* t) noexcept:
+    if t != NULL:
+        free(t.split)
+        free(t.offset)
+        free(t.length)
+        free(t.lead_lengths)
+        free(t.char_lengths)
+        free(t.char_rank)
+        free(t.parts)
+        free(t)
+
+
+cdef inline Py_ssize_t _longest_token(const _Ranks* r, const _Backtrack* t, const uint8_t* b,
+                                      Py_ssize_t most, uint32_t* rank) noexcept nogil:
+    # The length of the longest token b[:L], L <= most (1 <= most), and its rank in ``rank``:
+    # only the lengths of tokens that start with b's first two bytes are looked up, longest first.
+    cdef uint64_t lengths
+    cdef Py_ssize_t length
+    cdef uint32_t found
+    cdef Py_ssize_t lens[4]
+    cdef uint64_t heads[4]
+    cdef uint64_t hashes[4]
+    cdef int count, k
+    cdef uint32_t character = 0
+    if most >= 2:
+        lengths = t.lead_lengths[(<uint32_t>b[0] << 8) | b[1]]
+        if most >= 3 and b[0] & 0xF0 == 0xE0 and b[1] & 0xC0 == 0x80 and b[2] & 0xC0 == 0x80:
+            # a three-byte character: the lengths of the tokens that start with it (and 2), and
+            # its own rank where it is one (read without the rank table)
+            character = ((<uint32_t>b[0] & 0x0F) << 12) | ((<uint32_t>b[1] & 0x3F) << 6) | (b[2] & 0x3F)
+            lengths = (lengths & 2) | t.char_lengths[character]
+        if most >= 64 and lengths >> 63:
+            length = min(most, r.max_length)
+            while length >= 64:
+                found = _rank(r, b, length)
+                if found != NO_RANK:
+                    rank[0] = found
+                    return length
+                length -= 1
+        if most < 64:
+            lengths &= (1ULL << most) - 1
+        lengths &= ~(1ULL << 63)
+        while lengths:
+            length = 64 - _count_c_clz64(lengths)
+            if length == 3 and character:
+                rank[0] = t.char_rank[character]
+                return 3
+            found = _rank(r, b, length)
+            if found != NO_RANK:
+                rank[0] = found
+                return length
+            lengths ^= 1ULL << (length - 1)
+    rank[0] = t.byte_rank[b[0]]
+    return 1
+
+
+cdef inline bint _compatible(const _Ranks* r, const _Backtrack* t, const uint8_t* b, Py_ssize_t at,
+                             uint32_t first, uint32_t second) noexcept nogil:
+    # Whether BPE of the two tokens first = b[at - len(first):at] and second = b[at:at + len(second)]
+    # (each given as its rank | its length << 24, as _Backtrack.split holds them) together gives
+    # them back: undo the merges on each side of the boundary ``at``, the later one first, and
+    # look for a token across it that BPE would have merged before (a pair of the two parts
+    # there that is some token's split, of a rank below ``limit``, the rank of the last merge
+    # undone).  The crate's ``is_valid_token_pair``; ``b`` has eight readable bytes past every
+    # span looked up.
+    cdef uint32_t limit = NO_RANK
+    cdef uint32_t combined
+    cdef uint32_t left = first & 0xFFFFFF      # ranks
+    cdef uint32_t right = second & 0xFFFFFF
+    cdef uint32_t first_part, second_part
+    while True:
+        # the parts each side splits into, read first: both reads under way at once
+        first_part = t.split[2 * left + 1]
+        second_part = t.split[2 * right]
+        # only a first part of some split next to a second part of one can be that split
+        if (t.parts[left >> 5] >> (2 * (left & 31))) & (t.parts[right >> 5] >> (2 * (right & 31) + 1)) & 1:
+            combined = _rank(r, b + at - (first >> 24), (first >> 24) + (second >> 24))
+            if combined != NO_RANK and combined < limit and t.split[2 * combined] == first \
+                    and t.split[2 * combined + 1] == second:
+                return False
+        if left > right:
+            limit = left
+            first = first_part
+            left = first & 0xFFFFFF
+            if left == limit:
+                limit = right + 1
+                second = second_part
+                right = second & 0xFFFFFF
+                if right + 1 == limit:
+                    return True
+        else:
+            limit = right + 1
+            second = second_part
+            right = second & 0xFFFFFF
+            if right + 1 == limit:
+                limit = left
+                first = first_part
+                left = first & 0xFFFFFF
+                if left == limit:
+                    return True
+
+
+cdef Py_ssize_t _backtrack_count(const _Ranks* r, const _Backtrack* t, const uint8_t* b,
+                                 Py_ssize_t n) except -1:
+    # len(encode_single_piece(b[:n])) (n >= 1, eight readable bytes past b + n): the crate's
+    # BacktrackEncoder, counted.  ``ends[k]``: where the k-th token ends; ``ranks[k]``: its rank;
+    # ``dead[p]``: no encoding of b[p:] goes on from a token ending at p.
+    cdef uint32_t stack_ends[STACK_PIECE + 1]
+    cdef uint32_t stack_ranks[STACK_PIECE + 1]
+    cdef uint8_t stack_dead[STACK_PIECE + 1]
+    cdef uint32_t* ends = stack_ends
+    cdef uint32_t* ranks = stack_ranks
+    cdef uint8_t* dead = stack_dead
+    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t length
+    cdef uint32_t rank
+    if n > STACK_PIECE:
+        ends = <uint32_t*>malloc((n + 1) * (2 * sizeof(uint32_t) + 1))
+        if ends == NULL:
+            raise MemoryError()
+        ranks = ends + (n + 1)
+        dead = <uint8_t*>(ranks + (n + 1))
+    memset(dead, 0, n + 1)
+    length = _longest_token(r, t, b, n, &rank)
+    while True:
+        rank |= <uint32_t>length << 24
+        if not dead[pos + length] and (count == 0 or _compatible(r, t, b, pos, ranks[count - 1], rank)):
+            pos += length
+            ranks[count] = rank
+            ends[count] = <uint32_t>pos
+            count += 1
+            if pos == n:
+                break
+            _prefetch(&t.split[2 * (rank & 0xFFFFFF)])   # the next _compatible reads it
+            length = _longest_token(r, t, b + pos, n - pos, &rank)
+        elif length > 1:
+            length = _longest_token(r, t, b + pos, length - 1, &rank)
+        else:
+            # no token fits at pos: step back, and try the token before it shorter
+            if count == 0:   # b[0] is a token: never
+                if ends != stack_ends:
+                    free(ends)
+                raise AssertionError("backtracking found no encoding")
+            dead[pos] = 1
+            count -= 1
+            rank = ranks[count] & 0xFFFFFF
+            pos = ends[count - 1] if count else 0
+            length = ends[count] - pos
+    if ends != stack_ends:
+        free(ends)
+    return count
+
+
+cdef _Backtrack* _build_backtrack(_Ranks* r) except? NULL:
+    # The tables of _backtrack_count for the ranks ``r``; NULL (and r.no_backtrack) when the
+    # ranks are not 0 to r.tokens - 1 or a byte is no token.  Each token's split is the crate's
+    # (``BytePairEncoding::from_dictionary``): in rank order, the longest token prefix ``first``
+    # whose rest ``second`` is a token, both of lower rank, compatible with each other (by the
+    # splits found so far); the next shorter prefix where not; none for a token of one byte.
+    cdef _Backtrack* t = <_Backtrack*>calloc(1, sizeof(_Backtrack))
+    cdef size_t k, index
+    cdef uint32_t rank, first, second
+    cdef const uint8_t* b
+    cdef Py_ssize_t length, cut
+    if t == NULL:
+        raise MemoryError()
+    t.split = <uint32_t*>malloc(2 * r.tokens * sizeof(uint32_t))
+    t.offset = <uint32_t*>malloc(r.tokens * sizeof(uint32_t))
+    t.length = <uint8_t*>calloc(r.tokens, 1)
+    t.lead_lengths = <uint64_t*>calloc(65536, sizeof(uint64_t))
+    t.char_lengths = <uint64_t*>calloc(65536, sizeof(uint64_t))
+    t.char_rank = <uint32_t*>calloc(65536, sizeof(uint32_t))
+    t.parts = <uint64_t*>calloc(r.tokens // 32 + 1, sizeof(uint64_t))
+    if t.split == NULL or t.offset == NULL or t.length == NULL or t.lead_lengths == NULL \
+            or t.char_lengths == NULL or t.char_rank == NULL or t.parts == NULL:
+        _free_backtrack(t)
+        raise MemoryError()
+    memset(t.split, 0xFF, 2 * r.tokens * sizeof(uint32_t))
+    for k in range(256):
+        t.byte_rank[k] = NO_RANK
+    for index in range(r.mask + 1):
+        if r.slots[index].shape == 0:
+            continue
+        rank = r.slots[index].rank
+        length = r.slots[index].shape & 0xFF
+        if rank >= r.tokens or t.length[rank]:   # a gap in the ranks (or a rank twice)
+            _free_backtrack(t)
+            r.no_backtrack = True
+            return NULL
+        t.offset[rank] = r.slots[index].shape >> 8
+        t.length[rank] = <uint8_t>length
+        b = r.arena + t.offset[rank]
+        if length == 1:
+            t.byte_rank[b[0]] = rank
+        else:
+            t.lead_lengths[(<uint32_t>b[0] << 8) | b[1]] |= 1ULL << (min(length, 64) - 1)
+        if length >= 3 and b[0] & 0xF0 == 0xE0 and b[1] & 0xC0 == 0x80 and b[2] & 0xC0 == 0x80:
+            k = ((<uint32_t>b[0] & 0x0F) << 12) | ((<uint32_t>b[1] & 0x3F) << 6) | (b[2] & 0x3F)
+            t.char_lengths[k] |= 1ULL << (min(length, 64) - 1)
+            if length == 3:
+                t.char_rank[k] = rank
+    for k in range(256):
+        if t.byte_rank[k] == NO_RANK:
+            _free_backtrack(t)
+            r.no_backtrack = True
+            return NULL
+    for rank in range(<uint32_t>r.tokens):
+        b = r.arena + t.offset[rank]
+        length = t.length[rank]
+        t.split[2 * rank] = rank | <uint32_t>length << 24
+        t.split[2 * rank + 1] = rank | <uint32_t>length << 24
+        if length == 1:
+            continue
+        cut = _longest_token(r, t, b, length - 1, &first)
+        while True:
+            second = _rank(r, b + cut, length - cut)
+            if second != NO_RANK and first < rank and second < rank \
+                    and _compatible(r, t, b, cut, first | <uint32_t>cut << 24,
+                                    second | <uint32_t>(length - cut) << 24):
+                t.split[2 * rank] = first | <uint32_t>cut << 24
+                t.split[2 * rank + 1] = second | <uint32_t>(length - cut) << 24
+                t.parts[first >> 5] |= 1ULL << (2 * (first & 31))
+                t.parts[second >> 5] |= 1ULL << (2 * (second & 31) + 1)
+                break
+            if cut == 1:
+                break
+            cut = _longest_token(r, t, b, cut - 1, &first)
+    return t
+
+
+cdef _Backtrack* _backtrack_of(_Ranks* r) except? NULL:
+    # r.backtrack, built on the first call (under the GIL, as every caller holds it).
+    if r.backtrack == NULL and not r.no_backtrack:
+        r.backtrack = _build_backtrack(r)
+    return r.backtrack
+
+
+def _backtrack_splits(encoding):
+    """Each rank's split as ``[(first, second), ...]`` (ranks; the rank twice for a byte), the
+    tables built if need be; ``None`` where the ranks do not allow them (tests)."""
+    cdef _Ranks* r = _ranks_of(encoding, encoding == "cl100k_base")
+    cdef _Backtrack* t = _backtrack_of(r)
+    cdef size_t rank
+    if t == NULL:
+        return None
+    return [(t.split[2 * rank] & 0xFFFFFF, t.split[2 * rank + 1] & 0xFFFFFF) for rank in range(r.tokens)]
+
+
+def _backtrack_piece(encoding, piece):
+    """The backtracking count of the bytes ``piece`` (tokens) in ``encoding``, its tables built
+    if need be; ``None`` where the ranks do not allow it (tests)."""
+    cdef _Ranks* r = _ranks_of(encoding, encoding == "cl100k_base")
+    cdef bytes data = bytes(piece) + b"\0" * 8
+    cdef _Backtrack* t = _backtrack_of(r)
+    if t == NULL:
+        return None
+    if len(piece) == 0:
+        return 0
+    return _backtrack_count(r, t, <const uint8_t*>data, len(piece))
+
+
 cdef inline Py_ssize_t _utf8(const _unit* s, Py_ssize_t i, Py_ssize_t e, uint8_t* out) noexcept nogil:
     # Encode s[i:e] as UTF-8 into ``out`` (room for 4 bytes a code point); -1 on a surrogate.
     cdef Py_ssize_t n = 0
@@ -1173,6 +1510,8 @@ cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i,
     cdef uint8_t* bytes_ = buf
     cdef Py_ssize_t n
     cdef Py_ssize_t tokens = 0
+    cdef _Ranks* r = counter._ranks
+    cdef bint backtrack
     if e - i > C_SMALL_PIECE:
         bytes_ = <uint8_t*>malloc(4 * (e - i) + 8)
         if bytes_ == NULL:
@@ -1181,7 +1520,15 @@ cdef Py_ssize_t _count_piece(PieceCounter counter, const _unit* s, Py_ssize_t i,
     if n >= 0:
         memset(bytes_ + n, 0, 8)
         try:
-            tokens = _bpe_count(counter._ranks, bytes_, n)
+            backtrack = n >= (_backtrack_min if n == e - i else _backtrack_min_other)
+            if backtrack and r.backtrack == NULL and not r.no_backtrack:
+                r.merged_bytes += n
+                if r.merged_bytes >= _backtrack_after:
+                    _backtrack_of(r)
+            if backtrack and r.backtrack != NULL:
+                tokens = _backtrack_count(r, r.backtrack, bytes_, n)
+            else:
+                tokens = _bpe_count(r, bytes_, n)
         finally:
             if bytes_ != buf:
                 free(bytes_)
