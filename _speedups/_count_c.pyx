@@ -15,7 +15,9 @@ access).  A piece the memo does not hold is
 counted by a native byte-pair merge loop (tiktoken's algorithm: see ``_bpe_count``) on the
 encoding's ranks, read from the checked rank file (``rank_file``) straight into a C table:
 the compiled counter builds no Python dict of the ranks and no tiktoken encoder (the twin asks
-tiktoken for each missed piece).  Directives are in ``setup.py``.
+tiktoken for each missed piece).  Once a process has counted 1 MB of long misses, they are
+counted without merging, by backtracking over each token's split (``_backtrack_count``, whose
+specification is the twin's ``BacktrackingBPE``).  Directives are in ``setup.py``.
 """
 
 import threading

@@ -33,7 +33,9 @@ costs the same number of tokens wherever it occurs.  Agent histories repeat the 
    many such pieces).  Any other piece: look it up in a memo (piece -> tokens); on a miss, ask
    tiktoken's BPE
    for that one piece (``CoreBPE.encode_single_piece``, which skips the regex) and remember the
-   count.  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
+   count (the compiled twin merges a missed piece itself, or, once a process has counted 1 MB
+   of long misses, counts it without merging, by backtracking: :class:`BacktrackingBPE` is that
+   algorithm, written out here as its specification).  The memo is bounded: it holds at most ``memo_size`` pieces, each at most
    :data:`MAX_MEMO_PIECE` characters long (longer pieces are counted every time), at most
    :data:`MAX_MEMO_CHARS` characters in all, so memory stays bounded whatever the input.  It
    never wipes itself: it keeps two **generations**, the newer one (where pieces are added)
