@@ -342,3 +342,16 @@ def test_reported_tokens_bound_the_body(messages: list[Message], fmt: str, visio
     independent = independent_tokens(body, request.request.model)
     assert independent <= request.tokens
     assert request.tokens <= independent * 1.01 + _slack(messages, fmt)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(messages=histories(max_turns=6))
+def test_formats_that_share_a_cache_key_count_every_message_alike(messages: list[Message]) -> None:
+    """OpenAI Chat and Responses share cached counts (one key): their counts must be the same fact."""
+    chat, responses, anthropic = (request_format(n) for n in ("openai", "openai-responses", "anthropic"))
+    assert chat.count_key(ENCODING) == responses.count_key(ENCODING) != anthropic.count_key(ENCODING)
+    assert chat.count_key(ENCODING).startswith(f"{ENCODING}@6")  # counts of COUNTING_VERSION 5 are not reused
+    for message in messages:
+        assert chat.text_tokens(message.content, ENCODING) == responses.text_tokens(message.content, ENCODING)
