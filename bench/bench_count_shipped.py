@@ -18,7 +18,8 @@ placeholders' joins.  ``tool msgs`` counts the ``tool`` messages (each framed by
 its result is counted), ``merged`` the stored messages the body no longer shows apart (they
 ship merged into the turn before them, see ``RequestFormat.merge_saving``).  ``dropped``
 counts the blocks the format dropped (reported in the request's ``dropped``).  The last line
-says how many transcripts are within 1% of their body's count.
+says how many transcripts are within 1% of their body's count.  A third table does the same for
+Anthropic Messages against the property tests' independent count (a floor: never below it).
 
 Run ``pytest bench/bench_count_shipped.py --benchmark-only -q -s`` or ``python
 bench/bench_count_shipped.py``.
@@ -150,6 +151,34 @@ def compiled_table() -> str:
     return "\n".join(lines)
 
 
+def anthropic_table() -> str:
+    """Each example compiled whole for Anthropic Messages: reported tokens against its body's count.
+
+    The body's count is ``compaction.fuzz_checks.independent_tokens`` (the property tests'): 3
+    a message plus every string of it (a tool call's input by its strings only, not its JSON
+    keys and punctuation; a tool result with no frame of its own) plus 3.  Anthropic's own
+    framing is not published, so this is a floor the count must stay above, not a target.
+    """
+    from compaction.fuzz_checks import independent_tokens
+
+    lines = [f"{'transcript':58} {'reported':>9} {'body':>9} {'ratio':>7}"]
+    for path in sorted(ROOT.glob("examples/**/*")):
+        if not path.is_file() or path.name == "README.md":
+            continue
+        messages = load_transcript(path, lenient=True).messages
+        with Store(":memory:") as store:
+            store.append(messages)
+            compiled = compile_request(
+                store, Recipe(budget_tokens=4_000_000, output_format="anthropic", vision=False)
+            )
+        body = independent_tokens(json.loads(compiled.request.payload), compiled.request.model)
+        assert compiled.tokens >= body, path  # never below what ships
+        lines.append(
+            f"{path.relative_to(ROOT / 'examples')!s:58} {compiled.tokens:9,} {body:9,} {compiled.tokens / body:7.4f}"
+        )
+    return "\n".join(lines)
+
+
 @pytest.mark.benchmark(min_rounds=1)
 def test_shipped_counts(benchmark) -> None:  # type: ignore[no-untyped-def]
     print("\n" + benchmark.pedantic(table, rounds=1, iterations=1))
@@ -160,7 +189,14 @@ def test_compiled_request_against_its_shipped_body(benchmark) -> None:  # type: 
     print("\n" + benchmark.pedantic(compiled_table, rounds=1, iterations=1))
 
 
+@pytest.mark.benchmark(min_rounds=1)
+def test_compiled_anthropic_request_against_its_shipped_body(benchmark) -> None:  # type: ignore[no-untyped-def]
+    print("\n" + benchmark.pedantic(anthropic_table, rounds=1, iterations=1))
+
+
 if __name__ == "__main__":
     print(table())
     print()
     print(compiled_table())
+    print()
+    print(anthropic_table())
