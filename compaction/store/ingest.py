@@ -38,6 +38,7 @@ __all__ = [
     "PreparedMessage",
     "blobify",
     "chain_key",
+    "chain_step",
     "check_summary",
     "checked_messages",
     "count_text_tokens",
@@ -116,8 +117,13 @@ def chain_key(previous: str, message: Message) -> str:
     return _chain(previous, message.fingerprint())
 
 
-def _chain(previous: str, fingerprint: str) -> str:
+def chain_step(previous: str, fingerprint: str) -> str:
+    """Return the import key of the message whose :meth:`~compaction.blocks.Message.fingerprint` is
+    ``fingerprint``, following the key ``previous``: sha256 of the two hex digests joined (64 hex digits)."""
     return hashlib.sha256((previous + fingerprint).encode("ascii")).hexdigest()
+
+
+_chain = chain_step
 
 
 def import_keys(messages: Iterable[Message], chain_seed: str = "") -> list[tuple[str, Message]]:

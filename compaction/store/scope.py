@@ -53,6 +53,27 @@ class ConversationScope:
         rows = self._db.execute("SELECT id, parent_id, fork_seq FROM conversations").fetchall()
         return {int(i): (None if p is None else int(p), None if f is None else int(f)) for i, p, f in rows}
 
+    def _lineage_of(self, conversation_id: int | None) -> Lineage:
+        """Return the lineage of ``conversation_id``, reading only it and its ancestors' rows.
+
+        One recursive query up the ``parent_id`` links (``UNION`` keeps each row once, so a
+        damaged table whose parents form a cycle ends the walk, and :func:`.lineage_of` names
+        it), instead of every conversation of the store: opening a branch costs its depth,
+        not the store's size.
+        """
+        if conversation_id is None:
+            return Lineage(())
+        m = self._mark
+        rows = self._db.execute(
+            "WITH RECURSIVE up(id, parent_id, fork_seq) AS ("
+            f"SELECT id, parent_id, fork_seq FROM conversations WHERE id = {m}"
+            " UNION SELECT c.id, c.parent_id, c.fork_seq FROM conversations c JOIN up ON c.id = up.parent_id)"
+            " SELECT id, parent_id, fork_seq FROM up",
+            (conversation_id,),
+        ).fetchall()
+        tree = {int(i): (None if p is None else int(p), None if f is None else int(f)) for i, p, f in rows}
+        return lineage_of(conversation_id, tree)
+
     def _bind(self, conversation: str | None, create: bool) -> None:
         """Scope this object to ``conversation`` (``None``: the only one, or ``"default"`` while there is none).
 
@@ -64,9 +85,9 @@ class ConversationScope:
         if conversation == ANY_CONVERSATION:
             self.conversation = conversation  # listing only: it sees no conversation's rows
             return
-        rows = self._db.execute("SELECT id, name FROM conversations ORDER BY id").fetchall()
         named = conversation is not None
         if conversation is None:
+            rows = self._db.execute("SELECT id, name FROM conversations ORDER BY id").fetchall()
             if len(rows) > 1:
                 names = ", ".join(str(name) for _id, name in rows)
                 raise StoreError(
@@ -74,11 +95,12 @@ class ConversationScope:
                 )
             conversation = str(rows[0][1]) if rows else DEFAULT_CONVERSATION
         self.conversation = conversation
-        ids = [int(i) for i, name in rows if name == conversation]
-        if not ids and not create and named:  # unnamed: the default one, empty until its first write
+        row = self._db.execute(f"SELECT id FROM conversations WHERE name = {self._mark}", (conversation,)).fetchone()
+        if row is None and not create and named:  # unnamed: the default one, empty until its first write
+            rows = self._db.execute("SELECT id, name FROM conversations ORDER BY id").fetchall()
             names = ", ".join(str(name) for _id, name in rows) or "none"
             raise StoreError(f"{self.path}: no conversation {conversation!r} in the store (it holds: {names})")
-        self._lineage = lineage_of(ids[0] if ids else None, self._tree())
+        self._lineage = self._lineage_of(None if row is None else int(row[0]))
 
     def _own(self) -> int:
         """Return this conversation's id, creating it (inside the caller's write) when it is not stored yet."""
@@ -94,7 +116,7 @@ class ConversationScope:
             (self.conversation, time.time()),
         )
         row = self._db.execute(f"SELECT id FROM conversations WHERE name = {m}", (self.conversation,)).fetchone()
-        self._lineage = lineage_of(int(row[0]), self._tree())
+        self._lineage = self._lineage_of(int(row[0]))
         return int(row[0])
 
     def _refresh(self) -> None:
@@ -103,7 +125,7 @@ class ConversationScope:
             return
         row = self._db.execute(f"SELECT id FROM conversations WHERE name = {self._mark}", (self.conversation,)).fetchone()
         if row is not None:
-            self._lineage = lineage_of(int(row[0]), self._tree())
+            self._lineage = self._lineage_of(int(row[0]))
 
     def _rows(self, alias: str = "") -> tuple[str, list[int]]:
         """The SQL condition (and its arguments) selecting the message rows this conversation shows."""
@@ -210,8 +232,7 @@ class ConversationScope:
             names = {int(r[0]): str(r[1]) for r in rows}
             out = []
             for cid, name, parent, fork, created in rows:
-                where, args = lineage_of(int(cid), tree).summaries(mark=self._mark)
-                summaries = int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
+                summaries = self._summary_count(lineage_of(int(cid), tree))
                 out.append(
                     ConversationInfo(
                         name=str(name),
@@ -225,6 +246,28 @@ class ConversationScope:
                     )
                 )
         return out
+
+    def _summary_count(self, lineage: Lineage) -> int:
+        """Return how many summaries ``lineage`` shows (inside the caller's read).
+
+        The shadowing condition grows with the square of the lineage's depth (each ancestor's
+        summaries are checked against every nearer conversation's), so when no conversation of
+        the lineage keeps a summary, one plain count says 0 without building it.
+        """
+        ids = [seg.conversation_id for seg in lineage.segments]
+        if not ids:
+            return 0
+        m = self._mark
+        held = 0
+        for start in range(0, len(ids), 500):  # under every driver's limit of placeholders
+            chunk = ids[start : start + 500]
+            marks = ", ".join([m] * len(chunk))
+            row = self._db.execute(f"SELECT 1 FROM summaries WHERE conversation_id IN ({marks}) LIMIT 1", chunk)
+            held += row.fetchone() is not None
+        if not held:
+            return 0
+        where, args = lineage.summaries(mark=m)
+        return int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
 
     def branch(self, name: str, at: int) -> ConversationInfo:
         """Fork this conversation at seq ``at``: a new conversation ``name`` that shares ``[0, at)``.
@@ -256,11 +299,25 @@ class ConversationScope:
             if self._db.execute(f"SELECT 1 FROM conversations WHERE name = {m}", (name,)).fetchone() is not None:
                 raise StoreError(f"{self.path}: a conversation named {name!r} exists already")
             parent = self._own()
+            created = time.time()
             self._db.execute(
                 f"INSERT INTO conversations (name, parent_id, fork_seq, created_at) VALUES ({m}, {m}, {m}, {m})",
-                (name, parent, at, time.time()),
+                (name, parent, at, created),
             )
-        return next(info for info in self.conversations() if info.name == name)
+            row = self._db.execute(f"SELECT id FROM conversations WHERE name = {m}", (name,)).fetchone()
+            # the new branch's own counts, not every conversation's (conversations() per branch made
+            # importing n branches quadratic): it shows [0, at) and the summaries seen there
+            summaries = self._summary_count(self._lineage_of(int(row[0])))
+        return ConversationInfo(
+            name=name,
+            id=int(row[0]),
+            parent=self.conversation,
+            fork_seq=at,
+            messages=at,
+            own_messages=0,
+            summaries=summaries,
+            created_at=created,
+        )
 
     # -- pins ------------------------------------------------------------------------------
     def _pins(self) -> tuple[str, list[int]]:

@@ -297,9 +297,30 @@ class CommonQueries(ConversationScope):
     def next_seq(self) -> int:
         """Return the seq the next appended message will get (= the number of messages)."""
         with self._reading("reading the message count"):
-            where, args = self._rows()
-            row = self._db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
-        return int(row[0]) if row else 0
+            row = self._newest_row("seq")
+        return 0 if row is None else int(row[0]) + 1
+
+    def _newest_row(self, columns: str) -> tuple[Any, ...] | None:
+        """Return ``columns`` of the newest message row this conversation shows, else ``None`` (inside a read).
+
+        A lineage's segments hold descending seq ranges (itself from its fork on, its parent
+        up to that fork, ...), so the newest row is in the first segment holding one: one
+        indexed read of each segment until then (mostly one or two), not one query whose
+        condition grows with the lineage's depth.
+        """
+        self._refresh()
+        m = self._mark
+        for seg in self._lineage.segments:
+            if seg.end is not None and seg.end <= seg.start:
+                continue
+            cond, args = f"conversation_id = {m} AND seq >= {m}", [seg.conversation_id, seg.start]
+            if seg.end is not None:
+                cond += f" AND seq < {m}"
+                args.append(seg.end)
+            row = self._db.execute(f"SELECT {columns} FROM messages WHERE {cond} ORDER BY seq DESC LIMIT 1", args).fetchone()
+            if row is not None:
+                return tuple(row)
+        return None
 
     def iter_messages(self, batch: int = 512) -> Iterator[Message]:
         """Yield every message in order, reading ``batch`` at a time."""
@@ -354,6 +375,32 @@ class CommonQueries(ConversationScope):
             rows = self._message_query(start, end)
             self._check_dense([int(r[0]) for r in rows], start, end)
             return [message for message, _key in self._from_rows(rows)]
+
+    def import_key(self, seq: int) -> str | None:
+        """Return the import key of message ``seq`` (its place in a hash chain, see :meth:`append`), else ``None``.
+
+        A transcript appended with ``chain_seed`` keys message ``k`` by the chain over the
+        seed and the fingerprints of messages ``0..k`` (:func:`.ingest.import_keys`); a
+        caller that knows that chain can tell from the key of the last shared message whether
+        a branch's shared prefix is exactly its own (``compaction import --branches`` then
+        appends only what follows it).  One indexed read of the row's owner, whatever the
+        lineage's depth.
+
+        Raises:
+            InvalidArgument: ``seq`` is not an integer.
+            StoreError: the store could not be read.
+        """
+        check_ints(seq=seq)
+        with self._reading(f"reading the import key of message {seq}"):
+            self._refresh()
+            owner = self._lineage.owner(seq)
+            if owner is None:
+                return None
+            m = self._mark
+            row = self._db.execute(
+                f"SELECT import_key FROM messages WHERE conversation_id = {m} AND seq = {m}", (owner, seq)
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def facts(
         self,
@@ -525,13 +572,11 @@ class AppendRows:
         self._m = store._mark
 
     def next_seq(self) -> int:
-        where, args = self.store._rows()
-        row = self.db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE {where}", args).fetchone()
-        return int(row[0]) if row else 0
+        row = self.store._newest_row("seq")
+        return 0 if row is None else int(row[0]) + 1
 
     def last_import_key(self) -> str | None:
-        where, args = self.store._rows()
-        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} ORDER BY seq DESC LIMIT 1", args).fetchone()
+        row = self.store._newest_row("import_key")
         return None if row is None else str(row[0])
 
     def seq_of(self, import_key: str) -> int | None:

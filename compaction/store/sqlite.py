@@ -583,9 +583,12 @@ class _SQLiteRows(AppendRows):
         return self.store.next_seq()
 
     def row_at(self, seq: int) -> tuple[Message, str] | None:
-        where, args = self.store._rows()
-        row = self.db.execute(f"SELECT import_key FROM messages WHERE {where} AND seq = ?", (*args, seq)).fetchone()
-        if row is None:
+        self.store._refresh()
+        owner = self.store._lineage.owner(seq)  # the one row it can be: an indexed read, whatever the depth
+        row = self.db.execute(
+            "SELECT import_key FROM messages WHERE conversation_id = ? AND seq = ?", (owner, seq)
+        ).fetchone()
+        if owner is None or row is None:
             return None
         (stored,) = self.store.messages(seq, seq + 1)
         return stored, str(row[0])
