@@ -40,8 +40,9 @@ from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, load_transcript
 from .formats._claude_code_tree import Thread, json_lines, path_lines, session_tree, split_lines
+from .store import ingest
 from .store.factory import open_store
-from .store.lineage import MAX_NAME
+from .store.lineage import ANY_CONVERSATION, MAX_NAME
 
 __all__ = [
     "BRANCHING_FORMATS",
@@ -122,13 +123,108 @@ def session_leaves(text: str) -> list[list[int]]:
     return paths
 
 
-def _common(a: list[str], b: list[str]) -> int:
-    count = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        count += 1
-    return count
+class _Node:
+    """A prefix of one or more paths: its last message, the chain key over it, the paths through it."""
+
+    __slots__ = ("children", "fingerprint", "key", "message", "names")
+
+    def __init__(self, fingerprint: str, message: Message | None, key: str) -> None:
+        self.children: dict[str, _Node] = {}
+        self.fingerprint = fingerprint
+        self.message = message
+        self.key = key  # the import key of the prefix's last message (ingest.chain_step over it)
+        self.names: list[tuple[int, str]] = []  # the two first-stored paths through it: (order, name)
+
+
+class _PrefixTree:
+    """The message paths of a session as a trie of fingerprints, so each shared prefix is held once.
+
+    Finding the stored path that shares the longest prefix with a new one walks the new path
+    once (its length), instead of comparing it with every stored path (the number of paths
+    times their length: quadratic in the branches of a session, cubic in nested rewinds).
+    Each node also keeps the import key of the prefix ending there (the hash chain
+    ``append(..., chain_seed=format)`` stores), so a branch's shared prefix can be checked with
+    one read instead of walking it in the store.
+    """
+
+    def __init__(self, chain_seed: str) -> None:
+        self.root = _Node("", None, ingest.seed_key(chain_seed))
+        self._order: dict[str, int] = {}
+
+    def intern(self, messages: list[Message]) -> tuple[list[Message], list[str]]:
+        """Return ``messages`` and their fingerprints, each message equal (meta too) to one on an
+        earlier path at the same place replaced by that one, so equal prefixes are held once."""
+        node, kept, prints = self.root, [], []
+        for message in messages:
+            fingerprint = message.fingerprint()
+            child = node.children.get(fingerprint)
+            if child is None:
+                child = node.children[fingerprint] = _Node(fingerprint, message, ingest.chain_step(node.key, fingerprint))
+            held = child.message
+            kept.append(held if held is not None and held == message and held.meta == message.meta else message)
+            prints.append(child.fingerprint)
+            node = child
+        return kept, prints
+
+    def add(self, name: str, prints: list[str]) -> None:
+        """Record that conversation ``name`` shows the messages ``prints`` (an earlier record of it is a prefix)."""
+        order = self._order.setdefault(name, len(self._order))
+        node = self.root
+        self._mark(node, order, name)
+        for fingerprint in prints:
+            child = node.children.get(fingerprint)
+            if child is None:
+                child = node.children[fingerprint] = _Node(fingerprint, None, ingest.chain_step(node.key, fingerprint))
+            node = child
+            self._mark(node, order, name)
+
+    @staticmethod
+    def _mark(node: _Node, order: int, name: str) -> None:
+        if (order, name) in node.names:
+            return
+        node.names = sorted([*node.names, (order, name)])[:2]
+
+    def holds(self, name: str) -> bool:
+        """Whether a path of ``name`` is recorded."""
+        return name in self._order
+
+    def covers(self, prints: list[str]) -> bool:
+        """Whether a recorded path starts with all of ``prints``."""
+        node = self.root
+        for fingerprint in prints:
+            child = node.children.get(fingerprint)
+            if child is None or not child.names:
+                return False
+            node = child
+        return bool(node.names)
+
+    def longest(self, prints: list[str], other_than: str) -> tuple[str, int] | None:
+        """Return the first-recorded path other than ``other_than`` sharing the longest prefix with
+        ``prints``, and the prefix's length (``None`` when no other path is recorded)."""
+        node, best = self.root, None
+        for depth in range(len(prints) + 1):
+            candidate = next((name for _order, name in node.names if name != other_than), None)
+            if candidate is None:
+                break  # the paths through deeper nodes are among these
+            best = (candidate, depth)
+            if depth == len(prints):
+                break
+            child = node.children.get(prints[depth])
+            if child is None:
+                break
+            node = child
+        return best
+
+    def keys(self, prints: list[str]) -> list[str]:
+        """Return the import key of each message of ``prints`` (chain over the seed and the fingerprints)."""
+        node, out = self.root, []
+        for fingerprint in prints:
+            child = node.children.get(fingerprint)
+            if child is None:
+                child = node.children[fingerprint] = _Node(fingerprint, None, ingest.chain_step(node.key, fingerprint))
+            node = child
+            out.append(node.key)
+        return out
 
 
 def branch_name(conversation: str, tag: str) -> str:
@@ -188,16 +284,12 @@ def session_main(
 
 
 def _held(location: str | Path, conversation: str) -> list[str]:
-    """The fingerprints of the messages ``conversation`` shows (none when it does not exist yet)."""
-    from .store.factory import list_conversations
-
+    """The fingerprints of the messages ``conversation`` shows (none when it, or the store, does not exist yet)."""
     try:
-        names = {info.name for info in list_conversations(location)}
+        store = open_store(location, create=False, conversation=conversation)
     except StoreError:
         return []
-    if conversation not in names:
-        return []
-    with open_store(location, create=False, conversation=conversation) as store:
+    with store:
         return [m.fingerprint() for m in store.messages()]
 
 
@@ -210,6 +302,13 @@ class _Path:
     messages: list[Message]
     own: bool = False  # a conversation of its own (shares nothing)
     note: str = ""
+    prints: list[str] = dataclasses.field(default_factory=list)  # the messages' fingerprints
+
+
+def _interned(tree: _PrefixTree, path: _Path) -> _Path:
+    """``path`` with the messages it shares with an earlier path held once (see :meth:`_PrefixTree.intern`)."""
+    messages, prints = tree.intern(path.messages)
+    return dataclasses.replace(path, messages=messages, prints=prints)
 
 
 def import_branches(
@@ -292,13 +391,17 @@ def store_branches(location: str | Path, plan: BranchPlan) -> tuple[list[Importe
         ]
     conversation = plan.conversation
     made: list[ImportedBranch] = []
-    known: dict[str, list[str]] = {conversation: _held(location, conversation)}
+    known = _PrefixTree(plan.format)  # what each stored path shows
+    known.add(conversation, _held(location, conversation))
     existing = _existing(location)
     try:
-        for path in plan.paths:
-            branch = _store_path(location, path, known, existing, plan.format)
-            if branch is not None:
-                made.append(branch)
+        # one connection held open meanwhile, so closing each path's store does not checkpoint
+        # SQLite's write-ahead log every time (a few ms a branch)
+        with open_store(location, create=False, conversation=ANY_CONVERSATION):
+            for path in plan.paths:
+                branch = _store_path(location, path, known, existing, plan.format)
+                if branch is not None:
+                    made.append(branch)
     except CompactionError as err:
         stored = ", ".join(f"{b.name!r} ({b.added} added)" for b in made) or "no branch"
         message = (
@@ -345,10 +448,11 @@ def _pi_paths(transcript: str | Path, text: str, conversation: str, lenient: boo
     lines = split_lines(text)
     entries = dict(json_lines(text))
     out = []
+    shared = _PrefixTree("pi")
     for path in session_leaves(text):
         leaf_id = str(entries[path[-1]].get("id"))
         parsed = _parse_text(transcript, "\n".join(lines[i] for i in path) + "\n", "pi", lenient)
-        out.append(_Path(branch_name(conversation, leaf_id), "branch", parsed.messages))
+        out.append(_interned(shared, _Path(branch_name(conversation, leaf_id), "branch", parsed.messages)))
     return out
 
 
@@ -361,7 +465,9 @@ def _claude_code_paths(
     notes: list[str],
 ) -> list[_Path]:
     tree = session_tree(text)
-    out = []
+    all_lines = split_lines(text)  # split once: each path is cut from these
+    out: list[_Path] = []
+    shared = _PrefixTree("claude-code")
     taken: set[str] = set()
 
     def unique(tag: str) -> str:
@@ -376,12 +482,12 @@ def _claude_code_paths(
 
     held = _held(location, conversation)
     if held:
-        active = _parse_text(transcript, path_lines(text, tree.main), "claude-code", lenient).messages
+        active = _parse_text(transcript, path_lines(all_lines, tree.main), "claude-code", lenient).messages
         if [m.fingerprint() for m in active[: len(held)]] != held:
             # session_main appended nothing: the main path is a branch like the others
-            out.append(_Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
+            out.append(_interned(shared, _Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active)))
     for thread in tree.threads:
-        lines = path_lines(text, thread.lines, thread.sidechain_lines, thread.carried_lines)
+        lines = path_lines(all_lines, thread.lines, thread.sidechain_lines, thread.carried_lines)
         if not _holds_messages(lines):
             continue  # a thread of events that are no messages (a sub-agent's system events): nothing to import
         try:
@@ -392,18 +498,11 @@ def _claude_code_paths(
             notes.append(f"--lenient: the {thread.kind} starting at event {thread.start!r} is skipped: {err}")
             continue
         if thread.kind == "rewind":
-            out.append(_Path(unique(thread.start), "rewind", parsed.messages))
+            out.append(_interned(shared, _Path(unique(thread.start), "rewind", parsed.messages)))
             continue
         name = unique(f"sidechain-{thread.start}")
-        out.append(
-            _Path(
-                name,
-                "sidechain",
-                parsed.messages,
-                own=not thread.shares_history,
-                note=_why(thread, conversation),
-            )
-        )
+        path = _Path(name, "sidechain", parsed.messages, own=not thread.shares_history, note=_why(thread, conversation))
+        out.append(_interned(shared, path))
     return out
 
 
@@ -498,31 +597,33 @@ def _free_name(
 def _store_path(
     location: str | Path,
     path: _Path,
-    known: dict[str, list[str]],
+    known: _PrefixTree,
     existing: dict[str, tuple[str | None, int | None]],
     format: str,
 ) -> ImportedBranch | None:
     """Store one path as a branch (or conversation of its own) and return it; ``None``: nothing of its own.
 
-    ``known`` (the fingerprints each stored path shows) and ``existing`` (the store's
-    conversations, read once) are updated with what is stored.
+    ``known`` (what each stored path shows) and ``existing`` (the store's conversations, read
+    once) are updated with what is stored.  A branch is forked from the stored path sharing
+    the longest prefix with it, where they part, and only what follows is appended (its
+    shared messages are its parent's rows), so a session's branches cost what they add.
     """
-    prints = [m.fingerprint() for m in path.messages]
+    prints = path.prints or [m.fingerprint() for m in path.messages]
     if not prints:
         return None
     path = _free_name(location, path, prints, existing)
     if path.own:
         with open_store(location, conversation=path.name) as own:
             added = own.append(path.messages, chain_seed=format)
-            known[path.name] = [m.fingerprint() for m in own.messages()]
+            known.add(path.name, [m.fingerprint() for m in own.messages()])
         existing.setdefault(path.name, (None, None))
         return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note)
     name = path.name
-    if name not in known and any(_common(prints, held) == len(prints) for held in known.values()):
+    if not known.holds(name) and known.covers(prints):
         return None  # nothing of its own: a leaf that adds no message
-    parent, fork = max(
-        ((n, _common(prints, held)) for n, held in known.items() if n != name), key=lambda c: c[1]
-    )
+    longest = known.longest(prints, other_than=name)
+    assert longest is not None  # the conversation the session went to is always known
+    parent, fork = longest
     if name not in existing:
         with open_store(location, create=False, conversation=parent) as source:
             source.branch(name, fork)
@@ -530,8 +631,16 @@ def _store_path(
     else:
         parent, fork = existing[name][0] or parent, existing[name][1] or 0
     with open_store(location, conversation=name) as branch:
-        added = branch.append(path.messages, chain_seed=format)
-        known[name] = [m.fingerprint() for m in branch.messages()]
+        shown = branch.next_seq()
+        keys = known.keys(prints)
+        if 0 < shown <= len(prints) and branch.import_key(shown - 1) == keys[shown - 1]:
+            # it shows the path's first `shown` messages, chained as a seeded append stores them
+            # (same key, so the same messages): append the rest without walking what it holds
+            added = branch.append(path.messages[shown:]) if shown < len(prints) else 0
+            known.add(name, prints)
+        else:
+            added = branch.append(path.messages, chain_seed=format)
+            known.add(name, [m.fingerprint() for m in branch.messages()])
     return ImportedBranch(name, parent, fork, len(prints), added, path.kind, path.note)
 
 

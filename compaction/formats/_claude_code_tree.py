@@ -224,8 +224,7 @@ def session_tree(text: str) -> SessionTree:
             names[root],
             tuple(
                 sorted(
-                    {line_of[u] for u, s in segment.items() if s == root}
-                    | shared(origin.get(root), line_of[root])
+                    set(owned.get(root, ())) | shared(origin.get(root), line_of[root])
                 )
             ),
             frozenset(),
@@ -286,8 +285,10 @@ def _sidechains(
     }
     events = {e["uuid"]: e for _line, e in side_events}
     threads = []
-    for root in dict.fromkeys(root_of.values()):
-        own = [u for u, r in root_of.items() if r == root]
+    members: dict[str, list[str]] = {}  # each first event -> its thread's events, in file order
+    for uuid, root in root_of.items():
+        members.setdefault(root, []).append(uuid)
+    for root, own in members.items():
         fork = _parent_of(events[root])
         shares = fork is not None and fork in segment
         lines = {line_of[u] for u in own}
@@ -359,25 +360,26 @@ def _carried(
 
 
 def path_lines(
-    text: str,
+    text: str | list[str],
     keep: tuple[int, ...],
     sidechain: frozenset[int] = frozenset(),
     carried: frozenset[int] = frozenset(),
 ) -> str:
     """Return ``text`` with only the lines ``keep`` (the others blank, so line numbers stay), the
     ``sidechain`` ones rewritten with ``isSidechain: false`` and the ``carried`` ``progress`` ones
-    replaced by the event they carry, so the parser takes them as messages."""
-    lines = split_lines(text)
-    kept = set(keep)
-    out = []
-    for index, line in enumerate(lines):
-        if index not in kept:
-            out.append("")
-        elif index in sidechain:
-            out.append(json.dumps({**json.loads(line), "isSidechain": False}, ensure_ascii=False))
+    replaced by the event they carry, so the parser takes them as messages.
+
+    ``text`` may be given as its lines (:func:`split_lines`), so a caller taking many paths
+    of one session splits it once, not once a path."""
+    lines = split_lines(text) if isinstance(text, str) else text
+    out = [""] * len(lines)  # the lines not kept stay blank: a path costs its own lines, not the file's
+    for index in keep:
+        line = lines[index]
+        if index in sidechain:
+            out[index] = json.dumps({**json.loads(line), "isSidechain": False}, ensure_ascii=False)
         elif index in carried:
             event = json.loads(line)
-            out.append(json.dumps({**event["data"]["message"], "isSidechain": False}, ensure_ascii=False))
+            out[index] = json.dumps({**event["data"]["message"], "isSidechain": False}, ensure_ascii=False)
         else:
-            out.append(line)
+            out[index] = line
     return "\n".join(out) + "\n"

@@ -19,6 +19,7 @@ the item, counts it and records one ``"path:line: what"`` line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,24 +227,40 @@ def _too_deep(text: str, value: Any) -> str | None:
     )
 
 
-def _split_lines(text: str | bytes | Iterable[bytes]) -> Iterator[tuple[int, str | bytes]]:
-    """Yield ``(offset, line)`` for each line of ``text`` as ``text.split("\\n")`` would, one at a
-    time; ``text`` may also be the lines themselves (bytes without their newline)."""
+def _split_lines(text: str | bytes | Iterable[bytes]) -> Iterator[tuple[int, int, str | bytes]]:
+    """Yield ``(number, offset, line)`` for each non-empty line of ``text`` as ``text.split("\\n")``
+    would number it (from 1), one at a time; ``text`` may also be the lines themselves (bytes
+    without their newline).  Empty lines are passed over in C (a run of them costs one
+    regex match), so a path of a session cut from it with the other lines blank (``import
+    --branches``) costs its own lines, not the file's."""
     if not isinstance(text, (str, bytes)):
         offset = 0
-        for piece in text:
-            yield offset, piece
+        for number, piece in enumerate(text, 1):
+            if piece:
+                yield number, offset, piece
             offset += len(piece) + 1
         return
     newline = "\n" if isinstance(text, str) else b"\n"
-    start = 0
-    while True:
+    newlines: Any = _NEWLINES if isinstance(text, str) else _NEWLINES_BYTES
+    start, number = 0, 1
+    size = len(text)
+    while start <= size:
+        run = newlines.match(text, start)
+        if run is not None:  # a run of empty lines: passed over at once
+            number += run.end() - start
+            start = run.end()
+            continue
         end = text.find(newline, start)  # type: ignore[arg-type]
         if end < 0:
-            yield start, text[start:]
+            if start < size:
+                yield number, start, text[start:]
             return
-        yield start, text[start:end]
-        start = end + 1
+        yield number, start, text[start:end]
+        start, number = end + 1, number + 1
+
+
+_NEWLINES = re.compile("\n+")
+_NEWLINES_BYTES = re.compile(b"\n+")
 
 
 def iter_jsonl(text: str | bytes | Iterable[bytes], ctx: Context) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -259,7 +276,7 @@ def iter_jsonl(text: str | bytes | Iterable[bytes], ctx: Context) -> Iterator[tu
             whole file is refused, as a text that does not decode is), naming the byte.
     """
     loads = json.loads
-    for number, (offset, raw) in enumerate(_split_lines(text), 1):
+    for number, offset, raw in _split_lines(text):
         if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
