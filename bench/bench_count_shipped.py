@@ -11,8 +11,9 @@ that holds it whole, images as placeholders) and sets the request's reported tok
 independent tiktoken count of the shipped body (``request.payload``): the OpenAI cookbook's
 count, 3 tokens a message plus every string of it (role, content, names, ids, arguments; the
 ``type`` tags aside) plus 3 priming the reply.  The cookbook gives no framing for tool calls;
-the column ``calls`` counts them and ``rest`` is what is left of the difference after our frame
-for them (``TOOL_CALL_OVERHEAD``, 3 tokens a call): mostly ``"\\n\\n"`` joins, which we count
+we count a call's id and frame as the larger of the two (``TOOL_CALL_OVERHEAD``, 3 tokens, is
+more than a real id only when the id is short).  The column ``calls`` counts them and ``rest``
+is the whole difference: mostly ``"\\n\\n"`` joins, which we count
 as 1 token and tiktoken often folds into the punctuation or whitespace before them, and image
 placeholders' joins.  ``tool msgs`` counts the ``tool`` messages (each framed by itself, as
 its result is counted), ``merged`` the stored messages the body no longer shows apart (they
@@ -37,7 +38,7 @@ from compaction import Recipe, Store, compile_request
 from compaction.blocks import DATA_URI_RE, canonical_json
 from compaction.formats import load_transcript
 from compaction.outputs import request_format
-from compaction.tokens.counting import TOOL_CALL_OVERHEAD, count_text
+from compaction.tokens.counting import count_text
 from compaction.tokens.encodings import get_encoding
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +55,7 @@ def _old_tool_call_tokens(block: dict[str, Any]) -> int:
         },
         ensure_ascii=False,
     )
-    return TOOL_CALL_OVERHEAD + count_text(DATA_URI_RE.sub("", wire), ENCODING)
+    return 8 + count_text(DATA_URI_RE.sub("", wire), ENCODING)  # version 4's frame: 8 a call
 
 
 def _new_tool_call_tokens(block: dict[str, Any]) -> int:
@@ -138,7 +139,7 @@ def compiled_table() -> str:
             1 for m in stored if any(b.get("type") != "tool_result" for b in m.content) or not m.content
         )
         merged = apart - sum(m.get("role") in ("user", "assistant") for m in shipped)
-        rest = compiled.tokens - body - TOOL_CALL_OVERHEAD * calls
+        rest = compiled.tokens - body
         assert compiled.tokens >= body, path  # never below what ships
         total += 1
         within += compiled.tokens <= body * 1.01

@@ -8,8 +8,9 @@ or exceed it by a documented constant:
 
 1. a stored message of tool results only ships as one ``tool`` message per result, each framed
    by itself: it counts no frame of its own and no join between its results;
-2. a tool call is framed by :data:`TOOL_CALL_OVERHEAD` = 3 tokens (hmarr/openai-chat-tokens,
-   the figure tested against the API), and no join is counted beside a call;
+2. a tool call's id and frame count the larger of the two: the id (in the body, never read by
+   the model) or :data:`TOOL_CALL_OVERHEAD` = 3 tokens (hmarr/openai-chat-tokens, the frame
+   tested against the API); no join is counted beside a call;
 3. consecutive messages of one role ship merged into one turn: one frame, one join.
 
 The property tests bound the reported tokens on generated histories from both sides.
@@ -119,21 +120,28 @@ def test_a_result_with_images_still_counts_the_user_message_its_images_ship_in()
 # -- cause 2: a tool call's frame ----------------------------------------------------------------
 
 
-def test_a_call_is_framed_by_three_tokens_and_no_join() -> None:
+def test_a_call_counts_its_id_or_three_tokens_whichever_is_more_and_no_join() -> None:
     assert TOOL_CALL_OVERHEAD == 3
     openai = request_format("openai")
+    real_ids = ["call_8fJ2kQ0sLmN4pR7tV1wX3yZ5", "toolu_01A09q90qw90lq917835lq9"]  # 25 and 17 tokens
     blocks = [
         text("Counting the lines of both."),
-        call("call_a1", "wc", "src/app.py"),
-        call("call_b2", "wc", "tests/test_app.py"),
+        call(real_ids[0], "wc", "src/app.py"),
+        call(real_ids[1], "wc", "tests/test_app.py"),
     ]
     body = openai.render_conversation(None, [("assistant", blocks)])
     (message,) = body["messages"]
-    # the cookbook gives a call no frame; ours is 3 a call (before: 8 a call, and a join beside each)
-    assert openai.text_tokens(blocks, ENCODING) == 3 + strings(message) + 2 * TOOL_CALL_OVERHEAD
+    # a real id is more than the frame: exactly the cookbook count (before: 8 a call on top of
+    # the id, then 3, and a join beside each call)
+    assert openai.text_tokens(blocks, ENCODING) == 3 + strings(message)
+    # a one-token id is topped up to the frame: 2 more than the body
+    short = [text("Counting."), call("1", "wc", "src/app.py")]
+    (message,) = openai.render_conversation(None, [("assistant", short)])["messages"]
+    assert tiktoken_count("1") == 1
+    assert openai.text_tokens(short, ENCODING) == 3 + strings(message) + TOOL_CALL_OVERHEAD - 1
 
 
-def test_a_tool_round_compiles_to_the_body_count_and_three_a_call() -> None:
+def test_a_tool_round_compiles_to_the_body_count() -> None:
     history = [
         Message("user", (text("How long are the app and its tests?"),)),
         Message(
@@ -145,7 +153,9 @@ def test_a_tool_round_compiles_to_the_body_count_and_three_a_call() -> None:
     tokens, body, store = compiled(history)
     with store:
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
-        assert tokens == cookbook(body["messages"]) + 2 * TOOL_CALL_OVERHEAD
+        # each id, "call_a1" and "call_b2", is 3 tokens: as much as the frame, so nothing is added
+        assert tiktoken_count("call_a1") == tiktoken_count("call_b2") == TOOL_CALL_OVERHEAD
+        assert tokens == cookbook(body["messages"])
 
 
 # -- cause 3: consecutive messages of one role ship as one turn ---------------------------------
@@ -317,8 +327,8 @@ def test_reported_tokens_bound_the_body(messages: list[Message], fmt: str, visio
 
     The bound, each constant the most one item can add beyond the body's count:
 
-    * a tool call, 7: its frame (``TOOL_CALL_OVERHEAD`` = 3, which the body count does not
-      give); the merge a stored message of results and text next to another user message is
+    * a tool call, 7: its frame (``TOOL_CALL_OVERHEAD`` = 3, of which the body count gives
+      the id's tokens); the merge a stored message of results and text next to another user message is
       not credited with (3: a store's facts name a message's results, not its other blocks,
       so the planner and the gate call it unframed); and the ``[tool error]`` prefix, counted
       apart from the text it is joined to (1);
@@ -352,6 +362,6 @@ def test_formats_that_share_a_cache_key_count_every_message_alike(messages: list
     """OpenAI Chat and Responses share cached counts (one key): their counts must be the same fact."""
     chat, responses, anthropic = (request_format(n) for n in ("openai", "openai-responses", "anthropic"))
     assert chat.count_key(ENCODING) == responses.count_key(ENCODING) != anthropic.count_key(ENCODING)
-    assert chat.count_key(ENCODING).startswith(f"{ENCODING}@6")  # counts of COUNTING_VERSION 5 are not reused
+    assert chat.count_key(ENCODING).startswith(f"{ENCODING}@7")  # counts of COUNTING_VERSION 6 are not reused
     for message in messages:
         assert chat.text_tokens(message.content, ENCODING) == responses.text_tokens(message.content, ENCODING)

@@ -51,7 +51,8 @@ __all__ = [
 #: 6: a tool call's frame 3 tokens (was 8); a message of tool results only counts no frame of
 #: its own (each result is its own message on the OpenAI wire, framed by itself); no join is
 #: counted beside a call or a result (only texts are joined).
-COUNTING_VERSION = 6
+#: 7: a call's id and frame count the larger of the two, not their sum (see TOOL_CALL_OVERHEAD).
+COUNTING_VERSION = 7
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -110,14 +111,21 @@ def request_overhead(encoding: str) -> int:
     return framing(encoding)[1]
 
 
-#: Framing of one tool call beyond its id, name and arguments (tokens).  3, the figure of
-#: hmarr/openai-chat-tokens, an estimator checked against the API's reported usage
-#: (``messageTokensEstimate``: "if (message.function_call) tokens += 3",
-#: https://github.com/hmarr/openai-chat-tokens/blob/main/src/index.ts).  We also count the
-#: call's id, which the model never reads (OpenAI's harmony format renders a call as
-#: ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>``,
-#: no id: https://cookbook.openai.com/articles/openai-harmony), so id plus this frame stays an
-#: upper bound of the call's real frame.  It was 8, a guess with no source.
+#: The least a tool call's id and frame count together (tokens): a call counts
+#: ``max(TOOL_CALL_OVERHEAD, tokens of its id)`` besides its name and arguments.  Two
+#: references, and the count is never below either:
+#:
+#: * the body's count (the OpenAI cookbook's: every string of the call, its id included);
+#: * the API-tested figure of hmarr/openai-chat-tokens, name and arguments plus a frame of 3
+#:   (``messageTokensEstimate``: "if (message.function_call) tokens += 3",
+#:   https://github.com/hmarr/openai-chat-tokens/blob/main/src/index.ts), with no id: the
+#:   model never reads a call's id (OpenAI's harmony format renders a call as
+#:   ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>``,
+#:   https://cookbook.openai.com/articles/openai-harmony).
+#:
+#: A real id (``call_`` or ``toolu_`` and 24 random characters) is 10 tokens or more, so
+#: the frame is inside it; a short id (``"1"``) is topped up to 3.  It was 8 added to the
+#: id, a guess with no source, then 3 added to the id (COUNTING_VERSION 6).
 TOOL_CALL_OVERHEAD = 3
 #: Tokens a renderer may add where it joins two parts of one message into one string.
 BLOCK_SEPARATOR = 1
@@ -264,13 +272,12 @@ def _own_tokens(block: Block, encoding: str) -> int:
         return 0
     if kind == "tool_use":
         # What ships: the call's id, its name and its arguments as JSON text (OpenAI Chat's
-        # ``arguments`` string is this text; Anthropic's ``input`` is this object), with
-        # TOOL_CALL_OVERHEAD for the frame.  Before, the arguments were counted inside the JSON
-        # of the whole call, escaped a second time (every quote and line break two
-        # characters): 2.5 times the tokens of the arguments of a real Korean session.
+        # ``arguments`` string is this text; Anthropic's ``input`` is this object), the id
+        # topped up to TOOL_CALL_OVERHEAD for the frame.  Before, the arguments were counted
+        # inside the JSON of the whole call, escaped a second time (every quote and line break
+        # two characters): 2.5 times the tokens of the arguments of a real Korean session.
         return (
-            TOOL_CALL_OVERHEAD
-            + _string_tokens(str(block.get("id", "")), encoding)
+            max(TOOL_CALL_OVERHEAD, _string_tokens(str(block.get("id", "")), encoding))
             + _string_tokens(str(block.get("name", "")), encoding)
             + _string_tokens(canonical_json(block.get("input", {})), encoding)
         )
