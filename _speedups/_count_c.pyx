@@ -190,15 +190,22 @@ cdef extern from *:
 
 cdef inline Py_ssize_t _ascii_run(const _unit* s, Py_ssize_t e, Py_ssize_t n, uint64_t lo,
                                   uint64_t hi) noexcept nogil:
-    # Past the run of ASCII characters in [lo, hi] (hi < 128) from e, eight at a time (SWAR) in a
-    # 1-byte string while eight are left; the caller's loop of flag tests goes on from there
-    # (over any non-ASCII character, and the tail).  A character loop's exit is a branch the
-    # predictor mostly misses; this loop mostly runs once.
+    # Past the run of ASCII characters in [lo, hi] (32 <= lo, hi < 128) from e, eight at a time
+    # (SWAR) in a 1-byte string on a little-endian host, the last fewer than eight copied after
+    # zeros (no zero is in [lo, hi]); elsewhere e itself, and the caller's loop of flag tests
+    # goes on from there.  A character loop's exit is a branch the predictor mostly misses; this
+    # loop mostly runs once.
     cdef uint64_t w, x, m
     if _unit is Py_UCS1:
         if _COUNT_C_LITTLE_ENDIAN:
-            while e + 8 <= n:
-                memcpy(&w, s + e, 8)
+            while True:
+                if e + 8 <= n:
+                    memcpy(&w, s + e, 8)
+                elif e < n:
+                    w = 0
+                    memcpy(&w, s + e, n - e)
+                else:
+                    return e
                 x = w | HIGH_BITS
                 # high bit of each byte: b >= lo, and not b >= hi + 1, and b < 128
                 m = (x - lo * LOW_BITS) & ~(x - (hi + 1) * LOW_BITS) & ~w & HIGH_BITS
@@ -208,15 +215,30 @@ cdef inline Py_ssize_t _ascii_run(const _unit* s, Py_ssize_t e, Py_ssize_t n, ui
     return e
 
 
+cdef inline Py_ssize_t _run_end(const _unit* s, Py_ssize_t e, Py_ssize_t n, uint64_t lo, uint64_t hi,
+                                uint8_t flag) noexcept nogil:
+    # Past the run of characters with ``flag`` from e; [lo, hi]: the ASCII characters that have
+    # it (A-Z for F_UPPER, a-z for F_LOWER).  In a 1-byte string on a little-endian host the
+    # ASCII stretches are skipped by _ascii_run to their end, so a character is looked up only
+    # where it is not ASCII (a branch the predictor gets right in ASCII text).
+    if _unit is Py_UCS1:
+        if _COUNT_C_LITTLE_ENDIAN:
+            while True:
+                e = _ascii_run(s, e, n, lo, hi)
+                if e < n and s[e] >= 128 and _latin1[s[e]] & flag:
+                    e += 1
+                else:
+                    return e
+    e = _ascii_run(s, e, n, lo, hi)
+    while e < n and _flags(s, e) & flag:
+        e += 1
+    return e
+
+
 cdef inline Py_ssize_t _cased_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     # [A]*[B]+ from j (A = F_UPPER, B = F_LOWER), greedy with backtracking; -1 if no match
-    cdef Py_ssize_t a = _ascii_run(s, j, n, 65, 90)  # A-Z
-    cdef Py_ssize_t e
-    while a < n and _flags(s, a) & F_UPPER:
-        a += 1
-    e = _ascii_run(s, a, n, 97, 122)  # a-z
-    while e < n and _flags(s, e) & F_LOWER:
-        e += 1
+    cdef Py_ssize_t a = _run_end(s, j, n, 65, 90, F_UPPER)  # A-Z
+    cdef Py_ssize_t e = _run_end(s, a, n, 97, 122, F_LOWER)  # a-z
     if e > a:
         return e
     while a > j:  # give back [A]* characters until one can start [B]+
@@ -228,15 +250,10 @@ cdef inline Py_ssize_t _cased_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t 
 
 cdef inline Py_ssize_t _upper_word_end(const _unit* s, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
     # [A]+[B]* from j; -1 if no match
-    cdef Py_ssize_t a = _ascii_run(s, j, n, 65, 90)
-    while a < n and _flags(s, a) & F_UPPER:
-        a += 1
+    cdef Py_ssize_t a = _run_end(s, j, n, 65, 90, F_UPPER)
     if a == j:
         return -1
-    a = _ascii_run(s, a, n, 97, 122)
-    while a < n and _flags(s, a) & F_LOWER:
-        a += 1
-    return a
+    return _run_end(s, a, n, 97, 122, F_LOWER)
 
 
 cdef inline Py_ssize_t _letter_run_end(const _unit* s, Py_ssize_t e, Py_ssize_t n) noexcept nogil:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from types import ModuleType
 
 import pytest
+import regex
 from counting_twins import ENCODING_NAMES, tiktoken_count
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.tokens.encodings import get_encoding
+from compaction.tokens.encodings import ENCODINGS, get_encoding
 
 
 def is_token(piece: str, encoding: str) -> bool:
@@ -179,3 +180,23 @@ def test_long_pieces_merge_as_tiktoken(c_impl: ModuleType, unit: str, repeat: in
     text = unit * repeat + tail
     for encoding in ENCODING_NAMES:
         assert c_impl.PieceCounter(encoding, memo_size=0).count(text) == tiktoken_count(text, encoding)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(st.sampled_from("aZqQ'sStTdDlLvVrReEmM éÉªºµßÀÿ×0_-\n\t"), min_size=1, max_size=40),
+    padding=st.sampled_from(["", "x", "xxxxxxxx", " ABCDEFGHabcdefgh"]),
+)
+def test_latin1_letters_at_the_ends_of_words_split_as_the_regex(
+    c_impl: ModuleType, text: str, padding: str
+) -> None:
+    # the compiled scanner skips the ASCII letters of a 1-byte string eight at a time, the last
+    # fewer than eight too, and looks a character up only where it is not ASCII: Latin-1 letters
+    # (upper, lower, ª º: other letters, µ ß ÿ, × no letter) before, after and between ASCII
+    # ones, at every distance from the end of the text
+    for encoding in ENCODING_NAMES:
+        pattern = regex.compile(ENCODINGS[encoding].pat_str)
+        for candidate in (text, padding + text, text + padding):
+            counter = c_impl.PieceCounter(encoding, memo_size=0)
+            assert counter.pieces(candidate) == pattern.findall(candidate)
+            assert counter.count(candidate) == tiktoken_count(candidate, encoding)
