@@ -138,7 +138,17 @@ def test_each_example_parses_with_unique_ids_and_ordered_pairs(path: Path) -> No
     report = pairing(parsed.messages)
     assert report["orphans"] == [] and report["answered_twice"] == [] and report["duplicate_ids"] == []
     if not lenient:
-        assert parsed.skipped == 0 and parsed.problems == []
+        empty = EMPTY_MESSAGES.get(path.name)
+        assert parsed.skipped == 0
+        if empty is None:
+            assert parsed.problems == []
+        else:  # messages with no content are left out, and one note says how many
+            [note] = parsed.problems
+            assert note.startswith(f"{path}: {empty} messages with no content left out")
+
+
+#: Examples holding messages with no content (left out on import, with a note): how many.
+EMPTY_MESSAGES = {"pi__pi-mono__before-compaction.jsonl": 13, "openhands__multi-swe-bench__output.jsonl": 2}
 
 
 @pytest.mark.parametrize("path", sorted(CASES.glob("*.json")), ids=lambda p: p.name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -554,10 +554,12 @@ def _check_images(blocks: list[Block], where: str) -> None:
 
 
 def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
-    """Validate, drop empty drafts, merge tool-result runs, uniquify tool ids, build messages."""
+    """Validate, drop empty drafts (with a note saying so), merge tool-result runs, uniquify tool ids, build messages."""
     valid: list[Draft] = []
+    empty: list[Draft] = []
     for draft in drafts:
         if not draft.content:
+            empty.append(draft)
             continue
         try:
             for index, block in enumerate(draft.content):
@@ -567,12 +569,35 @@ def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
             ctx.problem(f"malformed {draft.role} message: {err}", line=draft.line, where=draft.where)
             continue
         valid.append(draft)
+    if empty:
+        ctx.note(empty_note(empty))
     valid = _merge_tool_result_runs(valid)
     uniquify_tool_ids(valid)
     return [
         Message(role=draft.role, content=tuple(draft.content), source_id=draft.source_id, meta=draft.meta)
         for draft in valid
     ]
+
+
+def empty_note(empty: Sequence[Draft]) -> str:
+    """Say which messages were left out for holding nothing (one note for them all).
+
+    A message with no content block (an assistant's ``content`` null or empty and no tool
+    call, an empty user turn) has nothing a model could be shown, and a request format
+    refuses an empty message, so it is not stored; the note counts them by role and names
+    where they were (up to 10), so nothing is dropped without a word.
+    """
+    roles: dict[str, int] = {}
+    for draft in empty:
+        roles[draft.role] = roles.get(draft.role, 0) + 1
+    kinds = ", ".join(f"{count} {role}" for role, count in roles.items())
+    places = [f"line {d.line}" if d.line is not None else (d.where or "?") for d in empty[:10]]
+    more = ", ..." if len(empty) > 10 else ""
+    plural = "s" if len(empty) != 1 else ""
+    return (
+        f"{len(empty)} message{plural} with no content left out ({kinds}: content null or empty and no tool "
+        f"calls, nothing to show a model; {', '.join(places)}{more})"
+    )
 
 
 #: Block types the parsers make on purpose beside the known ones: the request formats drop
