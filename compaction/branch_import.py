@@ -159,9 +159,13 @@ class _PrefixTree:
             fingerprint = message.fingerprint()
             child = node.children.get(fingerprint)
             if child is None:
-                child = node.children[fingerprint] = _Node(fingerprint, message, ingest.chain_step(node.key, fingerprint))
+                child = node.children[fingerprint] = _Node(
+                    fingerprint, message, ingest.chain_step(node.key, fingerprint)
+                )
             held = child.message
-            kept.append(held if held is not None and held == message and held.meta == message.meta else message)
+            kept.append(
+                held if held is not None and held == message and held.meta == message.meta else message
+            )
             prints.append(child.fingerprint)
             node = child
         return kept, prints
@@ -174,7 +178,9 @@ class _PrefixTree:
         for fingerprint in prints:
             child = node.children.get(fingerprint)
             if child is None:
-                child = node.children[fingerprint] = _Node(fingerprint, None, ingest.chain_step(node.key, fingerprint))
+                child = node.children[fingerprint] = _Node(
+                    fingerprint, None, ingest.chain_step(node.key, fingerprint)
+                )
             node = child
             self._mark(node, order, name)
 
@@ -221,7 +227,9 @@ class _PrefixTree:
         for fingerprint in prints:
             child = node.children.get(fingerprint)
             if child is None:
-                child = node.children[fingerprint] = _Node(fingerprint, None, ingest.chain_step(node.key, fingerprint))
+                child = node.children[fingerprint] = _Node(
+                    fingerprint, None, ingest.chain_step(node.key, fingerprint)
+                )
             node = child
             out.append(node.key)
         return out
@@ -485,7 +493,9 @@ def _claude_code_paths(
         active = _parse_text(transcript, path_lines(all_lines, tree.main), "claude-code", lenient).messages
         if [m.fingerprint() for m in active[: len(held)]] != held:
             # session_main appended nothing: the main path is a branch like the others
-            out.append(_interned(shared, _Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active)))
+            out.append(
+                _interned(shared, _Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
+            )
     for thread in tree.threads:
         lines = path_lines(all_lines, thread.lines, thread.sidechain_lines, thread.carried_lines)
         if not _holds_messages(lines):
@@ -501,7 +511,9 @@ def _claude_code_paths(
             out.append(_interned(shared, _Path(unique(thread.start), "rewind", parsed.messages)))
             continue
         name = unique(f"sidechain-{thread.start}")
-        path = _Path(name, "sidechain", parsed.messages, own=not thread.shares_history, note=_why(thread, conversation))
+        path = _Path(
+            name, "sidechain", parsed.messages, own=not thread.shares_history, note=_why(thread, conversation)
+        )
         out.append(_interned(shared, path))
     return out
 

@@ -222,11 +222,7 @@ def session_tree(text: str) -> SessionTree:
         Thread(
             "rewind",
             names[root],
-            tuple(
-                sorted(
-                    set(owned.get(root, ())) | shared(origin.get(root), line_of[root])
-                )
-            ),
+            tuple(sorted(set(owned.get(root, ())) | shared(origin.get(root), line_of[root]))),
             frozenset(),
             True,
         )

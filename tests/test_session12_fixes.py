@@ -1,0 +1,367 @@
+"""Session 12 fixes of what the attack pass found: large branch imports, empty messages left out silently.
+
+1. ``compaction import --branches`` was quadratic in a session's branches (``branch()``
+   listed every conversation with a summary count after each fork; opening a conversation
+   read every conversation's row; each path was compared with every stored one) and worse in
+   nested rewinds.  The work of forking and opening a branch is measured here in SQLite
+   virtual-machine steps (``set_progress_handler``), which do not depend on the machine's
+   speed: it no longer grows with the store's conversations.  The import's results are
+   checked against what importing each path alone gives (hypothesis over generated session
+   trees), and the new invariant: every distinct message prefix of the session is stored once.
+2. An OpenAI Chat or Anthropic assistant message with ``content`` null or empty and no tool
+   call was dropped on import without a word; a note now counts such messages.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.blocks import Message, text_block
+from compaction.branch_import import _PrefixTree
+from compaction.cli import main
+from compaction.formats import load_transcript
+from compaction.formats._claude_code_tree import path_lines, session_tree
+from compaction.store import list_conversations, open_store
+from compaction.store.sqlite import SQLiteStore
+
+# -- 1. branch imports ----------------------------------------------------------------------
+
+
+def _user(uuid: str, parent: str | None, text: str) -> dict[str, Any]:
+    return {
+        "type": "user",
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {"role": "user", "content": text},
+    }
+
+
+def _assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "assistant",
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {
+            "id": f"msg-{uuid}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    }
+
+
+def _session(parents: list[int]) -> str:
+    """A Claude Code session: turn ``i`` (a prompt and its answer) continues the answer of turn
+    ``parents[i]`` (``-1``: the root's), so turns continuing one answer are rewinds of each other."""
+    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
+    for i, parent in enumerate(parents):
+        after = "ra" if parent < 0 else f"a{parent}"
+        events += [_user(f"p{i}", after, f"ask {i}"), _assistant(f"a{i}", f"p{i}", f"answer {i}")]
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def _import(path: Path, store: Path) -> dict[str, Any]:
+    done = CliRunner().invoke(main, ["import", str(path), "--store", str(store), "--branches", "--json"])
+    assert done.exit_code == 0, done.output
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _shown(store: Path, name: str) -> list[tuple[str, str]]:
+    with open_store(str(store), conversation=name) as opened:
+        return [(m.role, m.text()) for m in opened.messages()]
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> list[int]:
+    """Parents of 1 to 12 turns: each continues the root or an earlier turn (siblings and nesting)."""
+    count = draw(st.integers(1, 12))
+    return [draw(st.integers(-1, i - 1)) for i in range(count)]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parents=_trees())
+def test_each_branch_shows_its_path_and_each_prefix_is_stored_once(
+    tmp_path_factory: pytest.TempPathFactory, parents: list[int]
+) -> None:
+    where = tmp_path_factory.mktemp("tree")
+    session = where / "tree.jsonl"
+    text = _session(parents)
+    session.write_text(text, encoding="utf-8")
+    store = where / "s.db"
+    report = _import(session, store)
+    tree = session_tree(text)
+
+    def parsed(lines: tuple[int, ...]) -> list[tuple[str, str]]:
+        alone = where / "alone.jsonl"
+        alone.write_text(path_lines(text, lines), encoding="utf-8")
+        return [(m.role, m.text()) for m in load_transcript(alone, format="claude-code").messages]
+
+    paths = {"tree": parsed(tree.main)}
+    paths.update({f"tree@{t.start}": parsed(t.lines) for t in tree.threads})
+    # every rewind is a branch showing exactly what importing its path alone gives
+    assert [b["name"] for b in report["branches"]] == [f"tree@{t.start}" for t in tree.threads]
+    for name, messages in paths.items():
+        assert _shown(store, name) == messages
+    # nothing shared is stored twice: the rows are the session's distinct message prefixes
+    prefixes = {tuple(messages[:end]) for messages in paths.values() for end in range(1, len(messages) + 1)}
+    infos = list_conversations(str(store))
+    assert sum(info.own_messages for info in infos) == len(prefixes)
+    # a branch forks where it leaves the path it shares most with
+    for info in infos:
+        if info.parent is not None:
+            assert paths[info.name][: info.fork_seq] == paths[info.parent][: info.fork_seq]
+            assert (
+                paths[info.name][info.fork_seq] not in paths[info.parent][info.fork_seq : info.fork_seq + 1]
+            )
+    again = _import(session, store)
+    assert [b["added"] for b in again["branches"]] == [0] * len(tree.threads)
+
+
+def test_a_prompt_with_many_siblings_imports_each_as_a_branch_of_the_conversation(tmp_path: Path) -> None:
+    session = tmp_path / "wide.jsonl"
+    session.write_text(_session([-1] * 40), encoding="utf-8")
+    report = _import(session, tmp_path / "s.db")
+    # the last prompt's answer reaches furthest in the file: it goes on in the conversation
+    assert report["messages"] == 4
+    assert [(b["name"], b["parent"], b["fork_seq"], b["added"]) for b in report["branches"]] == [
+        (f"wide@p{i}", "wide", 2, 2) for i in range(39)
+    ]
+
+
+def test_nested_rewinds_fork_each_from_the_one_before(tmp_path: Path) -> None:
+    # turn i+1 continues turn i, and a last turn rewinds to the root: every other turn is abandoned
+    session = tmp_path / "deep.jsonl"
+    depth = 30
+    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
+    parent = "ra"
+    for i in range(depth):
+        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
+        parent = f"xa{i}"
+    events += [_user("k", "ra", "keep"), _assistant("ka", "k", "kept")]
+    session.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    store = tmp_path / "s.db"
+    report = _import(session, store)
+    [branch] = report["branches"]  # one rewind: x0's subtree, a chain
+    assert (branch["name"], branch["parent"], branch["fork_seq"], branch["added"]) == (
+        "deep@x0",
+        "deep",
+        2,
+        2 * depth,
+    )
+    assert _shown(store, "deep") == [
+        ("user", "root"),
+        ("assistant", "root answer"),
+        ("user", "keep"),
+        ("assistant", "kept"),
+    ]
+    assert len(_shown(store, "deep@x0")) == 2 + 2 * depth
+
+
+class _Steps:
+    """Counts the SQLite virtual-machine steps run on a connection (in tens), a measure of work
+    that does not depend on the machine's speed."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.count = 0
+
+    def __enter__(self) -> _Steps:
+        self.connection.set_progress_handler(self._tick, 10)
+        return self
+
+    def _tick(self) -> int:
+        self.count += 1
+        return 0
+
+    def __exit__(self, *exc: object) -> None:
+        self.connection.set_progress_handler(None, 0)
+
+
+def _work_with_conversations(path: Path, others: int) -> tuple[int, int]:
+    """The steps of forking a branch, and of opening another branch and appending to it, in a
+    store holding ``others`` branches beside its conversation."""
+    with SQLiteStore(path, conversation="main") as store:
+        store.append([Message("user", (text_block(f"m{i}"),)) for i in range(4)])
+        for index in range(others):
+            store.branch(f"b{index}", 2)
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        store = SQLiteStore(connection=connection, conversation="main")
+        with _Steps(connection) as forking:
+            info = store.branch("new", 3)
+        assert (info.name, info.parent, info.fork_seq, info.messages, info.own_messages) == (
+            "new",
+            "main",
+            3,
+            3,
+            0,
+        )
+        with _Steps(connection) as appending:
+            other = SQLiteStore(connection=connection, conversation="b0")
+            assert other.append([Message("user", (text_block("x"),))]) == 1
+        assert [m.text() for m in other.messages()] == ["m0", "m1", "x"]
+        return forking.count, appending.count
+    finally:
+        connection.close()
+
+
+def test_forking_and_opening_a_branch_do_not_grow_with_the_store(tmp_path: Path) -> None:
+    # before: branch() counted the summaries of every conversation (376 against 34 steps here)
+    # and opening a conversation read every conversation's row (190 against 104)
+    few = _work_with_conversations(tmp_path / "few.db", 5)
+    many = _work_with_conversations(tmp_path / "many.db", 100)
+    assert many[0] <= few[0] * 1.2
+    assert many[1] <= few[1] * 1.2
+
+
+def _longest_by_comparing(
+    paths: dict[str, list[str]], prints: list[str], other_than: str
+) -> tuple[str, int] | None:
+    """The first path (in recording order) sharing the longest prefix with ``prints``, by comparing with each."""
+
+    def common(a: list[str], b: list[str]) -> int:
+        count = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            count += 1
+        return count
+
+    candidates = [(name, common(prints, held)) for name, held in paths.items() if name != other_than]
+    return max(candidates, key=lambda c: c[1]) if candidates else None
+
+
+_PATHS = st.lists(
+    st.tuples(st.sampled_from("abcde"), st.lists(st.sampled_from("xyz"), max_size=6)), max_size=8
+)
+
+
+@given(
+    recorded=_PATHS, prints=st.lists(st.sampled_from("xyz"), max_size=7), other_than=st.sampled_from("abcdef")
+)
+def test_the_prefix_tree_finds_the_path_sharing_most_as_comparing_with_each_did(
+    recorded: list[tuple[str, list[str]]], prints: list[str], other_than: str
+) -> None:
+    tree = _PrefixTree("claude-code")
+    held: dict[str, list[str]] = {}
+    for name, path in recorded:
+        if name in held and path[: len(held[name])] != held[name]:
+            continue  # a conversation's messages only grow: a later record extends the earlier
+        tree.add(name, path)
+        held[name] = path
+    assert tree.longest(prints, other_than) == _longest_by_comparing(held, prints, other_than)
+    assert tree.covers(prints) == any(path[: len(prints)] == prints for path in held.values())
+
+
+# -- 2. messages with no content ------------------------------------------------------------
+
+_OPENAI_EMPTY = [None, "", []]
+
+
+@pytest.mark.parametrize("content", _OPENAI_EMPTY, ids=["null", "empty-string", "empty-list"])
+def test_an_openai_assistant_message_with_no_content_is_left_out_with_a_note(
+    tmp_path: Path, content: Any
+) -> None:
+    chat = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(chat), encoding="utf-8")
+    parsed = load_transcript(path, format="openai")
+    assert [(m.role, m.text()) for m in parsed.messages] == [
+        ("user", "hi"),
+        ("user", "again"),
+        ("assistant", "ok"),
+    ]
+    assert parsed.problems == [
+        f"{path}: 1 message with no content left out (1 assistant: content null or empty and no tool calls, "
+        "nothing to show a model; messages[1])"
+    ]
+    done = CliRunner().invoke(main, ["import", str(path), "--store", str(tmp_path / "s.db"), "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert (report["messages"], report["problems"]) == (3, parsed.problems)
+
+
+def test_an_openai_assistant_message_with_only_tool_calls_is_kept(tmp_path: Path) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    chat = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ]
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(chat), encoding="utf-8")
+    parsed = load_transcript(path, format="openai")
+    assert [m.role for m in parsed.messages] == ["user", "assistant", "user"]
+    assert parsed.problems == []
+
+
+@pytest.mark.parametrize("content", [None, "", []], ids=["null", "empty-string", "empty-list"])
+def test_an_anthropic_assistant_message_with_no_content_is_left_out_with_a_note(
+    tmp_path: Path, content: Any
+) -> None:
+    body = {
+        "model": "claude",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": [{"type": "text", "text": "again"}]},
+        ],
+    }
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    parsed = load_transcript(path, format="anthropic")
+    assert [(m.role, m.text()) for m in parsed.messages] == [("user", "hi"), ("user", "again")]
+    assert parsed.problems == [
+        f"{path}: 1 message with no content left out (1 assistant: content null or empty and no tool calls, "
+        "nothing to show a model; messages[1])"
+    ]
+
+
+@given(empty=st.lists(st.booleans(), min_size=1, max_size=30), jsonl=st.booleans())
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_message_is_kept_or_counted_in_the_note(tmp_path: Path, empty: list[bool], jsonl: bool) -> None:
+    chat: list[dict[str, Any]] = []
+    for index, blank in enumerate(empty):
+        chat.append({"role": "user", "content": f"ask {index}"})
+        chat.append({"role": "assistant", "content": None if blank else f"answer {index}"})
+    path = tmp_path / ("chat.jsonl" if jsonl else "chat.json")
+    path.write_text(
+        "".join(json.dumps(m) + "\n" for m in chat) if jsonl else json.dumps(chat), encoding="utf-8"
+    )
+    parsed = load_transcript(path, format="openai")
+    kept = [m.text() for m in parsed.messages if m.role == "assistant"]
+    assert kept == [f"answer {i}" for i, blank in enumerate(empty) if not blank]
+    left = sum(empty)
+    if not left:
+        assert parsed.problems == []
+        return
+    [note] = parsed.problems
+    plural = "s" if left != 1 else ""
+    assert f": {left} message{plural} with no content left out ({left} assistant:" in note
+    where = [
+        f"line {2 * i + 2}" if jsonl else f"messages[{2 * i + 1}]" for i, blank in enumerate(empty) if blank
+    ]
+    assert ", ".join(where[:10]) in note
