@@ -124,9 +124,16 @@ class _Gated:
         self.note = ""
 
     def _gate(
-        self, store: HistoryStore, messages: list[tuple[str, tuple[Block, ...]]], hints: list[int | None]
+        self,
+        store: HistoryStore,
+        messages: list[tuple[str, tuple[Block, ...]]],
+        hints: list[int | None],
+        cut: int,
     ) -> GatedRequest:
-        system, _pinned = _system_text(store)
+        """Gate ``messages`` (the stored ones from seq ``cut`` on, raw or masked, after any summary
+        or marker): the system text holds the pinned messages before ``cut`` only, as compile's
+        does, since a pinned message from ``cut`` on is among ``messages`` (shown once, not twice)."""
+        system, _pinned = _system_text(store, cut)
         request = OutboundRequest("live", system, tuple(messages), tuple(hints), self.tools)
         return gate(
             request,
@@ -192,7 +199,7 @@ class _CompactAtLimit(_Gated):
             if message.role != "system":
                 messages.append((message.role, message.content))
                 hints.append(fact.text_tokens)
-        return self._gate(store, messages, hints)
+        return self._gate(store, messages, hints, self.cut)
 
 
 class _Masking(_Gated):
@@ -294,8 +301,10 @@ class _Masking(_Gated):
             for index in range(self.drop, len(self.messages)):
                 messages.append((self.messages[index][0].role, shown[index][0]))
                 hints.append(shown[index][1])
+            shown_from = self.messages[self.drop][0].seq if self.drop < len(self.messages) else None
+            cut = store.next_seq() if shown_from is None else shown_from
             try:
-                return self._gate(store, messages, hints)
+                return self._gate(store, messages, hints, cut)
             except OverBudget as err:
                 excess = err.needed - self.budget + 64  # 64: room for the marker
                 start = self.drop

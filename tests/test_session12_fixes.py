@@ -29,8 +29,11 @@ from compaction.branch_import import _PrefixTree
 from compaction.cli import main
 from compaction.formats import load_transcript
 from compaction.formats._claude_code_tree import path_lines, session_tree
-from compaction.store import list_conversations, open_store
+from compaction.recipe import Recipe
+from compaction.replay_strategies import make_strategy
+from compaction.store import HistoryStore, list_conversations, open_store
 from compaction.store.sqlite import SQLiteStore
+from compaction.summarizers.extractive import ExtractiveSummarizer
 
 # -- 1. branch imports ----------------------------------------------------------------------
 
@@ -365,3 +368,39 @@ def test_every_message_is_kept_or_counted_in_the_note(tmp_path: Path, empty: lis
         f"line {2 * i + 2}" if jsonl else f"messages[{2 * i + 1}]" for i, blank in enumerate(empty) if blank
     ]
     assert ", ".join(where[:10]) in note
+
+
+# -- 3. a pinned message in the baselines' window -------------------------------------------
+
+PIN = "PINNED-FACT: deploy only from the release branch"
+
+
+def _pinned_store(store: HistoryStore, count: int, words: int) -> None:
+    messages = []
+    for i in range(count):
+        text = PIN if i == 2 else f"message {i} " + " ".join(f"word{j}" for j in range(words))
+        messages.append(Message("user" if i % 2 == 0 else "assistant", (text_block(text),)))
+    store.append(messages)
+    store.pin(2)
+
+
+@pytest.mark.parametrize("name", ["compact-at-limit", "masking"])
+def test_a_baseline_shows_a_pinned_message_in_its_window_once(name: str) -> None:
+    # before: the system text held every pin, so the pinned message in the raw window showed twice
+    with open_store(":memory:") as store:
+        _pinned_store(store, 4, 3)
+        request = make_strategy(name, Recipe(budget_tokens=4000), ExtractiveSummarizer()).request(store)
+        assert request.payload.decode("utf-8").count(PIN) == 1
+        assert request.system is None
+        assert ("user", (text_block(PIN),)) in [(role, tuple(blocks)) for role, blocks in request.messages]
+
+
+@pytest.mark.parametrize("name", ["compact-at-limit", "masking"])
+def test_a_baseline_keeps_a_pinned_message_it_no_longer_shows_in_the_system_text(name: str) -> None:
+    with open_store(":memory:") as store:
+        _pinned_store(store, 40, 150)
+        request = make_strategy(name, Recipe(budget_tokens=3000), ExtractiveSummarizer()).request(store)
+        assert request.system == PIN
+        assert ("user", (text_block(PIN),)) not in [
+            (role, tuple(blocks)) for role, blocks in request.messages
+        ]
