@@ -769,7 +769,12 @@ cdef inline uint32_t _probe(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uin
         if slot.shape == 0:
             return NO_RANK
         if slot.head == head and (slot.shape & 0xFF) == <uint32_t>n:
-            if n <= 8 or memcmp(r.arena + (slot.shape >> 8) + 8, b + 8, n - 8) == 0:
+            if n <= 8:
+                return slot.rank
+            if n <= 16:   # the rest in one word each (the arena and b: eight bytes readable past)
+                if _head(r.arena + (slot.shape >> 8) + 8, n - 8) == _head(b + 8, n - 8):
+                    return slot.rank
+            elif memcmp(r.arena + (slot.shape >> 8) + 8, b + 8, n - 8) == 0:
                 return slot.rank
         index = (index + 1) & r.mask
 
