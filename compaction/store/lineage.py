@@ -131,7 +131,7 @@ class Lineage:
                 part += f" AND {alias}seq < {mark}"
                 args.append(seg.end)
             parts.append(f"({part})")
-        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+        return (_joined(parts, "OR") if parts else "(1 = 0)"), args
 
     def summaries(self, alias: str = "", mark: str = "?", *, shadowed: bool = True) -> tuple[str, list[int]]:
         """Return a SQL condition selecting the summaries it sees, and its arguments.
@@ -162,20 +162,20 @@ class Lineage:
                 args.append(seg.conversation_id)
                 nearer.append(seg)
                 continue
-            part = f"{alias}conversation_id = {mark} AND {alias}end_seq <= {mark}"
+            terms = [f"{alias}conversation_id = {mark} AND {alias}end_seq <= {mark}"]
             args += [seg.conversation_id, seg.end]
             if shadowed:
                 for near in nearer:  # one probe per conversation: each an index range, not a scan
-                    part += (
-                        f" AND NOT EXISTS (SELECT 1 FROM summaries o WHERE o.conversation_id = {mark}"
+                    terms.append(
+                        f"NOT EXISTS (SELECT 1 FROM summaries o WHERE o.conversation_id = {mark}"
                         f" AND o.level <= {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq"
                         + ("" if near.end is None else f" AND o.end_seq <= {mark}")
                         + ")"
                     )
                     args += [near.conversation_id] + ([] if near.end is None else [near.end])
-            parts.append(f"({part})")
+            parts.append(_joined(terms, "AND"))
             nearer.append(seg)
-        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+        return (_joined(parts, "OR") if parts else "(1 = 0)"), args
 
     def points(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
         """Return a SQL condition selecting the per-message marks (pins) it sees, and its arguments.
@@ -192,7 +192,7 @@ class Lineage:
             else:
                 parts.append(f"({alias}conversation_id = {mark} AND {alias}seq < {mark})")
                 args += [seg.conversation_id, seg.end]
-        return ("(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"), args
+        return (_joined(parts, "OR") if parts else "(1 = 0)"), args
 
     def owner(self, seq: int) -> int | None:
         """Return the id of the conversation whose row is message ``seq`` of this lineage (else ``None``)."""
@@ -209,6 +209,20 @@ class Lineage:
         range sees a summary kept with the first.  Empty before the conversation is created.
         """
         return [seg.conversation_id for seg in reversed(self.segments) if seg.end is None or end_seq <= seg.end]
+
+
+def _joined(parts: list[str], operator: str) -> str:
+    """Join SQL conditions with ``operator`` as a balanced tree of parentheses, in order.
+
+    SQLite parses ``a OR b OR c ...`` as a chain as deep as it is long and refuses an
+    expression deeper than 1,000 (``SQLITE_MAX_EXPR_DEPTH``), so a branch nested 1,000
+    deep could not be read at all; halves nest only ``log2(n)`` deep, and the planner
+    splits nested ``OR`` terms as it does a flat list (the arguments keep their order).
+    """
+    if len(parts) == 1:
+        return f"({parts[0]})"
+    middle = len(parts) // 2
+    return f"({_joined(parts[:middle], operator)} {operator} {_joined(parts[middle:], operator)})"
 
 
 def lineage_of(
