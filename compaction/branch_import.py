@@ -29,8 +29,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +36,7 @@ from typing import Any
 
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
-from .formats import ParsedTranscript, load_transcript
+from .formats import ParsedTranscript, parse_text
 from .formats._claude_code_tree import Thread, json_lines, path_lines, session_tree, split_lines
 from .store import ingest
 from .store.factory import open_store
@@ -672,20 +670,13 @@ def import_session_branches(
 
 
 def _parse_text(transcript: str | Path, text: str, format: str, lenient: bool) -> ParsedTranscript:
-    """Parse ``text`` as a transcript of ``format`` (named after ``transcript`` in errors)."""
-    handle, name = tempfile.mkstemp(prefix=Path(transcript).stem + ".", suffix=".jsonl")
+    """Parse ``text`` (a path of the session in ``transcript``) as a transcript of ``format``.
+
+    Errors name it ``TRANSCRIPT (a branch of it)``; notes name the user's file.
+    """
+    name = f"{transcript} (a branch of it)"
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        try:
-            parsed = load_transcript(name, format=format, lenient=lenient)
-            # notes name the user's file, not the temporary one
-            return dataclasses.replace(
-                parsed, problems=[p.replace(name, str(transcript)) for p in parsed.problems]
-            )
-        except InvalidTranscript as err:  # name the user's file, not the temporary one
-            raise InvalidTranscript(
-                str(err).replace(name, f"{transcript} (a branch of it)"), line=None
-            ) from err
-    finally:
-        os.unlink(name)
+        parsed = parse_text(text, format, name=name, lenient=lenient)
+    except InvalidTranscript as err:
+        raise InvalidTranscript(str(err), line=None) from err
+    return dataclasses.replace(parsed, problems=[p.replace(name, str(transcript)) for p in parsed.problems])

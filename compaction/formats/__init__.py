@@ -63,6 +63,7 @@ __all__ = [
     "detect_format",
     "load_transcript",
     "parse_messages",
+    "parse_text",
     "unknown_block_counts",
 ]
 
@@ -256,6 +257,36 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     return ParsedTranscript(
         messages=messages,
         format=transcript_format.name,
+        skipped=ctx.skipped,
+        problems=ctx.problems,
+        unknown_blocks=unknown_block_counts(messages),
+    )
+
+
+def parse_text(text: str, format: str, *, name: str, lenient: bool = False) -> ParsedTranscript:
+    """Parse ``text``, a transcript's content, as ``format``: what :func:`load_transcript` gives for a
+    file holding it, named ``name`` in notes and errors, without writing or reading a file.
+
+    ``compaction import --branches`` parses each path of a session this way (the session's
+    text with the lines of other paths blank, so line numbers stay): blank lines cost one
+    regex match a run, so a path costs its own lines rather than the file's.
+
+    Raises:
+        UnknownFormat: ``format`` names no format.
+        InvalidTranscript: as :func:`load_transcript` (malformed content, nothing read, and
+            :class:`LenientLoss`).
+    """
+    chosen = format_named(format, name)
+    ctx = Context(name, lenient, detected=None)
+    text = text[1:] if text.startswith("\ufeff") else text  # a leading byte order mark, as a file read drops it
+    messages = finish(chosen.parse(text, ctx), ctx)
+    if ctx.unplaced:
+        raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
+    if not messages:
+        raise _nothing_read(chosen, text[:_HEAD_BYTES].encode("utf-8", "surrogatepass"), text, ctx)
+    return ParsedTranscript(
+        messages=messages,
+        format=chosen.name,
         skipped=ctx.skipped,
         problems=ctx.problems,
         unknown_blocks=unknown_block_counts(messages),

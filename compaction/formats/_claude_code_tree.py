@@ -184,11 +184,15 @@ def session_tree(text: str) -> SessionTree:
     ahead = _prompts_ahead(main_events, children, line_of)
     segment: dict[str, str | None] = {}  # event -> the rewind it belongs to (None: the conversation)
     names: dict[str, str] = {}  # a rewind's first event -> its prompt's uuid (names the branch)
+    kept: dict[str, str | None] = {}  # each fork -> the child leading to a prompt that goes on (None: no rewind)
+    for parent, kids in children.items():  # once a fork, not once a child (a prompt with n siblings)
+        led = [c for c in kids if c in ahead]
+        kept[parent] = max(led, key=lambda c: reach[c]) if len(led) >= 2 else None
     for _line, event in main_events:
         uuid = event["uuid"]
         parent = parents[uuid]
-        led = [c for c in children.get(parent, []) if c in ahead] if parent is not None else []
-        if len(led) >= 2 and uuid in led and uuid != max(led, key=lambda c: reach[c]):
+        goes_on = kept.get(parent) if parent is not None else None
+        if goes_on is not None and uuid in ahead and uuid != goes_on:
             segment[uuid] = uuid
             names[uuid] = ahead[uuid]
         else:
