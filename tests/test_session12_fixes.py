@@ -32,6 +32,7 @@ from compaction.formats._claude_code_tree import path_lines, session_tree
 from compaction.recipe import Recipe
 from compaction.replay_strategies import make_strategy
 from compaction.store import HistoryStore, list_conversations, open_store
+from compaction.store.lineage import Lineage, Segment, lineage_of
 from compaction.store.sqlite import SQLiteStore
 from compaction.summarizers.extractive import ExtractiveSummarizer
 
@@ -404,3 +405,56 @@ def test_a_baseline_keeps_a_pinned_message_it_no_longer_shows_in_the_system_text
         assert ("user", (text_block(PIN),)) not in [
             (role, tuple(blocks)) for role, blocks in request.messages
         ]
+
+
+# -- 4. lineages deeper than SQLite's expression depth ----------------------------------------
+
+
+def _lineage_db(segments: list[Segment]) -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE messages (conversation_id INTEGER, seq INTEGER)")
+    db.execute("CREATE TABLE pins (conversation_id INTEGER, seq INTEGER)")
+    db.execute(
+        "CREATE TABLE failures (conversation_id INTEGER, level INTEGER, start_seq INTEGER, end_seq INTEGER)"
+    )
+    for seg in segments:
+        rows = [(seg.conversation_id, seq) for seq in range(max(0, seg.start - 1), seg.start + 2)]
+        db.executemany("INSERT INTO messages VALUES (?, ?)", rows)
+        db.executemany("INSERT INTO pins VALUES (?, ?)", rows)
+        db.execute(
+            "INSERT INTO failures VALUES (?, 1, ?, ?)", (seg.conversation_id, seg.start, seg.start + 1)
+        )
+    return db
+
+
+def _chain(depth: int) -> Lineage:
+    """A branch nested ``depth`` deep, each forking its parent one message after the parent's fork."""
+    tree = {0: (None, None)} | {i: (i - 1, i) for i in range(1, depth)}
+    return lineage_of(depth - 1, tree)
+
+
+def test_a_lineage_deeper_than_sqlites_expression_limit_can_be_read() -> None:
+    # before: the conditions were one flat OR chain, which SQLite refuses past 1,000 terms
+    # ("Expression tree is too large (maximum depth 1000)")
+    lineage = _chain(1200)
+    db = _lineage_db(list(lineage.segments))
+    where, args = lineage.rows()
+    seen = db.execute(f"SELECT conversation_id, seq FROM messages WHERE {where}", args).fetchall()
+    assert sorted(seen) == [(i, i) for i in range(1199)] + [(1199, 1199), (1199, 1200)]
+    where, args = lineage.points()
+    assert db.execute(f"SELECT COUNT(*) FROM pins WHERE {where}", args).fetchone()[0] == 1200 + 1199 + 1
+    where, args = lineage.summaries(shadowed=False)
+    assert db.execute(f"SELECT COUNT(*) FROM failures WHERE {where}", args).fetchone()[0] == 1200
+
+
+@given(forks=st.lists(st.integers(0, 6), min_size=1, max_size=12))
+def test_a_lineage_selects_the_rows_its_segments_hold(forks: list[int]) -> None:
+    tree: dict[int, tuple[int | None, int | None]] = {0: (None, None)}
+    for index, fork in enumerate(forks, 1):
+        tree[index] = (index - 1, fork)
+    lineage = lineage_of(len(forks), tree)
+    db = _lineage_db(list(lineage.segments))
+    stored = db.execute("SELECT conversation_id, seq FROM messages").fetchall()
+    where, args = lineage.rows()
+    seen = db.execute(f"SELECT DISTINCT conversation_id, seq FROM messages WHERE {where}", args).fetchall()
+    assert sorted(seen) == sorted({(c, s) for c, s in stored if lineage.owner(s) == c})
