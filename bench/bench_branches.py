@@ -13,13 +13,28 @@ holding the pi transcript (962 messages), compressed with the extractive summari
 
 Each compiles at 40,000 tokens; a table printed when the module's tests end (before
 pytest-benchmark's) gives the median of 15 compiles per store and its ratio to ``alone``.
+
+**Importing branches.**  :func:`siblings_session` and :func:`nested_session` write a
+generated Claude Code session: one prompt with ``n`` siblings (the user rewound to it ``n``
+times), or ``n`` rewinds each inside the one before.  ``test_import_branches`` times
+``compaction import --branches`` of 200 siblings beside the same file imported flat (the
+reference, same run).  The sizes the attack pass reported (500, 1,000, 3,000 siblings; 300
+and 1,100 nested rewinds) take seconds to minutes each, so they run from the command line,
+each in a fresh process that reports its own wall time and peak RSS::
+
+    python bench/bench_branches.py siblings 500 1000 3000 nested 300 1100
 """
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,7 +88,12 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str
             if seq < len(messages) and store.messages(seq, seq + 1)[0].role == "user":
                 store.edit(seq, [{"type": "text", "text": f"edited message {seq}"}])
         Compactor(store, RECIPE).tick(keep_tail_tokens=4000)
-    return {"alone": (alone, "pi"), "among": (among, "pi"), "branch": (among, "pi-branch"), "edited": (edited, "pi")}
+    return {
+        "alone": (alone, "pi"),
+        "among": (among, "pi"),
+        "branch": (among, "pi-branch"),
+        "edited": (edited, "pi"),
+    }
 
 
 @pytest.mark.parametrize("which", ["alone", "among", "branch", "edited"])
@@ -91,9 +111,178 @@ def _table(request: pytest.FixtureRequest):
     if "alone" not in RESULTS:
         return
     reference = RESULTS["alone"]
-    lines = ["", f"compile at {RECIPE.budget_tokens} tokens, median of {ROUNDS} (ms); ratio to a one-conversation store"]
+    lines = [
+        "",
+        f"compile at {RECIPE.budget_tokens} tokens, median of {ROUNDS} (ms); ratio to a one-conversation store",
+    ]
     for which, ms in RESULTS.items():
         lines.append(f"{which:>8s} {ms:8.2f} ms {ms / reference:6.2f}x")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         reporter.write_line(line) if reporter is not None else print(line)
+
+
+# -- importing the branches of a generated session -------------------------------------------
+
+
+def _user(uuid: str, parent: str | None, text: str) -> dict[str, Any]:
+    return {
+        "type": "user",
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "bench",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {"role": "user", "content": text},
+    }
+
+
+def _assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "assistant",
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "bench",
+        "uuid": uuid,
+        "timestamp": "2025-07-01T10:00:00.000Z",
+        "message": {
+            "id": f"msg-{uuid}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    }
+
+
+def siblings_session(path: Path, n: int) -> Path:
+    """Write a Claude Code session whose first answer has ``n`` prompts as children (``n - 1`` rewinds)."""
+    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
+    for i in range(n):
+        events += [_user(f"p{i}", "ra", f"ask {i}"), _assistant(f"pa{i}", f"p{i}", f"answer {i}")]
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return path
+
+
+def nested_session(path: Path, n: int) -> Path:
+    """Write a Claude Code session of ``n`` rewinds each forking inside the one before: the prompt
+    ``x{i}`` is abandoned for ``y{i}``, and ``x{i+1}`` / ``y{i+1}`` continue ``x{i}``'s answer
+    (the kept prompts' answers come last, newest first, as in tests/test_attack_session11.py)."""
+    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
+    tail = []
+    parent = "ra"
+    for i in range(n):
+        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
+        events.append(_user(f"y{i}", parent, f"keep {i}"))
+        tail.append(_assistant(f"ya{i}", f"y{i}", f"ka {i}"))
+        parent = f"xa{i}"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events + tail[::-1]), encoding="utf-8")
+    return path
+
+
+def _import_args(session: Path, store: Path, branches: bool) -> list[str]:
+    return ["import", str(session), "--store", str(store), "--json"] + (["--branches"] if branches else [])
+
+
+def _import(session: Path, store: Path, branches: bool) -> dict[str, Any]:
+    from click.testing import CliRunner
+
+    from compaction.cli import main
+
+    done = CliRunner().invoke(main, _import_args(session, store, branches))
+    assert done.exit_code == 0, done.output
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_import_branches(benchmark, tmp_path: Path) -> None:  # noqa: ANN001
+    session = siblings_session(tmp_path / "wide.jsonl", 200)
+    runs = iter(range(10_000))
+
+    def branched() -> dict[str, Any]:
+        return _import(session, tmp_path / f"b{next(runs)}.db", True)
+
+    report = benchmark.pedantic(branched, rounds=3, iterations=1)
+    assert len(report["branches"]) == 199
+    started = time.perf_counter()
+    flat = _import(session, tmp_path / "flat.db", False)
+    reference = time.perf_counter() - started
+    assert flat["messages"] == 402
+    line = (
+        f"import --branches of 200 siblings: {benchmark.stats.stats.median:.2f} s (median of 3); "
+        f"the same file flat: {reference:.2f} s"
+    )
+    print(line)
+
+
+_MEASURE = """
+import json, resource, sys, time
+from click.testing import CliRunner
+from compaction.cli import main
+started = time.perf_counter()
+done = CliRunner().invoke(main, sys.argv[1:])
+elapsed = time.perf_counter() - started
+assert done.exit_code == 0, done.output[-2000:]
+report = json.loads(done.stdout)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+print(json.dumps({"seconds": elapsed, "peak_kib": peak, "branches": len(report.get("branches", [])),
+                  "messages": report["messages"]}))
+"""
+
+
+def measure(kind: str, n: int, branches: bool = True, timeout: float = 3600) -> dict[str, Any]:
+    """Import a generated session in a fresh process; return its wall time (s), peak RSS (KiB) and counts."""
+    with tempfile.TemporaryDirectory() as where:
+        make = siblings_session if kind == "siblings" else nested_session
+        session = make(Path(where) / f"{kind}{n}.jsonl", n)
+        args = _import_args(session, Path(where) / "store.db", branches)
+        done = subprocess.run(
+            [sys.executable, "-c", _MEASURE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-2000:])
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+
+def _cli(argv: list[str]) -> None:
+    """``python bench/bench_branches.py [--timeout S] siblings 500 1000 nested 300``: one row per size.
+
+    A run past ``S`` seconds (default 3600) is stopped and shown as ``>S``; one that fails
+    shows the last line of its error.
+    """
+    kind, timeout = "siblings", 3600.0
+    if argv[:1] == ["--timeout"]:
+        timeout, argv = float(argv[1]), argv[2:]
+    print(
+        f"{'session':>18s} {'branches':>8s} {'--branches s':>12s} {'peak MiB':>9s} {'flat s':>7s} {'flat MiB':>9s}"
+    )
+    for word in argv:
+        if word in ("siblings", "nested"):
+            kind = word
+            continue
+        n = int(word)
+        flat = measure(kind, n, False)
+        try:
+            branched = measure(kind, n, True, timeout)
+        except subprocess.TimeoutExpired:
+            print(f"{kind + ' ' + str(n):>18s} {'':8s} {'>' + str(int(timeout)):>12s}", flush=True)
+            continue
+        except RuntimeError as err:
+            print(f"{kind + ' ' + str(n):>18s} failed: {str(err).strip().splitlines()[-1][:300]}", flush=True)
+            continue
+        print(
+            f"{kind + ' ' + str(n):>18s} {branched['branches']:8d} {branched['seconds']:12.2f} "
+            f"{branched['peak_kib'] / 1024:9.1f} {flat['seconds']:7.2f} {flat['peak_kib'] / 1024:9.1f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    _cli(sys.argv[1:])
