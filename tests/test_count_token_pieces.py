@@ -185,15 +185,19 @@ def test_long_pieces_merge_as_tiktoken(c_impl: ModuleType, unit: str, repeat: in
 @settings(max_examples=400, deadline=None)
 @given(
     text=st.text(st.sampled_from("aZqQ'sStTdDlLvVrReEmM éÉªºµßÀÿ×0_-\n\t"), min_size=1, max_size=40),
-    padding=st.sampled_from(["", "x", "xxxxxxxx", " ABCDEFGHabcdefgh"]),
+    padding=st.sampled_from(
+        ["", "x", "xxxxxxxx", " ABCDEFGHabcdefgh", "\u2019", "\u4e2d", "\U0001f600 ", "\u2019s\u0130\u0131"]
+    ),
 )
 def test_latin1_letters_at_the_ends_of_words_split_as_the_regex(
     c_impl: ModuleType, text: str, padding: str
 ) -> None:
     # the compiled scanner skips the ASCII letters of a 1-byte string eight at a time, the last
-    # fewer than eight too, and looks a character up only where it is not ASCII: Latin-1 letters
-    # (upper, lower, ª º: other letters, µ ß ÿ, × no letter) before, after and between ASCII
-    # ones, at every distance from the end of the text
+    # fewer than eight too, and looks a character up only where it is not ASCII: Latin-1
+    # letters (upper, lower, ª º: other letters, µ ß ÿ, × no letter) before, after and between
+    # ASCII ones, at every distance from the end of the text; and the same in strings of the
+    # other widths, scanned a character at a time (the padding: a curly quote or an ideograph
+    # makes a 2-byte string, an emoji a 4-byte one)
     for encoding in ENCODING_NAMES:
         pattern = regex.compile(ENCODINGS[encoding].pat_str)
         for candidate in (text, padding + text, text + padding):
