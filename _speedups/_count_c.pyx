@@ -1580,6 +1580,12 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
     while i < n:
         e = _piece_end(cl100k, s, i, n)
         if e - i <= C_MAX_MEMO_PIECE:
+            if 8 < e - i <= C_MAX_TOKEN_PIECE and _is_long_token(counter._ranks, s, i, e, n):
+                # an ASCII piece of 9 to MAX_TOKEN_PIECE characters that is one token (before
+                # the memo's hash, which it does not need)
+                total += 1
+                i = e
+                continue
             h = _hash_piece(s, i, e, n, &packed, &is_packed)
             if is_packed and not packed & HIGH_BITS:
                 # an ASCII piece of at most 8 characters: its UTF-8 bytes are the packed code
@@ -1590,11 +1596,6 @@ cdef Py_ssize_t _count_units(PieceCounter counter, const _unit* s, Py_ssize_t n,
                     total += tokens
                     i = e
                     continue
-            elif 8 < e - i <= C_MAX_TOKEN_PIECE and _is_long_token(counter._ranks, s, i, e, n):
-                # an ASCII piece of 9 to MAX_TOKEN_PIECE characters that is one token
-                total += 1
-                i = e
-                continue
             slot = _find(memo, h, packed, is_packed, s, i, e)
             if slot.shape:
                 total += slot.tokens
