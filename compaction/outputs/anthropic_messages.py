@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import canonical_json, unknown_block_text
-from ..tokens.counting import DROPPED_STAND_IN, blocks_text_tokens, blocks_were_all_dropped
+from ..tokens.counting import DROPPED_STAND_IN, UNSIGNED_THINKING, blocks_text_tokens, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
@@ -27,10 +27,6 @@ DEFAULT_MAX_TOKENS = 4096
 #: The marker of a prompt-cache breakpoint (the default 5-minute cache).
 CACHE_CONTROL = {"type": "ephemeral"}
 
-
-#: What an unsigned thinking block is sent as (Anthropic refuses a thinking block whose
-#: signature is missing or not its own: "Invalid `signature` in `thinking` block").
-UNSIGNED_THINKING = "[earlier reasoning, not signed, sent as text] "
 
 
 #: Content block types the Anthropic Messages API takes in a request (its own server-tool

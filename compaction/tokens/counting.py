@@ -41,6 +41,7 @@ __all__ = [
     "message_text_tokens",
     "BLOCK_SEPARATOR",
     "THINKING_FRAME",
+    "UNSIGNED_THINKING",
     "DATA_URI_FRAMING",
     "TOOL_ERROR_PREFIX",
 ]
@@ -52,7 +53,8 @@ __all__ = [
 #: its own (each result is its own message on the OpenAI wire, framed by itself); no join is
 #: counted beside a call or a result (only texts are joined).
 #: 7: a call's id and frame count the larger of the two, not their sum (see TOOL_CALL_OVERHEAD).
-COUNTING_VERSION = 7
+#: 8: an unsigned thinking block counts the tokens of the text it ships as (UNSIGNED_THINKING).
+COUNTING_VERSION = 8
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -129,9 +131,14 @@ def request_overhead(encoding: str) -> int:
 TOOL_CALL_OVERHEAD = 3
 #: Tokens a renderer may add where it joins two parts of one message into one string.
 BLOCK_SEPARATOR = 1
-#: Tokens of the frame around an unsigned thinking block sent as text (Anthropic refuses a
-#: thinking block without a valid signature): "[earlier reasoning, not signed] " and a join.
+#: Tokens of the frame around a signed thinking block (its type and fields beside the
+#: thinking text and signature the body count reads).
 THINKING_FRAME = 8
+#: What an unsigned thinking block is sent as to Anthropic, before its text (Anthropic refuses
+#: a thinking block whose signature is missing or not its own: "Invalid `signature` in
+#: `thinking` block").  Counted as its own tokens, not a constant: 13 o200k tokens, more than
+#: THINKING_FRAME, which COUNTING_VERSION 7 charged and so under-counted the body.
+UNSIGNED_THINKING = "[earlier reasoning, not signed, sent as text] "
 #: The prefix OpenAI Chat puts before an error tool result's text.
 TOOL_ERROR_PREFIX = "[tool error] "
 
@@ -299,12 +306,11 @@ def _own_tokens(block: Block, encoding: str) -> int:
         return tokens  # the blocks it holds are counted by the caller's walk
     if kind == "thinking":
         # the Anthropic body carries the signature too (opaque, like redacted_thinking's data);
-        # an unsigned one ships as a text stand-in, whose frame THINKING_FRAME covers
-        return (
-            count_text(block.get("thinking", ""), encoding)
-            + count_text(block.get("signature", ""), encoding)
-            + THINKING_FRAME
-        )
+        # an unsigned one ships as a text stand-in: UNSIGNED_THINKING then its text
+        thinking = count_text(block.get("thinking", ""), encoding)
+        if not block.get("signature"):
+            return count_text(UNSIGNED_THINKING, encoding) + thinking
+        return thinking + count_text(block.get("signature", ""), encoding) + THINKING_FRAME
     if kind == "redacted_thinking":
         # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
         return count_text(block.get("data", ""), encoding)

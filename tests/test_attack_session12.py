@@ -1,0 +1,74 @@
+"""Hostile input against what session 12 changed (attack pass): each test failed before its fix.
+
+Session 12 priced requests as they ship (a call's id or frame, tool-result messages without
+a frame of their own, merged turns).  The invariant attacked here is the property tests' own:
+a compiled request's reported tokens are never below the independent count of its body
+(``strategies.independent_tokens``: 3 a message, every string, 3 a request).
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import independent_tokens, payload_json
+
+from compaction import Message, Recipe, Store, compile_request
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"type": "text", "text": value}
+
+
+def _compiled_anthropic(messages: list[Message]) -> tuple[int, int]:
+    """Return (reported tokens, independent count of the body) of ``messages`` compiled for Anthropic."""
+    store = Store(":memory:")
+    with store:
+        store.append(messages)
+        request = compile_request(store, Recipe(budget_tokens=100_000, output_format="anthropic"))
+        assert request.planned_tokens == request.tokens
+        return request.tokens, independent_tokens(
+            payload_json(request.request.payload), request.request.model
+        )
+
+
+def test_an_unsigned_thinking_block_is_counted_as_the_text_it_ships_as() -> None:
+    # Anthropic refuses a thinking block without a signature, so it ships as the text
+    # "[earlier reasoning, not signed, sent as text] hmm": 13 o200k tokens of prefix, which a
+    # constant frame of 8 under-counted (29 reported, 31 in the body; 27 and 30 alone)
+    for messages in (
+        [
+            Message(role="user", content=[_text("a")]),
+            Message(role="assistant", content=[{"type": "thinking", "thinking": "hmm"}]),
+            Message(role="assistant", content=[_text("b")]),
+            Message(role="user", content=[_text("c")]),
+        ],
+        [
+            Message(role="user", content=[_text("a")]),
+            Message(role="assistant", content=[{"type": "thinking", "thinking": "hmm"}]),
+            Message(role="user", content=[_text("c")]),
+        ],
+    ):
+        tokens, independent = _compiled_anthropic(messages)
+        assert independent <= tokens
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    thinking=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+    signed=st.booleans(),
+    tail=st.booleans(),
+)
+def test_thinking_blocks_never_count_below_the_anthropic_body(
+    thinking: str, signed: bool, tail: bool
+) -> None:
+    block: dict[str, str] = {"type": "thinking", "thinking": thinking}
+    if signed:
+        block["signature"] = "c2lnbmF0dXJl"
+    assistant = [block, _text("done")] if tail else [block]
+    messages = [
+        Message(role="user", content=[_text("go")]),
+        Message(role="assistant", content=assistant),
+        Message(role="user", content=[_text("next")]),
+    ]
+    tokens, independent = _compiled_anthropic(messages)
+    assert independent <= tokens
