@@ -15,7 +15,10 @@ whole batch: no faster on four corpora of six, and it counts a batch, not a text
 ``Tokenizer`` for every ``cold`` round (it keeps a word cache, as the memo does; building one
 takes seconds and is not timed), and toktok-rs ``batch_count([text], threads=1)`` and quicktok
 ``len(encode(text))``, which keep no cache across calls that we know of, so their ``cold`` rounds
-are the same calls.  ``test_zz_summary`` prints, per corpus, first-time and warm ratios to
+are the same calls.  Our counter's tables are the process's, not the counter's: the rank table
+(built by the first count) and the backtracking tables of long misses (built once 1 MB of them
+has been counted in the process, about 0.1 s) are built before the rounds timed here, as
+fastokens builds its tables in its untimed constructor.  ``test_zz_summary`` prints, per corpus, first-time and warm ratios to
 tiktoken side by side with the mismatches.  On a shared machine add
 ``--benchmark-timer=time.process_time`` (CPU time: other jobs' load stretches wall time, and a
 counter's worker threads are counted) and ``-k "messages or zz_summary"`` for that table alone.
