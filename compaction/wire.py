@@ -280,15 +280,16 @@ def gate(
                     )
                 )
         rebuilt.append((role, apply_decisions(blocks, sites[index], decisions[index]) if sites[index] else list(blocks)))
-    images_replaced = len(report)
+    unpaired = rebuilt
     rebuilt = repair_tool_pairing(
         rebuilt, lambda kind, reason, index: report.append(Replacement(kind, reason, index))
     )
-    for repair in report[images_replaced:]:  # a repaired message is priced as it now reads
-        gated_blocks = rebuilt[repair.message_index][1]
-        message_tokens[repair.message_index] = fmt.text_tokens(gated_blocks, encoding) + _image_tokens_of(
-            gated_blocks, fmt, model
-        )
+    # a repaired message is priced as it now reads: each one the repair changed (a renamed id
+    # is reported at its call's message, but the result in the next one carries it too)
+    repaired = [i for i, (_role, blocks) in enumerate(rebuilt) if blocks != unpaired[i][1]]
+    for index in repaired:
+        gated_blocks = rebuilt[index][1]
+        message_tokens[index] = fmt.text_tokens(gated_blocks, encoding) + _image_tokens_of(gated_blocks, fmt, model)
 
     marking = cache_breakpoints and request.purpose == "live"  # a summarizer's request never writes the agent's cache
     if marking and fmt.cache_markers:

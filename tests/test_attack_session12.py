@@ -8,11 +8,16 @@ a compiled request's reported tokens are never below the independent count of it
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import independent_tokens, payload_json
 
 from compaction import Message, Recipe, Store, compile_request
+from compaction.outputs import request_format
 
 
 def _text(value: str) -> dict[str, str]:
@@ -72,3 +77,62 @@ def test_thinking_blocks_never_count_below_the_anthropic_body(
     ]
     tokens, independent = _compiled_anthropic(messages)
     assert independent <= tokens
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": "the"}}
+
+
+def _result(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "", "is_error": False}
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic"])
+def test_a_renamed_tool_id_is_counted_in_the_result_that_carries_it_too(fmt: str) -> None:
+    # the second call reuses toolu_0001: the gate sends it and its result as toolu_0001~2, and
+    # repriced only the call's message (where the repair is reported), not the result's, so
+    # the reported tokens (102) fell below the OpenAI body's independent count (104)
+    messages = [
+        Message(role="user", content=[_text("go")]),
+        Message(role="assistant", content=[_call("toolu_0001"), _call("toolu_0002")]),
+        Message(role="user", content=[_result("toolu_0001"), _result("toolu_0002")]),
+        Message(role="user", content=[_text("the")]),
+        Message(role="assistant", content=[_call("toolu_0001")]),
+        Message(role="user", content=[_result("toolu_0001")]),
+    ]
+    store = Store(":memory:")
+    with store:
+        store.append(messages)
+        request = compile_request(store, Recipe(budget_tokens=100_000, output_format=fmt))  # type: ignore[arg-type]
+    assert [r.kind for r in request.request.replacements] == ["renamed_tool_id"]
+    body = payload_json(request.request.payload)
+    assert "toolu_0001~2" in json.dumps(body)
+    assert independent_tokens(body, request.request.model) <= request.tokens
+    # the gate prices the repaired messages as they read: the renamed result as recounted alone
+    fmt_ = request_format(fmt)
+    renamed = [_result("toolu_0001~2")]
+    stored = [_result("toolu_0001")]
+    assert fmt_.text_tokens(renamed, "o200k_base") > fmt_.text_tokens(stored, "o200k_base")
+    assert request.tokens - request.planned_tokens == 2 * (
+        fmt_.text_tokens(renamed, "o200k_base") - fmt_.text_tokens(stored, "o200k_base")
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ids=st.lists(st.sampled_from(["a", "toolu_0001", "", "调用", "x" * 40]), min_size=1, max_size=6),
+    fmt=st.sampled_from(["openai", "openai-responses", "anthropic"]),
+)
+def test_repeated_tool_ids_never_count_below_the_body(ids: list[str], fmt: str) -> None:
+    messages = [Message(role="user", content=[_text("go")])]
+    for call_id in ids:  # one round a call, ids repeating as drawn
+        messages += [
+            Message(role="assistant", content=[_call(call_id)]),
+            Message(role="user", content=[_result(call_id)]),
+        ]
+    store = Store(":memory:")
+    with store:
+        store.append(messages)
+        request = compile_request(store, Recipe(budget_tokens=100_000, output_format=fmt))  # type: ignore[arg-type]
+    body = payload_json(request.request.payload)
+    assert independent_tokens(body, request.request.model) <= request.tokens
