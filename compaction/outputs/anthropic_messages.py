@@ -49,7 +49,13 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
     if kind == "thinking" and not block.get("signature"):
         return {"type": "text", "text": UNSIGNED_THINKING + str(block.get("thinking", ""))}
     if kind not in ANTHROPIC_BLOCK_TYPES:
-        return {"type": "text", "text": unknown_block_text(block)}
+        # the gate's cache breakpoint goes on the stand-in, not into its text (where it would
+        # mark nothing and ship uncounted)
+        marker = block.pop("cache_control", None)
+        stand_in: dict[str, Any] = {"type": "text", "text": unknown_block_text(block)}
+        if marker is not None:
+            stand_in["cache_control"] = marker
+        return stand_in
     return block
 
 
