@@ -155,3 +155,37 @@ def test_the_cache_breakpoint_on_an_unknown_block_marks_its_stand_in(payload: st
     shipped = payload_json(request.request.payload)["messages"][-1]["content"][-1]
     assert shipped["type"] == "text" and shipped["cache_control"] == {"type": "ephemeral"}
     assert "cache_control" not in shipped["text"] and "weird_block" in shipped["text"]
+
+
+_INNER = st.sampled_from(
+    [
+        {"type": "tool_result", "tool_use_id": "c9", "content": "inner"},
+        {"type": "tool_result", "tool_use_id": "c9", "content": [{"type": "text", "text": "deeper"}]},
+        {"type": "thinking", "thinking": "zz"},
+        {"type": "tool_use", "id": "c8", "name": "n", "input": {"a": 1}},
+        {"type": "weird_block", "payload": "x y"},
+        {"type": "text", "text": "plain"},
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    inner=st.lists(_INNER, min_size=1, max_size=3),
+    fmt=st.sampled_from(["openai", "openai-responses", "anthropic"]),
+)
+def test_blocks_inside_a_tool_result_are_counted_as_they_ship(inner: list[dict[str, Any]], fmt: str) -> None:
+    # OpenAI ships a block in a result other than text or an image as the loud text of its
+    # JSON; it was counted by its own rule (a nested result by its content, a thinking block
+    # by its text), 44 reported against 74 in the body for one nested result
+    messages = [
+        Message(role="user", content=[_text("hi")]),
+        Message(role="assistant", content=[_call("c1")]),
+        Message(role="user", content=[{"type": "tool_result", "tool_use_id": "c1", "content": inner}]),
+    ]
+    store = Store(":memory:")
+    with store:
+        store.append(messages)
+        request = compile_request(store, Recipe(budget_tokens=100_000, output_format=fmt))  # type: ignore[arg-type]
+    assert request.planned_tokens == request.tokens
+    assert independent_tokens(payload_json(request.request.payload), request.request.model) <= request.tokens

@@ -54,7 +54,8 @@ __all__ = [
 #: counted beside a call or a result (only texts are joined).
 #: 7: a call's id and frame count the larger of the two, not their sum (see TOOL_CALL_OVERHEAD).
 #: 8: an unsigned thinking block counts the tokens of the text it ships as (UNSIGNED_THINKING).
-COUNTING_VERSION = 8
+#: 9: a block in a tool result other than text or an image counts as the JSON text it ships as.
+COUNTING_VERSION = 9
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -338,6 +339,13 @@ def blocks_were_all_dropped(blocks: Iterable[Block], dropped: frozenset[str]) ->
 _SHIPPED_APART = frozenset({"tool_use", "tool_result"})
 
 
+#: The blocks a ``tool_result`` holds that OpenAI ships as themselves (text joined into the
+#: result's text, images after it); any other (a nested ``tool_result``, a ``thinking`` block,
+#: an unknown type) ships as :func:`~compaction.blocks.unknown_block_text`, its whole JSON, which
+#: its own count (a nested result's content, a thinking block's text) fell short of.
+_RESULT_PARTS = frozenset({"text", "image"})
+
+
 def _has_images(result: Block) -> bool:
     """Return whether a ``tool_result`` carries images (image blocks or ``data:`` URIs in its text)."""
     content = result.get("content", "")
@@ -374,8 +382,9 @@ def blocks_text_tokens(
     Responses API does split an assistant turn's texts at its calls into messages of their own:
     each such extra frame, 4 tokens, is covered by the call between, whose frame and join
     count 3 + 1).
-    The blocks a ``tool_result`` holds are counted the same way, each list of them with its
-    joins; the walk is iterative, so no nesting depth reaches Python's recursion limit.
+    The blocks a ``tool_result`` holds are counted with their joins: texts and images as
+    themselves, any other block (a nested result, a thinking block, an unknown type) as the
+    JSON text OpenAI Chat ships it as (:func:`~compaction.blocks.unknown_block_text`).
 
     A message of tool results only, none with images (:func:`results_only`), counts no frame
     of its own and no joins between them: OpenAI Chat ships each result as its own ``tool``
@@ -400,9 +409,10 @@ def blocks_text_tokens(
         items = pending.pop()
         total += BLOCK_SEPARATOR * max(0, len(items) - 1)
         for block in items:
-            total += _own_tokens(block, encoding)
-            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
-                pending.append(block["content"])
+            if block.get("type") in _RESULT_PARTS:
+                total += _own_tokens(block, encoding)
+            else:  # OpenAI ships any other block in a result as the loud text of its JSON
+                total += _string_tokens(unknown_block_text(block), encoding)
     return total
 
 
