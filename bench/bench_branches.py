@@ -64,6 +64,10 @@ from compaction.formats import load_transcript
 from compaction.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from claude_code_sessions import nested_rewinds, rewind_tree, write_session  # noqa: E402
+
 PI = ROOT / "examples" / "pi__pi-mono__before-compaction.jsonl"
 RECIPE = Recipe(budget_tokens=40000)
 OTHERS = 200
@@ -146,61 +150,16 @@ def _table(request: pytest.FixtureRequest):
 # -- importing the branches of a generated session -------------------------------------------
 
 
-def _user(uuid: str, parent: str | None, text: str) -> dict[str, Any]:
-    return {
-        "type": "user",
-        "parentUuid": parent,
-        "isSidechain": False,
-        "sessionId": "bench",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {"role": "user", "content": text},
-    }
-
-
-def _assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
-    return {
-        "type": "assistant",
-        "parentUuid": parent,
-        "isSidechain": False,
-        "sessionId": "bench",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {
-            "id": f"msg-{uuid}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        },
-    }
-
-
 def siblings_session(path: Path, n: int) -> Path:
     """Write a Claude Code session whose first answer has ``n`` prompts as children (``n - 1`` rewinds)."""
-    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
-    for i in range(n):
-        events += [_user(f"p{i}", "ra", f"ask {i}"), _assistant(f"pa{i}", f"p{i}", f"answer {i}")]
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    return path
+    return write_session(path, rewind_tree([-1] * n))
 
 
 def nested_session(path: Path, n: int) -> Path:
     """Write a Claude Code session of ``n`` rewinds each forking inside the one before: the prompt
     ``x{i}`` is abandoned for ``y{i}``, and ``x{i+1}`` / ``y{i+1}`` continue ``x{i}``'s answer
     (the kept prompts' answers come last, newest first, as in tests/test_attack_session11.py)."""
-    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
-    tail = []
-    parent = "ra"
-    for i in range(n):
-        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
-        events.append(_user(f"y{i}", parent, f"keep {i}"))
-        tail.append(_assistant(f"ya{i}", f"y{i}", f"ka {i}"))
-        parent = f"xa{i}"
-    path.write_text("".join(json.dumps(e) + "\n" for e in events + tail[::-1]), encoding="utf-8")
-    return path
+    return write_session(path, nested_rewinds(n))
 
 
 def _import_args(session: Path, store: Path, branches: bool) -> list[str]:

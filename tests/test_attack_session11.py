@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from claude_code_sessions import assistant_event, nested_rewinds, session_text, user_event, write_session
 from click.testing import CliRunner
 
 from compaction.cli import main
@@ -21,43 +22,6 @@ from compaction.store import list_conversations, open_store
 
 DATA = Path(__file__).parent / "data" / "claude_code"
 REWOUND = DATA / "claude-code-log__dag_compact_after_rewind.jsonl"
-
-
-def _user(uuid: str, parent: str | None, text: str, sidechain: bool = False) -> dict[str, Any]:
-    return {
-        "type": "user",
-        "parentUuid": parent,
-        "isSidechain": sidechain,
-        "sessionId": "s",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {"role": "user", "content": text},
-    }
-
-
-def _assistant(uuid: str, parent: str | None, text: str, sidechain: bool = False) -> dict[str, Any]:
-    return {
-        "type": "assistant",
-        "parentUuid": parent,
-        "isSidechain": sidechain,
-        "sessionId": "s",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {
-            "id": f"msg-{uuid}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        },
-    }
-
-
-def _write(path: Path, events: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    return path
 
 
 def _import(path: Path, store: Path, *extra: str) -> dict[str, Any]:
@@ -78,15 +42,7 @@ def test_rewinds_nested_deeper_than_the_recursion_limit_are_read() -> None:
     # each rewind forks inside the one before (the abandoned prompt x_i is the parent of the
     # next fork); the kept prompts' answers come last, newest first, so each y_i reaches furthest
     depth = sys.getrecursionlimit() + 100
-    events = [_user("r", None, "root"), _assistant("ra", "r", "ans")]
-    tail = []
-    parent = "ra"
-    for i in range(depth):
-        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
-        events.append(_user(f"y{i}", parent, f"keep {i}"))
-        tail.append(_assistant(f"ya{i}", f"y{i}", f"ka {i}"))
-        parent = f"xa{i}"
-    text = "".join(json.dumps(e) + "\n" for e in events + tail[::-1])
+    text = session_text(nested_rewinds(depth, root_answer="ans"))
     tree = session_tree(text)
     assert len(tree.threads) == depth
     assert [t.start for t in tree.threads[:3]] == ["x0", "x1", "x2"]
@@ -100,17 +56,17 @@ def test_rewinds_nested_deeper_than_the_recursion_limit_are_read() -> None:
 
 
 def test_a_prompt_uuid_reading_like_a_sidechain_name_does_not_merge_two_paths(tmp_path: Path) -> None:
-    session = _write(
+    session = write_session(
         tmp_path / "collide.jsonl",
         [
-            _user("r", None, "root"),
-            _assistant("ra", "r", "ans"),
-            _user("sidechain-S", "ra", "abandoned"),
-            _assistant("x1", "sidechain-S", "x"),
-            _user("keep", "ra", "keep"),
-            _assistant("k1", "keep", "k"),
-            _user("S", None, "sub task", sidechain=True),
-            _assistant("S2", "S", "sub answer", sidechain=True),
+            user_event("r", None, "root"),
+            assistant_event("ra", "r", "ans"),
+            user_event("sidechain-S", "ra", "abandoned"),
+            assistant_event("x1", "sidechain-S", "x"),
+            user_event("keep", "ra", "keep"),
+            assistant_event("k1", "keep", "k"),
+            user_event("S", None, "sub task", sidechain=True),
+            assistant_event("S2", "S", "sub answer", sidechain=True),
         ],
     )
     store = tmp_path / "s.db"
@@ -124,7 +80,9 @@ def test_a_prompt_uuid_reading_like_a_sidechain_name_does_not_merge_two_paths(tm
 
 
 def test_a_conversation_named_like_a_branch_is_left_alone(tmp_path: Path) -> None:
-    other = _write(tmp_path / "other.jsonl", [_user("o1", None, "other"), _assistant("o2", "o1", "reply")])
+    other = write_session(
+        tmp_path / "other.jsonl", [user_event("o1", None, "other"), assistant_event("o2", "o1", "reply")]
+    )
     store = tmp_path / "s.db"
     done = CliRunner().invoke(
         main, ["import", str(other), "--store", str(store), "--conversation", "dag@b1u"]
@@ -146,17 +104,17 @@ def test_a_conversation_named_like_a_branch_is_left_alone(tmp_path: Path) -> Non
 
 
 def test_notes_of_a_reparsed_main_conversation_name_the_users_file(tmp_path: Path) -> None:
-    session = _write(
+    session = write_session(
         tmp_path / "notes.jsonl",
         [
-            _user("r", None, "root"),
-            _assistant("ra", "r", "ans"),
-            _user("p1", "ra", "abandoned"),
-            _assistant("p1a", "p1", "x"),
-            _user("p2", "ra", "kept"),
-            _assistant("p2a", "p2", "k"),
-            _user("S", None, "sub task", sidechain=True),
-            _assistant("S2", "S", "sub answer", sidechain=True),
+            user_event("r", None, "root"),
+            assistant_event("ra", "r", "ans"),
+            user_event("p1", "ra", "abandoned"),
+            assistant_event("p1a", "p1", "x"),
+            user_event("p2", "ra", "kept"),
+            assistant_event("p2a", "p2", "k"),
+            user_event("S", None, "sub task", sidechain=True),
+            assistant_event("S2", "S", "sub answer", sidechain=True),
         ],
     )
     report = _import(session, tmp_path / "s.db")
@@ -188,7 +146,7 @@ def test_pi_entries_on_no_path_are_named_not_dropped_silently(tmp_path: Path) ->
         _pi_entry(5, "ra", "user", "number id"),  # line 8
         _pi_entry("last", "ra", "user", "final"),
     ]
-    _write(session, entries)
+    write_session(session, entries)
     store = tmp_path / "pi.db"
     done = CliRunner().invoke(
         main, ["import", str(session), "--store", str(store), "--branches", "--format", "pi", "--json"]
@@ -213,11 +171,11 @@ def _progress(uuid: str, parent: str, carried: dict[str, Any], agent: str) -> di
 
 
 def _carried_session(path: Path) -> Path:
-    return _write(
+    return write_session(
         path,
         [
-            _user("a", None, "hi"),
-            _assistant("b", "a", "yo"),
+            user_event("a", None, "hi"),
+            assistant_event("b", "a", "yo"),
             _progress("p1", "b", {"type": "user", "message": {"role": "user", "content": "sub q"}}, "ag1"),
             # a sub-agent message whose content is an object: the sub-agent's branch cannot be parsed
             _progress(
@@ -228,8 +186,8 @@ def _carried_session(path: Path) -> Path:
             ),
             # a sub-agent holding only a malformed message (a 'system' role in a user event)
             _progress("p3", "p2", {"type": "user", "message": {"role": "system", "content": "s"}}, "ag\n2"),
-            _user("c", "b", "more"),
-            _assistant("d", "c", "ok"),
+            user_event("c", "b", "more"),
+            assistant_event("d", "c", "ok"),
         ],
     )
 
@@ -237,7 +195,9 @@ def _carried_session(path: Path) -> Path:
 def test_a_branch_that_cannot_be_parsed_fails_the_import_before_anything_is_stored(tmp_path: Path) -> None:
     session = _carried_session(tmp_path / "carried.jsonl")
     store = tmp_path / "s.db"
-    other = _write(tmp_path / "other.jsonl", [_user("o1", None, "other"), _assistant("o2", "o1", "reply")])
+    other = write_session(
+        tmp_path / "other.jsonl", [user_event("o1", None, "other"), assistant_event("o2", "o1", "reply")]
+    )
     assert CliRunner().invoke(main, ["import", str(other), "--store", str(store)]).exit_code == 0
     before = [(i.name, i.messages) for i in list_conversations(str(store))]
     done = CliRunner().invoke(main, ["import", str(session), "--store", str(store), "--branches"])
@@ -284,9 +244,16 @@ def test_an_over_budget_compile_names_a_pinned_user_message_as_pinned_not_as_sys
 def test_a_uuid_used_twice_by_different_events_is_noted_and_a_repeat_is_not(tmp_path: Path) -> None:
     from compaction.formats import load_transcript
 
-    events = [_user("a", None, "hi"), _assistant("b", "a", "yo"), _user("a", "b", "another prompt")]
-    events += [_assistant("b", "a", "yo"), _assistant("c", "a", "ok")]  # line 4 repeats line 2 exactly
-    parsed = load_transcript(_write(tmp_path / "dup.jsonl", events), format="claude-code")
+    events = [
+        user_event("a", None, "hi"),
+        assistant_event("b", "a", "yo"),
+        user_event("a", "b", "another prompt"),
+    ]
+    events += [
+        assistant_event("b", "a", "yo"),
+        assistant_event("c", "a", "ok"),
+    ]  # line 4 repeats line 2 exactly
+    parsed = load_transcript(write_session(tmp_path / "dup.jsonl", events), format="claude-code")
     assert [m.text() for m in parsed.messages] == ["hi", "yo", "ok"]
     assert parsed.problems == [
         f"{tmp_path / 'dup.jsonl'}:3: the user event's uuid 'a' is the event's at line 1, whose message differs; "
@@ -297,12 +264,12 @@ def test_a_uuid_used_twice_by_different_events_is_noted_and_a_repeat_is_not(tmp_
 def test_unicode_line_separators_inside_events_do_not_hide_a_rewind(tmp_path: Path) -> None:
     # JSON allows U+2028, NEL and form feed raw inside strings; str.splitlines() splits on them
     events = [
-        _user("r", None, "root \u2028 with \x85 separators \x0c inside"),
-        _assistant("ra", "r", "ans"),
-        _user("p1", "ra", "abandoned \u2028 x"),
-        _assistant("p1a", "p1", "x"),
-        _user("p2", "ra", "kept"),
-        _assistant("p2a", "p2", "k"),
+        user_event("r", None, "root \u2028 with \x85 separators \x0c inside"),
+        assistant_event("ra", "r", "ans"),
+        user_event("p1", "ra", "abandoned \u2028 x"),
+        assistant_event("p1a", "p1", "x"),
+        user_event("p2", "ra", "kept"),
+        assistant_event("p2a", "p2", "k"),
     ]
     session = tmp_path / "seps.jsonl"
     session.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")
@@ -328,7 +295,9 @@ def test_inspect_of_a_pin_in_the_live_window_shows_it_raw_once_and_adds_up() -> 
     from compaction.pipeline import compress_and_compile
 
     history = [
-        Message("user" if i % 2 == 0 else "assistant", [{"type": "text", "text": f"turn {i}: " + "words " * 60}])
+        Message(
+            "user" if i % 2 == 0 else "assistant", [{"type": "text", "text": f"turn {i}: " + "words " * 60}]
+        )
         for i in range(81)
     ]
     recipe = Recipe(budget_tokens=5000)

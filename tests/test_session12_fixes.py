@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_code_sessions import assistant_event, rewind_tree, session_text, user_event, write_session
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,48 +38,6 @@ from compaction.store.sqlite import SQLiteStore
 from compaction.summarizers.extractive import ExtractiveSummarizer
 
 # -- 1. branch imports ----------------------------------------------------------------------
-
-
-def _user(uuid: str, parent: str | None, text: str) -> dict[str, Any]:
-    return {
-        "type": "user",
-        "parentUuid": parent,
-        "isSidechain": False,
-        "sessionId": "s",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {"role": "user", "content": text},
-    }
-
-
-def _assistant(uuid: str, parent: str, text: str) -> dict[str, Any]:
-    return {
-        "type": "assistant",
-        "parentUuid": parent,
-        "isSidechain": False,
-        "sessionId": "s",
-        "uuid": uuid,
-        "timestamp": "2025-07-01T10:00:00.000Z",
-        "message": {
-            "id": f"msg-{uuid}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        },
-    }
-
-
-def _session(parents: list[int]) -> str:
-    """A Claude Code session: turn ``i`` (a prompt and its answer) continues the answer of turn
-    ``parents[i]`` (``-1``: the root's), so turns continuing one answer are rewinds of each other."""
-    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
-    for i, parent in enumerate(parents):
-        after = "ra" if parent < 0 else f"a{parent}"
-        events += [_user(f"p{i}", after, f"ask {i}"), _assistant(f"a{i}", f"p{i}", f"answer {i}")]
-    return "".join(json.dumps(e) + "\n" for e in events)
 
 
 def _import(path: Path, store: Path) -> dict[str, Any]:
@@ -107,7 +66,7 @@ def test_each_branch_shows_its_path_and_each_prefix_is_stored_once(
 ) -> None:
     where = tmp_path_factory.mktemp("tree")
     session = where / "tree.jsonl"
-    text = _session(parents)
+    text = session_text(rewind_tree(parents))
     session.write_text(text, encoding="utf-8")
     store = where / "s.db"
     report = _import(session, store)
@@ -140,8 +99,7 @@ def test_each_branch_shows_its_path_and_each_prefix_is_stored_once(
 
 
 def test_a_prompt_with_many_siblings_imports_each_as_a_branch_of_the_conversation(tmp_path: Path) -> None:
-    session = tmp_path / "wide.jsonl"
-    session.write_text(_session([-1] * 40), encoding="utf-8")
+    session = write_session(tmp_path / "wide.jsonl", rewind_tree([-1] * 40))
     report = _import(session, tmp_path / "s.db")
     # the last prompt's answer reaches furthest in the file: it goes on in the conversation
     assert report["messages"] == 4
@@ -152,15 +110,14 @@ def test_a_prompt_with_many_siblings_imports_each_as_a_branch_of_the_conversatio
 
 def test_nested_rewinds_fork_each_from_the_one_before(tmp_path: Path) -> None:
     # turn i+1 continues turn i, and a last turn rewinds to the root: every other turn is abandoned
-    session = tmp_path / "deep.jsonl"
     depth = 30
-    events = [_user("r", None, "root"), _assistant("ra", "r", "root answer")]
+    events = [user_event("r", None, "root"), assistant_event("ra", "r", "root answer")]
     parent = "ra"
     for i in range(depth):
-        events += [_user(f"x{i}", parent, f"abandon {i}"), _assistant(f"xa{i}", f"x{i}", f"aa {i}")]
+        events += [user_event(f"x{i}", parent, f"abandon {i}"), assistant_event(f"xa{i}", f"x{i}", f"aa {i}")]
         parent = f"xa{i}"
-    events += [_user("k", "ra", "keep"), _assistant("ka", "k", "kept")]
-    session.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    events += [user_event("k", "ra", "keep"), assistant_event("ka", "k", "kept")]
+    session = write_session(tmp_path / "deep.jsonl", events)
     store = tmp_path / "s.db"
     report = _import(session, store)
     [branch] = report["branches"]  # one rewind: x0's subtree, a chain
