@@ -155,11 +155,7 @@ class _PrefixTree:
         node, kept, prints = self.root, [], []
         for message in messages:
             fingerprint = message.fingerprint()
-            child = node.children.get(fingerprint)
-            if child is None:
-                child = node.children[fingerprint] = _Node(
-                    fingerprint, message, ingest.chain_step(node.key, fingerprint)
-                )
+            child = self._child(node, fingerprint, message)
             held = child.message
             kept.append(
                 held if held is not None and held == message and held.meta == message.meta else message
@@ -174,13 +170,18 @@ class _PrefixTree:
         node = self.root
         self._mark(node, order, name)
         for fingerprint in prints:
-            child = node.children.get(fingerprint)
-            if child is None:
-                child = node.children[fingerprint] = _Node(
-                    fingerprint, None, ingest.chain_step(node.key, fingerprint)
-                )
-            node = child
+            node = self._child(node, fingerprint)
             self._mark(node, order, name)
+
+    @staticmethod
+    def _child(node: _Node, fingerprint: str, message: Message | None = None) -> _Node:
+        """Return the child of ``node`` for ``fingerprint``, made (holding ``message``) when missing."""
+        child = node.children.get(fingerprint)
+        if child is None:
+            child = node.children[fingerprint] = _Node(
+                fingerprint, message, ingest.chain_step(node.key, fingerprint)
+            )
+        return child
 
     @staticmethod
     def _mark(node: _Node, order: int, name: str) -> None:
@@ -223,12 +224,7 @@ class _PrefixTree:
         """Return the import key of each message of ``prints`` (chain over the seed and the fingerprints)."""
         node, out = self.root, []
         for fingerprint in prints:
-            child = node.children.get(fingerprint)
-            if child is None:
-                child = node.children[fingerprint] = _Node(
-                    fingerprint, None, ingest.chain_step(node.key, fingerprint)
-                )
-            node = child
+            node = self._child(node, fingerprint)
             out.append(node.key)
         return out
 
