@@ -250,17 +250,11 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
             raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
     else:
         messages = finish(transcript_format.parse(_decode(_read_all(path, name), name), ctx), ctx)
-    if ctx.unplaced:
-        raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
-    if chosen is not None and not messages:
-        raise _nothing_read(chosen, head, _decode(_read_all(path, name), name), ctx)
-    return ParsedTranscript(
-        messages=messages,
-        format=transcript_format.name,
-        skipped=ctx.skipped,
-        problems=ctx.problems,
-        unknown_blocks=unknown_block_counts(messages),
-    )
+
+    def nothing_read(given: TranscriptFormat) -> InvalidTranscript:
+        return _nothing_read(given, head, _decode(_read_all(path, name), name), ctx)
+
+    return _parsed(messages, transcript_format.name, ctx, name, chosen, nothing_read)
 
 
 def parse_text(text: str, format: str, *, name: str, lenient: bool = False) -> ParsedTranscript:
@@ -280,13 +274,37 @@ def parse_text(text: str, format: str, *, name: str, lenient: bool = False) -> P
     ctx = Context(name, lenient, detected=None)
     text = text[1:] if text.startswith("\ufeff") else text  # a leading byte order mark, as a file read drops it
     messages = finish(chosen.parse(text, ctx), ctx)
+
+    def nothing_read(given: TranscriptFormat) -> InvalidTranscript:
+        return _nothing_read(given, text[:_HEAD_BYTES].encode("utf-8", "surrogatepass"), text, ctx)
+
+    return _parsed(messages, chosen.name, ctx, name, chosen, nothing_read)
+
+
+def _parsed(
+    messages: list[Message],
+    format_name: str,
+    ctx: Context,
+    name: str,
+    chosen: TranscriptFormat | None,
+    nothing_read: Callable[[TranscriptFormat], InvalidTranscript],
+) -> ParsedTranscript:
+    """Return what parsing ``name`` as ``format_name`` read: ``messages`` and ``ctx``'s notes.
+
+    Raises:
+        LenientLoss: ``ctx`` holds messages that could not be placed (a chain through a
+            skipped line); nothing is returned.
+        InvalidTranscript: ``chosen`` (the format the caller named, ``None`` when detected)
+            read no message; the error is ``nothing_read(chosen)``, made only then (it may read
+            the file again).
+    """
     if ctx.unplaced:
         raise LenientLoss(name, ctx.skipped, ctx.unplaced, ctx.problems, ctx.skipped_lines)
-    if not messages:
-        raise _nothing_read(chosen, text[:_HEAD_BYTES].encode("utf-8", "surrogatepass"), text, ctx)
+    if chosen is not None and not messages:
+        raise nothing_read(chosen)
     return ParsedTranscript(
         messages=messages,
-        format=chosen.name,
+        format=format_name,
         skipped=ctx.skipped,
         problems=ctx.problems,
         unknown_blocks=unknown_block_counts(messages),
