@@ -29,19 +29,26 @@ bench/bench_count_shipped.py``.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from compaction import Recipe, Store, compile_request
-from compaction.blocks import DATA_URI_RE, canonical_json
+from compaction.blocks import DATA_URI_RE, Message, canonical_json
+from compaction.compile import CompiledRequest
 from compaction.formats import load_transcript
 from compaction.outputs import request_format
 from compaction.tokens.counting import count_text
 from compaction.tokens.encodings import get_encoding
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from body_tokens import string_tokens  # noqa: E402
+
 ENCODING = "o200k_base"
 
 
@@ -64,28 +71,34 @@ def _new_tool_call_tokens(block: dict[str, Any]) -> int:
     ).text_tokens([], ENCODING)
 
 
-def _shipped(value: Any, encode: Any) -> int:
-    if isinstance(value, str):
-        return len(encode(DATA_URI_RE.sub("", value)))
-    if isinstance(value, dict):
-        if value.get("type") == "image_url":
-            return 0
-        return sum(_shipped(v, encode) for k, v in value.items() if k not in ("type", "role"))
-    if isinstance(value, list):
-        return sum(_shipped(v, encode) for v in value)
-    return 0
+def _examples() -> Iterator[tuple[Path, list[Message]]]:
+    """Each transcript file in ``examples/`` (its README aside) and its messages, read leniently."""
+    for path in sorted(ROOT.glob("examples/**/*")):
+        if path.is_file() and path.name != "README.md":
+            yield path, load_transcript(path, lenient=True).messages
+
+
+def _compiled_whole(messages: list[Message], output_format: str) -> CompiledRequest:
+    """``messages`` compiled as one request for ``output_format`` at a budget that holds them whole
+    (4,000,000 tokens), images as placeholders."""
+    with Store(":memory:") as store:
+        store.append(messages)
+        return compile_request(
+            store, Recipe(budget_tokens=4_000_000, output_format=output_format, vision=False)
+        )
 
 
 def table() -> str:
     encode = get_encoding(ENCODING).encode_ordinary
+
+    def uri_free(text: str) -> int:  # a data URI in a text is priced as an image, not as text
+        return len(encode(DATA_URI_RE.sub("", text)))
+
     openai, anthropic = request_format("openai"), request_format("anthropic")
     lines = [
         f"{'transcript':58} {'before':>9} {'anthropic':>10} {'openai':>9} {'ships':>9} {'openai/ships':>13}"
     ]
-    for path in sorted(ROOT.glob("examples/**/*")):
-        if not path.is_file() or path.name == "README.md":
-            continue
-        messages = load_transcript(path, lenient=True).messages
+    for path, messages in _examples():
         kinds = {b.get("type") for m in messages for b in m.content}
         if not kinds & {"thinking", "redacted_thinking", "tool_use"}:
             continue
@@ -94,23 +107,12 @@ def table() -> str:
         before = now + sum(_old_tool_call_tokens(b) - _new_tool_call_tokens(b) for b in calls)
         for_openai = sum(openai.text_tokens(m.content, ENCODING) for m in messages)
         body = openai.render_conversation(None, [(m.role, m.content) for m in messages])
-        ships = sum(3 + _shipped(m, encode) for m in body["messages"])
+        ships = sum(3 + string_tokens(m, uri_free, aside=("type", "role")) for m in body["messages"])
         lines.append(
             f"{path.relative_to(ROOT / 'examples')!s:58} {before:9,} {now:10,} {for_openai:9,} {ships:9,}"
             f" {for_openai / ships:13.3f}"
         )
     return "\n".join(lines)
-
-
-def _body_strings(value: Any, encode: Any) -> int:
-    """tiktoken's tokens of every string of a shipped message, the ``type`` tags aside."""
-    if isinstance(value, str):
-        return len(encode(value))
-    if isinstance(value, dict):
-        return sum(_body_strings(v, encode) for k, v in value.items() if k != "type")
-    if isinstance(value, list):
-        return sum(_body_strings(v, encode) for v in value)
-    return 0
 
 
 def compiled_table() -> str:
@@ -121,17 +123,10 @@ def compiled_table() -> str:
         f" {'merged':>6} {'rest':>5} {'dropped':>7}"
     ]
     within = total = 0
-    for path in sorted(ROOT.glob("examples/**/*")):
-        if not path.is_file() or path.name == "README.md":
-            continue
-        messages = load_transcript(path, lenient=True).messages
-        with Store(":memory:") as store:
-            store.append(messages)
-            compiled = compile_request(
-                store, Recipe(budget_tokens=4_000_000, output_format="openai", vision=False)
-            )
+    for path, messages in _examples():
+        compiled = _compiled_whole(messages, "openai")
         shipped = json.loads(compiled.request.payload)["messages"]
-        body = sum(3 + _body_strings(m, encode) for m in shipped) + 3
+        body = sum(3 + string_tokens(m, lambda text: len(encode(text))) for m in shipped) + 3
         calls = sum(len(m.get("tool_calls") or []) for m in shipped)
         tool_messages = sum(m.get("role") == "tool" for m in shipped)
         stored = [m for m in messages if m.role != "system"]
@@ -163,15 +158,8 @@ def anthropic_table() -> str:
     from compaction.fuzz_checks import independent_tokens
 
     lines = [f"{'transcript':58} {'reported':>9} {'body':>9} {'ratio':>7}"]
-    for path in sorted(ROOT.glob("examples/**/*")):
-        if not path.is_file() or path.name == "README.md":
-            continue
-        messages = load_transcript(path, lenient=True).messages
-        with Store(":memory:") as store:
-            store.append(messages)
-            compiled = compile_request(
-                store, Recipe(budget_tokens=4_000_000, output_format="anthropic", vision=False)
-            )
+    for path, messages in _examples():
+        compiled = _compiled_whole(messages, "anthropic")
         body = independent_tokens(json.loads(compiled.request.payload), compiled.request.model)
         assert compiled.tokens >= body, path  # never below what ships
         lines.append(

@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any
 
+from body_tokens import string_tokens
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import histories, independent_tokens, payload_json
@@ -43,15 +44,7 @@ def tiktoken_count(text: str) -> int:
 
 def strings(value: Any) -> int:
     """tiktoken's tokens of every string of a body fragment, the ``type`` tags and image parts aside."""
-    if isinstance(value, str):
-        return tiktoken_count(value)
-    if isinstance(value, dict):
-        if value.get("type") == "image_url":
-            return 0  # priced from its pixels, apart from the text
-        return sum(strings(v) for k, v in value.items() if k != "type")
-    if isinstance(value, list):
-        return sum(strings(v) for v in value)
-    return 0
+    return string_tokens(value, tiktoken_count)
 
 
 def cookbook(messages: list[dict[str, Any]]) -> int:

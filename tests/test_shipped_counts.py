@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from body_tokens import string_tokens
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,13 +29,7 @@ def tiktoken_count(text: str) -> int:
 
 def shipped_strings(value: Any) -> int:
     """tiktoken's tokens of every string of a rendered body, the ``type`` and ``role`` tags aside."""
-    if isinstance(value, str):
-        return tiktoken_count(value)
-    if isinstance(value, dict):
-        return sum(shipped_strings(v) for k, v in value.items() if k not in ("type", "role"))
-    if isinstance(value, list):
-        return sum(shipped_strings(v) for v in value)
-    return 0
+    return string_tokens(value, tiktoken_count, aside=("type", "role"))
 
 
 KOREAN_CALL = {
