@@ -38,6 +38,24 @@ def _texts(store: Path, name: str) -> list[str]:
         return [m.text() for m in opened.messages()]
 
 
+def _rewound_beside_a_sidechain(path: Path, abandoned: str) -> Path:
+    """Write a session whose prompt ``abandoned`` (answered ``x``) is rewound for ``keep``
+    (answered ``k``), then a sidechain ``S`` of a prompt and its answer (lines 7 and 8)."""
+    return write_session(
+        path,
+        [
+            user_event("r", None, "root"),
+            assistant_event("ra", "r", "ans"),
+            user_event(abandoned, "ra", "abandoned"),
+            assistant_event("x1", abandoned, "x"),
+            user_event("keep", "ra", "keep"),
+            assistant_event("k1", "keep", "k"),
+            user_event("S", None, "sub task", sidechain=True),
+            assistant_event("S2", "S", "sub answer", sidechain=True),
+        ],
+    )
+
+
 def test_rewinds_nested_deeper_than_the_recursion_limit_are_read() -> None:
     # each rewind forks inside the one before (the abandoned prompt x_i is the parent of the
     # next fork); the kept prompts' answers come last, newest first, so each y_i reaches furthest
@@ -56,19 +74,7 @@ def test_rewinds_nested_deeper_than_the_recursion_limit_are_read() -> None:
 
 
 def test_a_prompt_uuid_reading_like_a_sidechain_name_does_not_merge_two_paths(tmp_path: Path) -> None:
-    session = write_session(
-        tmp_path / "collide.jsonl",
-        [
-            user_event("r", None, "root"),
-            assistant_event("ra", "r", "ans"),
-            user_event("sidechain-S", "ra", "abandoned"),
-            assistant_event("x1", "sidechain-S", "x"),
-            user_event("keep", "ra", "keep"),
-            assistant_event("k1", "keep", "k"),
-            user_event("S", None, "sub task", sidechain=True),
-            assistant_event("S2", "S", "sub answer", sidechain=True),
-        ],
-    )
+    session = _rewound_beside_a_sidechain(tmp_path / "collide.jsonl", abandoned="sidechain-S")
     store = tmp_path / "s.db"
     report = _import(session, store)
     names = [b["name"] for b in report["branches"]]
@@ -104,19 +110,7 @@ def test_a_conversation_named_like_a_branch_is_left_alone(tmp_path: Path) -> Non
 
 
 def test_notes_of_a_reparsed_main_conversation_name_the_users_file(tmp_path: Path) -> None:
-    session = write_session(
-        tmp_path / "notes.jsonl",
-        [
-            user_event("r", None, "root"),
-            assistant_event("ra", "r", "ans"),
-            user_event("p1", "ra", "abandoned"),
-            assistant_event("p1a", "p1", "x"),
-            user_event("p2", "ra", "kept"),
-            assistant_event("p2a", "p2", "k"),
-            user_event("S", None, "sub task", sidechain=True),
-            assistant_event("S2", "S", "sub answer", sidechain=True),
-        ],
-    )
+    session = _rewound_beside_a_sidechain(tmp_path / "notes.jsonl", abandoned="p1")
     report = _import(session, tmp_path / "s.db")
     notes = " ".join(report.get("notes", []) + report.get("problems", []))
     assert f"{session}:7" in notes or "notes.jsonl:7" in notes, report
