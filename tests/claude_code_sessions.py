@@ -25,38 +25,37 @@ __all__ = [
 _TIMESTAMP = "2025-07-01T10:00:00.000Z"
 
 
-def user_event(uuid: str, parent: str | None, text: str, *, sidechain: bool = False) -> dict[str, Any]:
-    """Return a user prompt event ``uuid`` continuing ``parent`` (``None``: a root)."""
+def _event(
+    kind: str, uuid: str, parent: str | None, sidechain: bool, message: dict[str, Any]
+) -> dict[str, Any]:
     return {
-        "type": "user",
+        "type": kind,
         "parentUuid": parent,
         "isSidechain": sidechain,
         "sessionId": "s",
         "uuid": uuid,
         "timestamp": _TIMESTAMP,
-        "message": {"role": "user", "content": text},
+        "message": message,
     }
+
+
+def user_event(uuid: str, parent: str | None, text: str, *, sidechain: bool = False) -> dict[str, Any]:
+    """Return a user prompt event ``uuid`` continuing ``parent`` (``None``: a root)."""
+    return _event("user", uuid, parent, sidechain, {"role": "user", "content": text})
 
 
 def assistant_event(uuid: str, parent: str | None, text: str, *, sidechain: bool = False) -> dict[str, Any]:
     """Return an assistant answer event ``uuid`` of one text block continuing ``parent``."""
-    return {
-        "type": "assistant",
-        "parentUuid": parent,
-        "isSidechain": sidechain,
-        "sessionId": "s",
-        "uuid": uuid,
-        "timestamp": _TIMESTAMP,
-        "message": {
-            "id": f"msg-{uuid}",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        },
+    message = {
+        "id": f"msg-{uuid}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
     }
+    return _event("assistant", uuid, parent, sidechain, message)
 
 
 def session_text(events: list[dict[str, Any]]) -> str:
