@@ -71,7 +71,7 @@ from .errors import (
     found,
 )
 from .imageinfo import info_from_block
-from .images import DAMAGED_DATA_URI, placeholder_for
+from .images import DAMAGED_DATA_URI, find_image_sites, placeholder_for
 from .outputs import request_format
 from .policy import ImageSettings, image_settings
 from .recipe import Recipe
@@ -87,7 +87,7 @@ from .store import HistoryStore, MessageFacts, StoredSummary, SummarySpan
 from .summarizers._record import range_label
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
-from .tokens.counting import count_text
+from .tokens.counting import DATA_URI_FRAMING, count_text, strip_data_uris
 from .types import SummaryKind
 from .wire import GatedRequest, OutboundRequest, gate
 
@@ -609,7 +609,7 @@ class Compactor:
         used = 0
         for piece in split_texts(lift_data_uris(pieces), part_limit, self.encoding):
             if piece["type"] == "text":
-                cost = count_text(piece["text"], self.encoding)
+                cost = self._part_text_cost(piece["text"])
             else:
                 piece, cost = self._part_image(piece, part_limit)
             if current and used + cost > part_limit:
@@ -636,6 +636,30 @@ class Compactor:
             )
             results.append(self._send(self._gate(request), "split"))
         return self._stitch(results, start, end)
+
+    def _part_text_cost(self, text: str) -> int:
+        """Return the tokens the gate counts for a text piece of a split part, at most.
+
+        A ``data:`` URI :func:`~compaction.splitting.lift_data_uris` left in the text (no
+        image could be read from it) does not ship: the gate counts the text without it, a
+        join (:data:`~compaction.tokens.counting.DATA_URI_FRAMING`) and the placeholder it
+        writes instead, which is priced here with the longest reason the gate gives.  The
+        URI's own text, often much shorter than its placeholder, is not what is sent.
+        """
+        if ";base64," not in text:
+            return count_text(text, self.encoding)
+        sites = find_image_sites([{"type": "text", "text": text}])
+        captions = self.images.captions
+        placeholders = sum(
+            count_text(
+                placeholder_for(
+                    site, _LONGEST_CAP_REASON, captions.get(site.sha256) if captions and site.sha256 else None
+                ),
+                self.encoding,
+            )
+            for site in sites
+        )
+        return count_text(strip_data_uris(text), self.encoding) + DATA_URI_FRAMING * len(sites) + placeholders
 
     def _part_image(self, block: Block, part_limit: int) -> tuple[Block, int]:
         """Return an image piece of a split part and its cost, or its placeholder when the image

@@ -213,10 +213,15 @@ def truncate_tool_result(block: Block, keep_tokens: int, encoding: str) -> Block
 
 
 def lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
-    """Turn ``data:image/...;base64,`` URIs inside text pieces into image blocks.
+    """Turn ``data:image/...;base64,`` URIs inside text pieces into pieces of their own.
 
-    Cutting text into parts must never cut through an image's base64; as blocks they are
-    priced and gated as the images they are.
+    Cutting text into parts must never cut through an image's base64.  A URI holding a
+    readable image becomes an image block, priced and gated as the image it is; one that
+    does not (cut short, damaged) becomes a text piece holding just the URI, which the gate
+    replaces by a placeholder: alone in its piece, it is priced as that placeholder
+    (``Compactor`` plans a part by it), and no piece holds several of them, whose
+    placeholders together could outgrow the part the piece was cut for.  The text around
+    the URIs is kept, in order.
     """
     out: list[Block] = []
     for piece in pieces:
@@ -226,10 +231,12 @@ def lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
             continue
         last = 0
         for match in DATA_URI_RE.finditer(text):
-            if not _readable_data_uri(match.group(0)):
-                continue  # left in the text; the gate replaces it by a placeholder
             if text[last : match.start()]:
                 out.append({"type": "text", "text": text[last : match.start()]})
+            last = match.end()
+            if not _readable_data_uri(match.group(0)):
+                out.append({"type": "text", "text": match.group(0)})  # the gate's placeholder stands for it
+                continue
             media = f"image/{match.group(1).lower()}"
             out.append(
                 {
@@ -241,7 +248,6 @@ def lift_data_uris(pieces: Sequence[Block]) -> list[Block]:
                     },
                 }
             )
-            last = match.end()
         if text[last:]:
             out.append({"type": "text", "text": text[last:]})
     return out
