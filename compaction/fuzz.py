@@ -38,7 +38,7 @@ from typing import Any
 from .blocks import Message
 from .compactor import Compactor
 from .compile import CompiledRequest, compile_request
-from .errors import CompactionError, InvalidArgument, OverBudget, found
+from .errors import CompactionError, InvalidArgument, InvalidMessage, InvalidTranscript, OverBudget, found
 from .fuzz_checks import (
     CapturingSummarizer,
     check_provider_grammar,
@@ -64,6 +64,7 @@ __all__ = [
     "check_case",
     "run_fuzz",
     "write_case",
+    "read_case",
     "replay_case",
     "recipe_toml",
 ]
@@ -541,8 +542,51 @@ def write_case(case: Case, out: str | Path, error: InvariantBroken | None = None
     return directory
 
 
+def read_case(directory: str | Path) -> Case:
+    """Return the case :func:`write_case` saved under ``directory``, exactly as it was run.
+
+    The messages are read from ``transcript.json`` as written, not through a transcript
+    format: a format's loader repairs what the fuzz draws on purpose (the Anthropic loader
+    renames a reused tool id ``toolu_0001`` to ``toolu_0001#2``), and a repaired history is
+    another case (its ids cost more tokens, so its rounds are cut elsewhere): the saved
+    failure would replay clean.
+
+    Raises:
+        InvalidTranscript: ``transcript.json`` is not ``{"messages": [{"role", "content"}, ...]}``
+            with a role string and a list of block objects per message, or a message's
+            role or blocks are not valid (the :class:`~compaction.blocks.Message` rules).
+        RecipeError: ``recipe.toml`` is not a valid recipe.
+        OSError: a saved file cannot be read.
+    """
+    directory = Path(directory)
+    path = directory / "transcript.json"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidTranscript(f"not a saved fuzz case's JSON: {err}", path=str(path)) from None
+    rows = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise InvalidTranscript('expected {"messages": [...]}', path=str(path))
+    messages = []
+    for index, row in enumerate(rows, start=1):
+        role = row.get("role") if isinstance(row, dict) else None
+        content = row.get("content") if isinstance(row, dict) else None
+        if not isinstance(role, str) or not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise InvalidTranscript(
+                f"message {index} is not {{'role': str, 'content': [block objects]}}", path=str(path), line=index
+            )
+        try:
+            messages.append(Message(role, tuple(content)))
+        except (InvalidMessage, InvalidArgument) as err:
+            raise InvalidTranscript(f"message {index}: {err}", path=str(path), line=index) from None
+    recipe = load_recipe(directory / "recipe.toml")
+    meta = json.loads((directory / "case.json").read_text(encoding="utf-8"))
+    origin = tuple(str(step) for step in meta.get("origin", ()))
+    return Case(tuple(messages), recipe, int(meta["keep_tail"]), bool(meta["close_tail"]), origin)
+
+
 def replay_case(directory: str | Path) -> CaseOutcome:
-    """Run a case :func:`write_case` saved, and check it again.
+    """Run a case :func:`write_case` saved (read by :func:`read_case`), and check it again.
 
     Returns:
         The :class:`CaseOutcome` (every invariant held).
@@ -551,11 +595,4 @@ def replay_case(directory: str | Path) -> CaseOutcome:
         InvariantBroken: the case still breaks an invariant.
         InvalidTranscript, RecipeError, OSError: the saved files cannot be read.
     """
-    from .formats import load_transcript
-
-    directory = Path(directory)
-    messages = load_transcript(directory / "transcript.json", format="anthropic").messages
-    recipe = load_recipe(directory / "recipe.toml")
-    meta = json.loads((directory / "case.json").read_text(encoding="utf-8"))
-    origin = tuple(str(step) for step in meta.get("origin", ()))
-    return check_case(Case(tuple(messages), recipe, int(meta["keep_tail"]), bool(meta["close_tail"]), origin))
+    return check_case(read_case(directory))

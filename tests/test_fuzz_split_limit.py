@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction import Recipe, load_recipe
 from compaction.blocks import Message
 from compaction.compactor import Compactor
-from compaction.fuzz import Case, check_case
+from compaction.errors import InvalidTranscript
+from compaction.fuzz import Case, check_case, read_case, write_case
 from compaction.fuzz_checks import CapturingSummarizer, png_b64
+from compaction.fuzz_strategies import histories
 from compaction.images import DAMAGED_DATA_URI, find_image_sites, placeholder_for
 from compaction.splitting import lift_data_uris
 from compaction.store import Store
@@ -180,3 +183,39 @@ def test_every_summarizer_request_fits_its_limit(outputs: list[str]) -> None:
     compactor, summarizer = _compress(_round(outputs))  # raised "passed planning" before the fix
     assert summarizer.requests
     assert max(summarizer.tokens) <= compactor.request_limit
+
+
+def test_a_saved_case_is_read_back_with_its_reused_tool_ids(tmp_path: Path) -> None:
+    # the fuzz's case reuses toolu_0001 and toolu_0002; a transcript loader renames them
+    (tmp_path / "recipe.toml").write_text(FUZZ_RECIPE, encoding="utf-8")
+    messages = tuple(Message(role, tuple(content)) for role, content in map(json.loads, FUZZ_CASE))
+    case = Case(messages, load_recipe(tmp_path / "recipe.toml"), 0, False)
+    back = read_case(write_case(case, tmp_path / "saved"))
+    assert back == case
+    ids = [b["id"] for m in back.messages for b in m.content if b.get("type") == "tool_use"]
+    assert ids == ["toolu_0001", "toolu_0002", "toolu_0001", "toolu_0002", "toolu_0003", "toolu_0004"]
+
+
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(messages=histories(), keep_tail=st.integers(0, 3000), close_tail=st.booleans())
+def test_every_generated_case_is_read_back_as_written(
+    tmp_path_factory: pytest.TempPathFactory, messages: list[Message], keep_tail: int, close_tail: bool
+) -> None:
+    case = Case(tuple(messages), RECIPE, keep_tail, close_tail, ("generated",))
+    assert read_case(write_case(case, tmp_path_factory.mktemp("case"))) == case
+
+
+def test_a_saved_case_that_is_not_a_list_of_messages_is_refused_in_one_line(tmp_path: Path) -> None:
+    saved = write_case(Case(tuple(_round(["ok"])), RECIPE), tmp_path)
+    (saved / "transcript.json").write_text(
+        '{"messages": [{"role": "user", "content": "hi"}]}', encoding="utf-8"
+    )
+    with pytest.raises(
+        InvalidTranscript, match=r"message 1 is not \{'role': str, 'content': \[block objects\]\}"
+    ):
+        read_case(saved)
+    (saved / "transcript.json").write_text(
+        '{"messages": [{"role": "robot", "content": []}]}', encoding="utf-8"
+    )
+    with pytest.raises(InvalidTranscript, match="message 1: message role must be one of"):
+        read_case(saved)
