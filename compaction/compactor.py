@@ -65,6 +65,7 @@ from .chunking import Chunk, close_chunks, safe_boundaries, split_point
 from .errors import (
     CompactionError,
     InvalidArgument,
+    RecipeError,
     SummarizerError,
     SummarizerRefused,
     SummarizerUnavailable,
@@ -87,7 +88,7 @@ from .store import HistoryStore, MessageFacts, StoredSummary, SummarySpan
 from .summarizers._record import range_label
 from .summarizers.base import Summarizer, SummaryResult, l1_system_prompt, merge_system_prompt
 from .summarizers.extractive import ExtractiveSummarizer
-from .tokens.counting import DATA_URI_FRAMING, count_text, strip_data_uris
+from .tokens.counting import BLOCK_SEPARATOR, DATA_URI_FRAMING, count_text, strip_data_uris
 from .types import SummaryKind
 from .wire import GatedRequest, OutboundRequest, gate
 
@@ -135,6 +136,12 @@ class TickReport:
 #: As long as any reason the gate gives for replacing an image in a summarizer request.
 _LONGEST_CAP_REASON = f"{DAMAGED_DATA_URI}; over the image byte cap (999999999999 bytes)"
 
+
+#: A part number at least as long as any split's (a part's header is measured with it).
+_MOST_PARTS = 999_999
+
+#: The fewest tokens a summarizer request must leave beside its instructions (tokens).
+_LEAST_ROOM = 128
 
 #: How a quarantine stand-in summary's text begins.
 QUARANTINE_MARK = "[Quarantined: "
@@ -278,6 +285,17 @@ class Compactor:
             raise CompactionError(
                 f"summarizer_context_tokens ({recipe.summarizer_context_tokens}) leaves no room for a request "
                 f"beside the summary's output cap ({self.max_output_tokens} tokens); raise it"
+            )
+        instructions = max(
+            count_text(prompt(recipe.summary_max_tokens, recipe.summary_focus), recipe.encoding)
+            for prompt in (l1_system_prompt, merge_system_prompt)
+        )
+        if self.request_limit - instructions < _LEAST_ROOM:
+            raise RecipeError(
+                f"summarizer_context_tokens ({recipe.summarizer_context_tokens}) leaves {self.request_limit - instructions}"
+                f" tokens for a request's content beside the summary's output cap ({self.max_output_tokens}) and the"
+                f" summarizer's instructions ({instructions}, summary_focus included); at least {_LEAST_ROOM} are"
+                " needed: raise it or shorten summary_focus"
             )
         self._report = TickReport()
         self._answered = 0  # summarizer requests answered with a summary on this tick
@@ -603,15 +621,19 @@ class Compactor:
             if message.role == "system":
                 continue
             pieces.extend(flatten(message))
-        part_limit = max(128, (self.request_limit - 300) // 2)
+        # What a part's request holds besides the part (instructions, focus, header, ask,
+        # framing), measured by the gate with the longest header: a part gets the rest.
+        fixed = self._gate(self._part_request(_MOST_PARTS, _MOST_PARTS, start, end, ())).tokens
+        part_limit = min(max(128, (self.request_limit - 300) // 2), self.request_limit - fixed)
         parts: list[list[Block]] = []
         current: list[Block] = []
         used = 0
-        for piece in split_texts(lift_data_uris(pieces), part_limit, self.encoding):
+        for piece in split_texts(lift_data_uris(pieces), part_limit - BLOCK_SEPARATOR, self.encoding):
             if piece["type"] == "text":
                 cost = self._part_text_cost(piece["text"])
             else:
-                piece, cost = self._part_image(piece, part_limit)
+                piece, cost = self._part_image(piece, part_limit - BLOCK_SEPARATOR)
+            cost += BLOCK_SEPARATOR  # its join to the block before it in the part's message
             if current and used + cost > part_limit:
                 parts.append(current)
                 current, used = [], 0
@@ -621,21 +643,25 @@ class Compactor:
             parts.append(current)
         results = []
         for index, part in enumerate(parts):
-            header = {
-                "type": "text",
-                "text": (
-                    f"Part {index + 1} of {len(parts)} of {range_label(start, end - 1).lower()} of the history "
-                    "(one tool round too large to send whole):"
-                ),
-            }
-            ask = {"type": "text", "text": "Write the state record of this part."}
-            request = OutboundRequest(
-                "split",
-                l1_system_prompt(self.recipe.summary_max_tokens, self.recipe.summary_focus),
-                (("user", (header, *part)), ("user", (ask,))),
-            )
+            request = self._part_request(index + 1, len(parts), start, end, part)
             results.append(self._send(self._gate(request), "split"))
         return self._stitch(results, start, end)
+
+    def _part_request(self, number: int, total: int, start: int, end: int, part: Sequence[Block]) -> OutboundRequest:
+        """Return the request of part ``number`` of ``total`` of messages ``[start, end)``."""
+        header = {
+            "type": "text",
+            "text": (
+                f"Part {number} of {total} of {range_label(start, end - 1).lower()} of the history "
+                "(one tool round too large to send whole):"
+            ),
+        }
+        ask = {"type": "text", "text": "Write the state record of this part."}
+        return OutboundRequest(
+            "split",
+            l1_system_prompt(self.recipe.summary_max_tokens, self.recipe.summary_focus),
+            (("user", (header, *part)), ("user", (ask,))),
+        )
 
     def _part_text_cost(self, text: str) -> int:
         """Return the tokens the gate counts for a text piece of a split part, at most.

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from compaction import Recipe, load_recipe
 from compaction.blocks import Message
 from compaction.compactor import Compactor
-from compaction.errors import InvalidTranscript
+from compaction.errors import InvalidTranscript, RecipeError
 from compaction.fuzz import Case, check_case, read_case, write_case
 from compaction.fuzz_checks import CapturingSummarizer, png_b64
 from compaction.fuzz_strategies import histories
@@ -219,3 +219,27 @@ def test_a_saved_case_that_is_not_a_list_of_messages_is_refused_in_one_line(tmp_
     )
     with pytest.raises(InvalidTranscript, match="message 1: message role must be one of"):
         read_case(saved)
+
+
+def test_a_part_leaves_room_for_a_long_summary_focus() -> None:
+    # a focus of 900 characters adds about 150 tokens to every part's instructions; parts
+    # were sized as if the instructions were as long as without one (raised at 764 of 700)
+    focused = RECIPE.replace(summary_focus=("errors and decisions " * 50)[:900].strip())
+    outputs = [f"out {i}: " + "the test failed\n" * 30 for i in range(12)]
+    with Store(":memory:") as store:
+        store.append(_round(outputs))
+        summarizer = CapturingSummarizer(encoding=RECIPE.encoding)
+        compactor = Compactor(store, focused, summarizer)
+        compactor.tick(keep_tail_tokens=0, close_tail=True)
+    assert [kind for kind, _ in summarizer.requests].count("split") >= 2
+    assert max(summarizer.tokens) <= compactor.request_limit == 700
+
+
+def test_a_window_too_small_for_the_instructions_is_refused_in_one_line() -> None:
+    focused = RECIPE.replace(summary_focus=("errors and decisions " * 100)[:2000].strip())
+    with Store(":memory:") as store, pytest.raises(RecipeError) as caught:
+        Compactor(store, focused, CapturingSummarizer(encoding=RECIPE.encoding))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("summarizer_context_tokens (740) leaves -20 tokens for a request's content")
+    assert "summarizer's instructions (720, summary_focus included); at least 128 are needed" in message
