@@ -185,6 +185,33 @@ def test_every_summarizer_request_fits_its_limit(outputs: list[str]) -> None:
     assert max(summarizer.tokens) <= compactor.request_limit
 
 
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    focus=st.integers(min_value=0, max_value=2000),
+    window=st.integers(min_value=600, max_value=1400),
+    outputs=st.lists(_OUTPUT, min_size=1, max_size=12),
+    lines=st.integers(min_value=0, max_value=40),
+)
+def test_every_request_fits_whatever_the_window_and_focus(
+    focus: int, window: int, outputs: list[str], lines: int
+) -> None:
+    recipe = RECIPE.replace(
+        summarizer_context_tokens=window,
+        summary_focus=("errors and decisions " * 100)[:focus].strip() or None,
+    )
+    with Store(":memory:") as store:
+        store.append(_round([*outputs, "the test failed\n" * lines]))
+        summarizer = CapturingSummarizer(encoding=recipe.encoding)
+        try:
+            compactor = Compactor(store, recipe, summarizer)
+        except RecipeError as err:  # refused up front, with the figures that say why
+            assert f"summarizer_context_tokens ({window}) leaves " in str(err)
+            return
+        compactor.tick(keep_tail_tokens=0, close_tail=True)
+    assert summarizer.requests
+    assert max(summarizer.tokens) <= compactor.request_limit
+
+
 def test_a_saved_case_is_read_back_with_its_reused_tool_ids(tmp_path: Path) -> None:
     # the fuzz's case reuses toolu_0001 and toolu_0002; a transcript loader renames them
     (tmp_path / "recipe.toml").write_text(FUZZ_RECIPE, encoding="utf-8")
