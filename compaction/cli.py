@@ -256,7 +256,10 @@ def import_command(
         kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
         click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)
     if parsed.skipped:
-        click.echo(f"skipped {parsed.skipped} malformed lines:", err=True)
+        others = len(parsed.problems) - parsed.skipped  # re-links and left-out branches beside them
+        click.echo(
+            f"skipped {parsed.skipped} malformed lines" + (f", and {others} notes:" if others > 0 else ":"), err=True
+        )
     elif parsed.problems:
         click.echo("notes:", err=True)
     for problem in parsed.problems:  # every skipped line, re-link and left-out branch: nothing lost silently

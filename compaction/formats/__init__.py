@@ -241,15 +241,20 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
     transcript_format = chosen or detect(head, name, lambda: _decode(_read_all(path, name), name))
     ctx = Context(name, lenient, detected=None if chosen else transcript_format.name)
-    if transcript_format.reads_bytes:  # a line at a time from the file: never the whole file at once
-        parse = cast(Callable[[Iterable[bytes], Context], list[Draft]], transcript_format.parse)
-        try:
-            with open(path, "rb") as handle:
-                messages = finish(parse(_lines_of(handle), ctx), ctx)
-        except OSError as err:
-            raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
-    else:
-        messages = finish(transcript_format.parse(_decode(_read_all(path, name), name), ctx), ctx)
+    try:
+        if transcript_format.reads_bytes:  # a line at a time from the file: never the whole file at once
+            parse = cast(Callable[[Iterable[bytes], Context], list[Draft]], transcript_format.parse)
+            try:
+                with open(path, "rb") as handle:
+                    messages = finish(parse(_lines_of(handle), ctx), ctx)
+            except OSError as err:
+                raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
+        else:
+            messages = finish(transcript_format.parse(_decode(_read_all(path, name), name), ctx), ctx)
+    except InvalidTranscript as err:
+        if chosen is None or isinstance(err, (TranscriptUnreadable, LenientLoss)):
+            raise
+        raise _with_detected_hint(err, chosen, head, name, lambda: _decode(_read_all(path, name), name)) from err
 
     def nothing_read(given: TranscriptFormat) -> InvalidTranscript:
         return _nothing_read(given, head, _decode(_read_all(path, name), name), ctx)
@@ -309,6 +314,26 @@ def _parsed(
         problems=ctx.problems,
         unknown_blocks=unknown_block_counts(messages),
     )
+
+
+def _with_detected_hint(
+    err: InvalidTranscript, chosen: TranscriptFormat, head: bytes, name: str, read_all: Callable[[], str]
+) -> InvalidTranscript:
+    """Return ``err`` (a malformed line under a format the caller named) with the format its
+    content looks like, when detection says another: the named format may be what is wrong.
+    """
+    try:
+        detected = detect(head, name, read_all).name
+    except InvalidTranscript:
+        return err
+    if detected == chosen.name:
+        return err
+    hinted = InvalidTranscript(
+        f"{err} (read as {chosen.name!r}; detected from its content it would be {detected!r}: "
+        f"pass --format {detected} (format={detected!r} in Python) or leave the format out)"
+    )
+    hinted.path, hinted.line = err.path, err.line
+    return hinted
 
 
 def _nothing_read(chosen: TranscriptFormat, head: bytes, text: str, ctx: Context) -> InvalidTranscript:
