@@ -30,7 +30,8 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -478,7 +479,8 @@ def run_fuzz(
                 progress(min(int(time.perf_counter() - started), int(seconds)), int(seconds))
 
     try:
-        prop()
+        with _no_local_constants():
+            prop()
     except _TimeUp:
         if last:  # shrinking ran out of time: the smallest failing case so far
             err, case = last[-1]
@@ -492,6 +494,38 @@ def run_fuzz(
             report.failure.saved = write_case(case, out, err)
     report.seconds = time.perf_counter() - started
     return report
+
+
+@contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Keep hypothesis from drawing values out of the constants of the modules loaded.
+
+    Hypothesis (6.131 and later) draws about one value in twenty from the literals of the
+    "local" modules in ``sys.modules`` (not the standard library nor site-packages), read
+    again whenever a module is loaded.  The cases a seed drew then hung on which modules
+    happened to be loaded: the native counter or its Python twin (``_count_py.py``), the
+    command line's imports, a module first imported by an earlier case.  So ``compaction
+    fuzz --seed 0`` ran other cases with ``COMPACTION_NO_EXTENSIONS=1``, or called from
+    Python, and a failure of one build looked like state of the process.  Without them a
+    seed draws the same cases wherever it runs.  Does nothing on a hypothesis without
+    the mechanism.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover  (a hypothesis without the module)
+        yield
+        return
+    get = getattr(providers, "_get_local_constants", None)
+    make = getattr(providers, "Constants", None)
+    if get is None or make is None:  # pragma: no cover
+        yield
+        return
+    none = make()
+    providers._get_local_constants = lambda: none
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get
 
 
 def _toml_value(value: Any) -> str:

@@ -11,13 +11,16 @@ moved where the round's parts were cut: no process state was involved.)
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import compaction.fuzz
 from compaction import Recipe, load_recipe
 from compaction.blocks import Message
 from compaction.compactor import Compactor
@@ -270,3 +273,36 @@ def test_a_window_too_small_for_the_instructions_is_refused_in_one_line() -> Non
     assert "\n" not in message
     assert message.startswith("summarizer_context_tokens (740) leaves -20 tokens for a request's content")
     assert "summarizer's instructions (720, summary_focus included); at least 128 are needed" in message
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch, examples: int) -> list[tuple[str, int, bool]]:
+    """The cases ``run_fuzz`` (seed 0) draws: each one's messages, keep_tail and close_tail."""
+    seen: list[tuple[str, int, bool]] = []
+    real = compaction.fuzz.check_case
+
+    def check(case: Case) -> compaction.fuzz.CaseOutcome:
+        seen.append(
+            (json.dumps([[m.role, list(m.content)] for m in case.messages]), case.keep_tail, case.close_tail)
+        )
+        return real(case)
+
+    monkeypatch.setattr(compaction.fuzz, "check_case", check)
+    compaction.fuzz.run_fuzz(examples=examples, seed=0)
+    monkeypatch.undo()
+    return seen
+
+
+def test_a_seed_draws_the_same_cases_whatever_modules_are_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hypothesis draws some values from the literals of the local modules loaded: a module
+    # loaded (the Python counter instead of the native one, the CLI's imports) changed the cases
+    before = _drawn(monkeypatch, 40)
+    literals = ", ".join(str(n) for n in range(7, 3000, 3))
+    (tmp_path / "fuzz_extra_literals.py").write_text(f"VALUES = ({literals})\nWORDS = ('zebra', 'quartz')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("fuzz_extra_literals")
+    try:
+        assert _drawn(monkeypatch, 40) == before
+    finally:
+        sys.modules.pop("fuzz_extra_literals", None)
