@@ -55,6 +55,10 @@ CURRENT_REVISION = (
     " WHERE x.conversation_id = m.conversation_id AND x.seq = m.seq)"
 )
 
+#: The stop of the conversation a lineage is of, in the SQL of :meth:`Lineage.summaries`: past
+#: every seq (its summaries all count; 2**62 fits a BIGINT and an SQLite integer).
+_OPEN_STOP = 2**62
+
 #: The longest conversation name (characters).
 MAX_NAME = 200
 
@@ -153,29 +157,47 @@ class Lineage:
         """
         if shadowed and not alias:
             alias = "summaries."
+        own: list[str] = []
         parts: list[str] = []
         args: list[int] = []
-        nearer: list[Segment] = []
         for seg in self.segments:
             if seg.end is None:
-                parts.append(f"({alias}conversation_id = {mark})")
+                own.append(f"({alias}conversation_id = {mark})")
                 args.append(seg.conversation_id)
-                nearer.append(seg)
-                continue
-            terms = [f"{alias}conversation_id = {mark} AND {alias}end_seq <= {mark}"]
-            args += [seg.conversation_id, seg.end]
-            if shadowed:
-                for near in nearer:  # one probe per conversation: each an index range, not a scan
-                    terms.append(
-                        f"NOT EXISTS (SELECT 1 FROM summaries o WHERE o.conversation_id = {mark}"
-                        f" AND o.level <= {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq"
-                        + ("" if near.end is None else f" AND o.end_seq <= {mark}")
-                        + ")"
-                    )
-                    args += [near.conversation_id] + ([] if near.end is None else [near.end])
-            parts.append(_joined(terms, "AND"))
-            nearer.append(seg)
-        return (_joined(parts, "OR") if parts else "(1 = 0)"), args
+            else:
+                parts.append(f"({alias}conversation_id = {mark} AND {alias}end_seq <= {mark})")
+                args += [seg.conversation_id, seg.end]
+        if not parts:
+            return (own[0] if own else "(1 = 0)"), args
+        ancestral = _joined(parts, "OR")
+        if shadowed:
+            ancestral = f"({ancestral} AND NOT EXISTS {self._nearer_overlap(alias)})"
+        return _joined([*own, ancestral], "OR"), args
+
+    def _nearer_overlap(self, alias: str) -> str:
+        """Return a subquery finding a summary nearer in the lineage that hides the one at ``alias``.
+
+        The lineage is written once into the SQL as a ``VALUES`` table of (conversation id,
+        depth, stop) rows: 0 is the conversation itself (stop: no limit), its parent 1, and so
+        on, with the seq where this lineage leaves each as its stop.  A summary ``o`` hides the
+        summary at ``alias`` when ``o`` is kept with a conversation of lower depth, ends by that
+        conversation's stop, is of the same or a lower level and overlaps it.  One table and
+        one probe of ``summaries`` per row of it: the query grows linearly with depth (one
+        ``NOT EXISTS`` per pair of conversations grew with its square, past SQLite's 65,535
+        references to a table near 360 deep).  The values are the store's own integer ids
+        and seqs written as literals, so a deep lineage needs no placeholders (SQLite allows
+        32,766).
+        """
+        rows = ", ".join(
+            f"({int(seg.conversation_id)}, {depth}, {_OPEN_STOP if seg.end is None else int(seg.end)})"
+            for depth, seg in enumerate(self.segments)
+        )
+        return (
+            f"(SELECT 1 FROM (VALUES {rows}) AS here, (VALUES {rows}) AS near, summaries o"
+            f" WHERE here.column1 = {alias}conversation_id AND near.column2 < here.column2"
+            f" AND o.conversation_id = near.column1 AND o.end_seq <= near.column3"
+            f" AND o.level <= {alias}level AND o.start_seq < {alias}end_seq AND o.end_seq > {alias}start_seq)"
+        )
 
     def points(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
         """Return a SQL condition selecting the per-message marks (pins) it sees, and its arguments.

@@ -248,26 +248,28 @@ class ConversationScope:
         return out
 
     def _summary_count(self, lineage: Lineage) -> int:
-        """Return how many summaries ``lineage`` shows (inside the caller's read).
+        """Return how many summaries ``lineage`` shows (inside the caller's read)."""
+        if not self._holds_summaries(lineage):
+            return 0
+        where, args = lineage.summaries(mark=self._mark)
+        return int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
 
-        The shadowing condition grows with the square of the lineage's depth (each ancestor's
-        summaries are checked against every nearer conversation's), so when no conversation of
-        the lineage keeps a summary, one plain count says 0 without building it.
+    def _holds_summaries(self, lineage: Lineage) -> bool:
+        """Return whether any conversation of ``lineage`` keeps a summary (inside the caller's read).
+
+        One plain probe per 500 conversations of the lineage: when it says no, the lineage
+        shows no summary, and the shadowing condition of :meth:`.Lineage.summaries` (a probe
+        of ``summaries`` per ancestor for each row) need not run at all.
         """
         ids = [seg.conversation_id for seg in lineage.segments]
-        if not ids:
-            return 0
         m = self._mark
-        held = 0
         for start in range(0, len(ids), 500):  # under every driver's limit of placeholders
             chunk = ids[start : start + 500]
             marks = ", ".join([m] * len(chunk))
             row = self._db.execute(f"SELECT 1 FROM summaries WHERE conversation_id IN ({marks}) LIMIT 1", chunk)
-            held += row.fetchone() is not None
-        if not held:
-            return 0
-        where, args = lineage.summaries(mark=m)
-        return int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
+            if row.fetchone() is not None:
+                return True
+        return False
 
     def branch(self, name: str, at: int) -> ConversationInfo:
         """Fork this conversation at seq ``at``: a new conversation ``name`` that shares ``[0, at)``.

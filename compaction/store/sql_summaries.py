@@ -162,6 +162,8 @@ class SummaryQueries(CommonQueries):
         """
         check_ints(level=level)
         with self._reading("reading summaries"):
+            if len(self._lineage.segments) > 1 and not self._holds_summaries(self._lineage):
+                return 0  # a branch whose lineage keeps no summary (compile asks this first)
             where, args = self._seen_summaries()
             row = self._db.execute(
                 f"SELECT MAX(end_seq) FROM summaries WHERE {where} AND level = {self._mark}", (*args, level)
