@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import canonical_json, unknown_block_text
-from ..tokens.counting import DROPPED_STAND_IN, UNSIGNED_THINKING, blocks_text_tokens, blocks_were_all_dropped
+from ..tokens.counting import UNSIGNED_THINKING, blocks_text_tokens, shipped_blocks
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
@@ -79,11 +79,8 @@ class AnthropicMessages(RequestFormat):
             if role == "system":
                 system_texts.extend(b.get("text", "") for b in blocks)
                 continue
-            content = [
-                _sendable(json.loads(canonical_json(b))) for b in blocks if b.get("type") not in self.dropped_block_types
-            ]
-            if not content and blocks_were_all_dropped(blocks, self.dropped_block_types):
-                content = [dict(DROPPED_STAND_IN)]
+            # a message of nothing (or of dropped blocks only) ships as its counted stand-in
+            content = [_sendable(json.loads(canonical_json(b))) for b in shipped_blocks(blocks, self.dropped_block_types)]
             if out and out[-1]["role"] == role:
                 out[-1]["content"].extend(content)
             else:

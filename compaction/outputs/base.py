@@ -21,13 +21,12 @@ from typing import Any, ClassVar
 from ..blocks import DATA_URI_RE, Block
 from ..tokens.counting import (
     BLOCK_SEPARATOR,
-    DROPPED_STAND_IN,
     blocks_text_tokens,
-    blocks_were_all_dropped,
     cache_key,
     count_text,
     message_overhead,
     request_overhead,
+    shipped_blocks,
 )
 from ..tokens.image_pricing import price_image
 from ..types import RequestFormatName
@@ -43,8 +42,10 @@ def merge_turns(messages: Sequence[WireMessage], dropped_block_types: frozenset[
 
     OpenAI's shapes need it: an assistant turn's tool outputs must follow it directly, and a
     user turn's tool outputs come before its other parts.  A message whose blocks the format
-    drops entirely becomes the counted stand-in (``DROPPED_STAND_IN``), which must ship so even
-    when merged into a turn.  System messages are never merged.
+    drops entirely becomes the counted stand-in (``DROPPED_STAND_IN``), and a message with
+    nothing a provider takes (no blocks, or only empty or whitespace texts) ``EMPTY_STAND_IN``
+    (:func:`~compaction.tokens.counting.shipped_blocks`); each must ship so even when merged
+    into a turn.  Blocks of a dropped type are left out.  System messages are never merged.
 
     Args:
         messages: ``(role, blocks)`` in order, as the gate left them.
@@ -55,8 +56,8 @@ def merge_turns(messages: Sequence[WireMessage], dropped_block_types: frozenset[
     """
     merged: list[tuple[str, list[Block]]] = []
     for role, blocks in messages:
-        if blocks_were_all_dropped(blocks, dropped_block_types):
-            blocks = (DROPPED_STAND_IN,)
+        if role != "system":
+            blocks = shipped_blocks(blocks, dropped_block_types)
         if role in ("assistant", "user") and merged and merged[-1][0] == role:
             merged[-1][1].extend(blocks)
         else:

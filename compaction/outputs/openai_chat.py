@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import Block, canonical_json, unknown_block_text
-from ..tokens.counting import DROPPED_STAND_IN, blocks_were_all_dropped
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage, merge_turns
 
@@ -76,8 +75,6 @@ def _assistant_message(blocks: Sequence[Block]) -> dict[str, Any]:
             continue
         else:
             texts.append(unknown_block_text(block))
-    if not texts and not calls and blocks_were_all_dropped(blocks, OpenAIChat.dropped_block_types):
-        texts.append(DROPPED_STAND_IN["text"])  # OpenAI refuses an assistant message with neither
     message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls

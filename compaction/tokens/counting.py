@@ -44,6 +44,10 @@ __all__ = [
     "UNSIGNED_THINKING",
     "DATA_URI_FRAMING",
     "TOOL_ERROR_PREFIX",
+    "DROPPED_STAND_IN",
+    "EMPTY_STAND_IN",
+    "blocks_were_all_dropped",
+    "shipped_blocks",
 ]
 
 #: Bumped whenever a message's count changes for the same text; stores key their cached
@@ -55,7 +59,9 @@ __all__ = [
 #: 7: a call's id and frame count the larger of the two, not their sum (see TOOL_CALL_OVERHEAD).
 #: 8: an unsigned thinking block counts the tokens of the text it ships as (UNSIGNED_THINKING).
 #: 9: a block in a tool result other than text or an image counts as the JSON text it ships as.
-COUNTING_VERSION = 9
+#: 10: a message with nothing a provider takes (no blocks, or only empty or whitespace texts)
+#: counts the stand-in it ships as (EMPTY_STAND_IN).
+COUNTING_VERSION = 10
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -333,6 +339,44 @@ def blocks_were_all_dropped(blocks: Iterable[Block], dropped: frozenset[str]) ->
     return bool(items) and all(b.get("type") in dropped for b in items)
 
 
+#: What a message with nothing a provider takes ships as: no blocks at all, or only text
+#: blocks that are empty or whitespace (OpenAI Chat refuses an assistant message with neither
+#: content nor calls; Anthropic an empty turn, an empty text block and a text block of
+#: whitespace only: "text content blocks must contain non-whitespace text").  A stored message
+#: cannot be removed (the store is append-only), so it ships as this loud line, counted.
+EMPTY_STAND_IN: Block = {
+    "type": "text",
+    "text": "[an empty message: it held no text, calls or other content]",
+}
+
+
+def _blank_text(block: Block) -> bool:
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def shipped_blocks(blocks: Iterable[Block], dropped: frozenset[str] = frozenset()) -> list[Block]:
+    """Return the blocks one message ships as in a request format that drops ``dropped`` types.
+
+    The blocks not of a ``dropped`` type, in order; when none is left, or only empty or
+    whitespace texts are, the message ships as one loud stand-in instead, never as nothing:
+    :data:`DROPPED_STAND_IN` when the format dropped some of its blocks, else
+    :data:`EMPTY_STAND_IN`.  Renderers and :func:`blocks_text_tokens` both read it, so what is
+    counted is what ships.
+
+    Args:
+        blocks: one message's blocks (the gated internal form).
+        dropped: the format's ``dropped_block_types``.
+
+    Returns:
+        A new list of blocks (never empty); the input is not changed.
+    """
+    items = list(blocks)
+    kept = [b for b in items if b.get("type") not in dropped] if dropped else items
+    if kept and not all(_blank_text(b) for b in kept):
+        return kept
+    return [DROPPED_STAND_IN if len(kept) < len(items) else EMPTY_STAND_IN]
+
+
 #: Block types a renderer never joins into a message's text: OpenAI Chat ships a call in
 #: ``tool_calls`` and a result as a ``tool`` message (Responses: items of their own);
 #: Anthropic ships every block apart.
@@ -392,10 +436,7 @@ def blocks_text_tokens(
     :func:`message_overhead` its result counts; Anthropic ships them as one user turn, whose
     frame those per-result frames more than cover.
     """
-    blocks = list(blocks)
-    shipped = [b for b in blocks if b.get("type") not in dropped] if dropped else blocks
-    if dropped and not shipped and blocks_were_all_dropped(blocks, dropped):
-        shipped = [DROPPED_STAND_IN]  # the message ships as this line (see the renderers)
+    shipped = shipped_blocks(blocks, dropped)  # a message of nothing ships as a stand-in
     total = 0 if results_only(shipped) else message_overhead(encoding)
     # Only a message's texts are joined into one string; its calls and results ship apart.
     joined = sum(1 for b in shipped if b.get("type") not in _SHIPPED_APART)
