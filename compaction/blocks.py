@@ -53,6 +53,8 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "DATA_URI_RE",
     "unknown_block_text",
+    "data_uri_stand_in",
+    "replace_data_uris",
 ]
 
 Block = dict[str, Any]
@@ -142,9 +144,35 @@ def json_depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def unknown_block_text(block: Block) -> str:
-    """Return the loud text stand-in for a block a request format cannot carry (never empty)."""
+def data_uri_stand_in(match: re.Match[str]) -> str:
+    """Return the loud text that replaces one ``data:`` image URI a block of unknown type holds.
+
+    Such a block ships as text (:func:`unknown_block_text`), where an image cannot be shown,
+    so the URI's base64 never ships: the line names the media type and the base64 length
+    (characters) and says the block is kept in the store.  It holds no ``;base64,``, so no
+    request format reads it as an image input.
+    """
     return (
+        f"[data:image/{match.group(1).lower()} URI of {len(match.group(2)):,} base64 characters not shown:"
+        " it is inside a block this format cannot carry; the block is kept in the store]"
+    )
+
+
+def replace_data_uris(text: str) -> str:
+    """Return ``text`` with each ``data:`` image URI replaced by :func:`data_uri_stand_in`."""
+    if ";base64," not in text:
+        return text
+    return DATA_URI_RE.sub(data_uri_stand_in, text)
+
+
+def unknown_block_text(block: Block) -> str:
+    """Return the loud text stand-in for a block a request format cannot carry (never empty).
+
+    The block's canonical JSON, named by its type; a ``data:`` image URI inside it is replaced
+    by :func:`data_uri_stand_in` (a text stand-in carries no image input, and the gate decides
+    only the images of text, image and tool blocks).
+    """
+    return replace_data_uris(
         f"[content block of type {block.get('type')!r} not supported by this format: {canonical_json(block)}]"
     )
 

@@ -12,9 +12,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import independent_tokens, payload_json
+from strategies import independent_tokens, payload_json, png_b64
 
 from compaction import Message, Recipe, Store, compile_request
+from compaction.blocks import DATA_URI_RE, replace_data_uris, unknown_block_text
 from compaction.tokens.counting import EMPTY_STAND_IN, shipped_blocks
 
 FORMATS = ("openai", "openai-responses", "anthropic")
@@ -85,3 +86,61 @@ def test_only_a_message_of_nothing_becomes_the_stand_in() -> None:
     dropped = shipped_blocks([thinking, _text(" ")], frozenset({"thinking"}))
     assert dropped != [EMPTY_STAND_IN] and len(dropped) == 1  # says reasoning was left out
     assert shipped_blocks([thinking]) == [thinking]
+
+
+def _uri(data: str) -> str:
+    return "data:image/png;base64," + data
+
+
+@st.composite
+def _blocks_holding_a_data_uri(draw: st.DrawFn) -> list[Message]:
+    """A history where a block of a type the gate does not walk holds a ``data:`` image URI."""
+    data = draw(st.sampled_from([png_b64(8, 8), png_b64(2, 3), "iVBORw0KGgo"]))  # the last is cut short
+    key = draw(st.sampled_from(["payload", "url", "data"]))
+    where = draw(st.sampled_from(["user", "assistant", "nested", "anthropic's own"]))
+    unknown = {"type": draw(st.sampled_from(["weird_block", "web_search_call"])), key: _uri(data)}
+    ask = Message(role="user", content=[_text("look")])
+    call = {"type": "tool_use", "id": "c1", "name": "read", "input": {}}
+    if where == "user":
+        return [Message(role="user", content=[_text("see"), unknown])]
+    if where == "assistant":
+        return [
+            ask,
+            Message(role="assistant", content=[unknown]),
+            Message(role="user", content=[_text("ok")]),
+        ]
+    if where == "nested":
+        result = {"type": "tool_result", "tool_use_id": "c1", "content": [_text("a"), unknown]}
+        return [ask, Message(role="assistant", content=[call]), Message(role="user", content=[result])]
+    server = {"type": "server_tool_use", "id": "s1", "name": "web_fetch", "input": {"url": _uri(data)}}
+    fetched = {"type": "web_fetch_tool_result", "tool_use_id": "s1", "content": {key: _uri(data)}}
+    return [
+        ask,
+        Message(role="assistant", content=[server, fetched]),
+        Message(role="user", content=[_text("ok")]),
+    ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_blocks_holding_a_data_uri(), fmt=st.sampled_from(FORMATS))
+def test_a_data_uri_in_a_block_of_unknown_type_ships_as_its_counted_stand_in(
+    messages: list[Message], fmt: str
+) -> None:
+    # before: "the body carries 1 image inputs, the gate kept 0" in every format: the block's
+    # JSON stand-in (or Anthropic's verbatim block) carried the URI, which the gate never decided
+    body, tokens, independent = _compile(messages, fmt)
+    text = payload_text(body)
+    assert ";base64," not in text
+    assert "base64 characters not shown: it is inside a block this format cannot carry" in text
+    assert independent <= tokens
+
+
+def test_a_data_uri_stand_in_names_the_image_and_is_no_image_input() -> None:
+    data = png_b64(8, 8)
+    text = replace_data_uris(f"a {_uri(data)} b")
+    assert text == (
+        f"a [data:image/png URI of {len(data):,} base64 characters not shown: it is inside a block this"
+        " format cannot carry; the block is kept in the store] b"
+    )
+    assert not DATA_URI_RE.search(text)
+    assert ";base64," not in unknown_block_text({"type": "x", "v": [_uri(data), _uri(data)]})

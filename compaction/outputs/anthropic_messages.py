@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..blocks import canonical_json, unknown_block_text
+from ..blocks import KNOWN_BLOCK_TYPES, canonical_json, replace_data_uris, unknown_block_text
 from ..tokens.counting import UNSIGNED_THINKING, blocks_text_tokens, shipped_blocks
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
@@ -56,7 +56,23 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
         if marker is not None:
             stand_in["cache_control"] = marker
         return stand_in
+    if kind not in KNOWN_BLOCK_TYPES:  # Anthropic's own block, verbatim: never an image input
+        return _without_data_uris(block)
+    if kind == "tool_result" and isinstance(block.get("content"), list):
+        # a result's blocks besides texts and images are counted as their text stand-ins; a
+        # data: URI inside one ships as its stand-in too, never as an undecided image
+        content = [b if b.get("type") in ("text", "image") else _without_data_uris(b) for b in block["content"]]
+        return {**block, "content": content}
     return block
+
+
+def _without_data_uris(block: dict[str, Any]) -> dict[str, Any]:
+    """Return ``block`` with each ``data:`` image URI in its strings replaced by its stand-in."""
+    raw = canonical_json(block)
+    if ";base64," not in raw:
+        return block
+    result: dict[str, Any] = json.loads(replace_data_uris(raw))
+    return result
 
 
 class AnthropicMessages(RequestFormat):

@@ -61,7 +61,9 @@ __all__ = [
 #: 9: a block in a tool result other than text or an image counts as the JSON text it ships as.
 #: 10: a message with nothing a provider takes (no blocks, or only empty or whitespace texts)
 #: counts the stand-in it ships as (EMPTY_STAND_IN).
-COUNTING_VERSION = 10
+#: 11: a data: image URI in a block of unknown type counts the text stand-in it ships as
+#: (blocks.data_uri_stand_in), not as an image's framing.
+COUNTING_VERSION = 11
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
