@@ -144,3 +144,50 @@ def test_a_data_uri_stand_in_names_the_image_and_is_no_image_input() -> None:
     )
     assert not DATA_URI_RE.search(text)
     assert ";base64," not in unknown_block_text({"type": "x", "v": [_uri(data), _uri(data)]})
+
+
+@st.composite
+def _turns_with_texts_around_calls(draw: st.DrawFn) -> list[Message]:
+    """An assistant turn whose texts and calls interleave in any order, answered by one user turn."""
+    calls = draw(st.integers(min_value=1, max_value=3))
+    texts = draw(st.integers(min_value=1, max_value=3))
+    kinds = draw(st.permutations(["call"] * calls + ["text"] * texts))
+    content: list[dict[str, Any]] = []
+    for kind in kinds:
+        if kind == "call":
+            number = sum(1 for b in content if b["type"] == "tool_use") + 1
+            content.append({"type": "tool_use", "id": f"c{number}", "name": "bash", "input": {"n": number}})
+        else:
+            content.append(_text(f"said {len(content)}"))
+    results = [
+        {"type": "tool_result", "tool_use_id": b["id"], "content": "ok"}
+        for b in content
+        if b["type"] == "tool_use"
+    ]
+    return [
+        Message(role="user", content=[_text("hi")]),
+        Message(role="assistant", content=content),
+        Message(role="user", content=[*results, _text("next")]),
+    ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_turns_with_texts_around_calls())
+def test_a_responses_turn_ships_its_texts_before_its_calls(messages: list[Message]) -> None:
+    # before: [text, tool_use, text] rendered a message item between the call and its output,
+    # which broke the Responses grammar ("a assistant message comes before the outputs of calls")
+    body, tokens, independent = _compile(messages, "openai-responses")
+    items = body["input"]
+    turn = messages[1].content
+    said = [b["text"] for b in turn if b["type"] == "text"]
+    calls = [b["id"] for b in turn if b["type"] == "tool_use"]
+    assert items[1] == {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "\n\n".join(said)}],
+    }
+    assert [item["call_id"] for item in items[2 : 2 + len(calls)]] == calls
+    assert [item["type"] for item in items[2 + len(calls) : 2 + 2 * len(calls)]] == [
+        "function_call_output"
+    ] * len(calls)
+    assert independent <= tokens

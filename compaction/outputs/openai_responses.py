@@ -7,9 +7,10 @@ becomes a loud text stand-in, never nothing:
 * the system text is ``instructions``; a system message later in the history is a
   ``message`` item of role ``system``;
 * consecutive messages of one role merge into one turn, as for Chat Completions;
-* an assistant turn is, in block order, ``message`` items (role ``assistant``, ``output_text``
-  parts) and one ``function_call`` item per ``tool_use`` block (``call_id`` = the block's id,
-  ``arguments`` the input as a JSON string);
+* an assistant turn is one ``message`` item (role ``assistant``, one ``output_text`` part: its
+  texts joined in block order, a text written after a call included) and then one
+  ``function_call`` item per ``tool_use`` block (``call_id`` = the block's id, ``arguments`` the
+  input as a JSON string), so the outputs of its calls follow them directly;
 * a user turn's ``tool_result`` blocks become ``function_call_output`` items (``output`` the
   result's text) first, then one ``message`` item of role ``user`` with its other parts
   (``input_text``, ``input_image``); a result's images follow in that message after a note
@@ -74,21 +75,23 @@ class OpenAIResponses(RequestFormat):
         return body
 
     def _assistant_items(self, blocks: Sequence[Block]) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        """Return one assistant turn as items: one ``message`` of its texts, then its calls.
+
+        The texts (and loud stand-ins) are joined in block order into one ``message`` item, which
+        comes before the turn's ``function_call`` items, so each call's output can follow the
+        calls directly: a ``message`` between a call and its output breaks the grammar
+        (:meth:`grammar_problems`), which a text written after a call (``[text, tool_use,
+        text]``) did when its texts were split at the calls.  One frame and a join a text is
+        what :func:`~compaction.tokens.counting.blocks_text_tokens` counts.
+        """
+        calls: list[dict[str, Any]] = []
         texts: list[str] = []
-
-        def flush() -> None:
-            if texts:
-                items.append(_message("assistant", [{"type": "output_text", "text": "\n\n".join(texts)}]))
-                texts.clear()
-
         for block in blocks:
             kind = block.get("type")
             if kind == "text":
                 texts.append(block["text"])
             elif kind == "tool_use":
-                flush()
-                items.append({
+                calls.append({
                     "type": "function_call",
                     "call_id": block["id"],
                     "name": block["name"],
@@ -98,8 +101,8 @@ class OpenAIResponses(RequestFormat):
                 continue
             else:
                 texts.append(unknown_block_text(block))
-        flush()
-        return items
+        message = [_message("assistant", [{"type": "output_text", "text": "\n\n".join(texts)}])] if texts else []
+        return message + calls
 
     def _user_items(self, blocks: Sequence[Block]) -> list[dict[str, Any]]:
         outputs: list[dict[str, Any]] = []

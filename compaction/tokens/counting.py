@@ -425,9 +425,7 @@ def blocks_text_tokens(
     a blank line, tool-result parts with a newline): each join is counted as
     :data:`BLOCK_SEPARATOR` tokens, so the count stays an upper bound of the shipped text.
     Calls and results are never joined into a text, so no join is counted beside them (the
-    Responses API does split an assistant turn's texts at its calls into messages of their own:
-    each such extra frame, 4 tokens, is covered by the call between, whose frame and join
-    count 3 + 1).
+    Responses API ships an assistant turn's texts joined into one message before its calls).
     The blocks a ``tool_result`` holds are counted with their joins: texts and images as
     themselves, any other block (a nested result, a thinking block, an unknown type) as the
     JSON text OpenAI Chat ships it as (:func:`~compaction.blocks.unknown_block_text`).
