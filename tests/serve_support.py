@@ -185,8 +185,13 @@ class RecordingUpstream:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            # 50 agents at once: the default listen backlog of 5 overflowed on a loaded machine
+            # and the kernel reset connections (the proxy then said "cannot reach the upstream")
+            request_queue_size = 128
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 

@@ -31,7 +31,7 @@ def _history(turns: int) -> list[dict[str, Any]]:
 def test_serve_stats_lists_each_conversation(tmp_path: Path) -> None:
     began = time.time()
     app = make_app(tmp_path, MockUpstream(), budget=1500)
-    long = _history(12)  # 50 messages, far over 1,500 tokens: compacted
+    long = _history(24)  # 98 messages, far over 1,500 tokens even with tool outputs masked: summarized
     for _ in range(2):
         assert post(app, OPENAI, {"model": "gpt-4o", "messages": long}, {"X-Compaction-Conversation": "long"}
                     ).status_code == 200
