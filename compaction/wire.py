@@ -144,7 +144,8 @@ def _mark_cache_points(
         role, blocks = out[index]
         for position in range(len(blocks) - 1, -1, -1):
             block = blocks[position]
-            if block.get("type") in _UNMARKABLE or (block.get("type") == "text" and not block.get("text")):
+            blank = block.get("type") == "text" and not str(block.get("text", "")).strip()
+            if block.get("type") in _UNMARKABLE or blank:  # a blank text is not shipped
                 continue
             marked = list(blocks)
             marked[position] = {**block, "cache_control": dict(CACHE_CONTROL)}

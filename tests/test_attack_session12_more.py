@@ -81,7 +81,7 @@ def payload_text(body: dict[str, Any]) -> str:
 def test_only_a_message_of_nothing_becomes_the_stand_in() -> None:
     assert shipped_blocks([]) == [EMPTY_STAND_IN]
     assert shipped_blocks([_text(" "), _text("")]) == [EMPTY_STAND_IN]
-    assert shipped_blocks([_text(" "), _text("a")]) == [_text(" "), _text("a")]
+    assert shipped_blocks([_text(" "), _text("a"), _text("\n")]) == [_text("a")]
     thinking = {"type": "thinking", "thinking": "x"}
     dropped = shipped_blocks([thinking, _text(" ")], frozenset({"thinking"}))
     assert dropped != [EMPTY_STAND_IN] and len(dropped) == 1  # says reasoning was left out
@@ -190,4 +190,33 @@ def test_a_responses_turn_ships_its_texts_before_its_calls(messages: list[Messag
     assert [item["type"] for item in items[2 + len(calls) : 2 + 2 * len(calls)]] == [
         "function_call_output"
     ] * len(calls)
+    assert independent <= tokens
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    blank=st.sampled_from(["", " ", "\n\n", "\u3000"]),
+    first=st.booleans(),
+    role=st.sampled_from(["assistant", "user"]),
+    fmt=st.sampled_from(FORMATS),
+)
+def test_a_blank_text_beside_other_blocks_is_not_shipped(
+    blank: str, first: bool, role: str, fmt: str
+) -> None:
+    # before: Anthropic got {"type": "text", "text": " "} beside the message's other blocks,
+    # which it refuses ("text content blocks must contain non-whitespace text")
+    said = [_text(blank), _text("words")] if first else [_text("words"), _text(blank)]
+    if role == "assistant":
+        call = {"type": "tool_use", "id": "c1", "name": "bash", "input": {}}
+        turn = Message(role="assistant", content=[*said, call])
+        after = [
+            Message(role="user", content=[{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}])
+        ]
+        messages = [Message(role="user", content=[_text("hi")]), turn, *after]
+    else:
+        messages = [Message(role="user", content=said)]
+    body, tokens, independent = _compile(messages, fmt)
+    if fmt == "anthropic":
+        texts = [b["text"] for m in body["messages"] for b in m["content"] if b["type"] == "text"]
+        assert texts == (["hi", "words"] if role == "assistant" else ["words"])
     assert independent <= tokens

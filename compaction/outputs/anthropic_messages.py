@@ -158,6 +158,9 @@ class AnthropicMessages(RequestFormat):
                 problems.append(f"message {index}: block types Anthropic does not take: {', '.join(unknown)}")
             if not content:
                 problems.append(f"message {index}: an empty {role} turn")
+            if any(b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content):
+                # the API: "text content blocks must contain non-whitespace text"
+                problems.append(f"message {index}: an empty or whitespace text block")
             if role == "user":
                 results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
                 if kinds[: len(results)] != ["tool_result"] * len(results):

@@ -63,7 +63,8 @@ __all__ = [
 #: counts the stand-in it ships as (EMPTY_STAND_IN).
 #: 11: a data: image URI in a block of unknown type counts the text stand-in it ships as
 #: (blocks.data_uri_stand_in), not as an image's framing.
-COUNTING_VERSION = 11
+#: 12: an empty or whitespace text beside other blocks of its message is not shipped, not counted.
+COUNTING_VERSION = 12
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -359,8 +360,9 @@ def _blank_text(block: Block) -> bool:
 def shipped_blocks(blocks: Iterable[Block], dropped: frozenset[str] = frozenset()) -> list[Block]:
     """Return the blocks one message ships as in a request format that drops ``dropped`` types.
 
-    The blocks not of a ``dropped`` type, in order; when none is left, or only empty or
-    whitespace texts are, the message ships as one loud stand-in instead, never as nothing:
+    The blocks not of a ``dropped`` type, in order, without empty or whitespace texts
+    (Anthropic refuses such a text block anywhere, and it says nothing); when none is left,
+    the message ships as one loud stand-in instead, never as nothing:
     :data:`DROPPED_STAND_IN` when the format dropped some of its blocks, else
     :data:`EMPTY_STAND_IN`.  Renderers and :func:`blocks_text_tokens` both read it, so what is
     counted is what ships.
@@ -373,10 +375,10 @@ def shipped_blocks(blocks: Iterable[Block], dropped: frozenset[str] = frozenset(
         A new list of blocks (never empty); the input is not changed.
     """
     items = list(blocks)
-    kept = [b for b in items if b.get("type") not in dropped] if dropped else items
-    if kept and not all(_blank_text(b) for b in kept):
+    kept = [b for b in items if b.get("type") not in dropped and not _blank_text(b)]
+    if kept:
         return kept
-    return [DROPPED_STAND_IN if len(kept) < len(items) else EMPTY_STAND_IN]
+    return [DROPPED_STAND_IN if any(b.get("type") in dropped for b in items) else EMPTY_STAND_IN]
 
 
 #: Block types a renderer never joins into a message's text: OpenAI Chat ships a call in
