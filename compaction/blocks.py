@@ -107,10 +107,51 @@ def canonical_json(value: Any) -> str:
 
     Text is kept as its characters, except a lone surrogate, which is written as its JSON
     escape (:func:`escape_lone_surrogates`): the result always encodes as UTF-8 and parses
-    back to ``value``.
+    back to ``value``.  A value nested deeper than Python's recursion allows is written by a
+    loop instead (:func:`_canonical_json_deep`), to the same text.
     """
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:
+        text = _canonical_json_deep(value)
     return escape_lone_surrogates(text)
+
+
+def _canonical_json_deep(value: Any) -> str:
+    """Return ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
+    without recursion: objects and arrays are walked with an explicit stack.
+
+    Raises:
+        TypeError: a value JSON cannot hold (as ``json.dumps`` would).
+    """
+    out: list[str] = []
+    stack: list[Any] = [value]
+    close = object()  # a marker: the string under it on the stack is written as it is
+    while stack:
+        item = stack.pop()
+        if item is close:
+            out.append(stack.pop())
+        elif isinstance(item, dict):
+            parts: list[Any] = []
+            for index, key in enumerate(sorted(item)):
+                if not isinstance(key, str):
+                    raise TypeError(f"keys must be str, found {type(key).__name__}")
+                parts += [close, ("," if index else "") + json.dumps(key, ensure_ascii=False) + ":", item[key]]
+            stack += ["}", close]
+            stack += reversed(parts)
+            out.append("{")
+        elif isinstance(item, (list, tuple)):
+            parts = []
+            for index, element in enumerate(item):
+                if index:
+                    parts += [close, ","]
+                parts.append(element)
+            stack += ["]", close]
+            stack += reversed(parts)
+            out.append("[")
+        else:
+            out.append(json.dumps(item, ensure_ascii=False))
+    return "".join(out)
 
 
 def json_depth(value: Any, limit: int) -> int:
