@@ -5,6 +5,14 @@ without a signature, which Anthropic would refuse: it ships as loud text; consec
 one role merge into one turn; ``tool_result`` blocks come first in their user turn; the
 conversation opens with a user turn (one is inserted, and priced, when the history starts
 with the assistant); ``max_tokens`` is required by the API, so it is always written.
+
+A request may end with an assistant turn (a store whose newest message is the assistant's):
+Anthropic reads it as a prefill of the answer and refuses one whose content ends in
+whitespace ("final assistant content cannot end with trailing whitespace", the API's answer
+quoted in https://github.com/tailcallhq/forgecode/issues/1872 and
+https://github.com/anomalyco/opencode/issues/1295), so that turn's last text ships without
+its trailing whitespace (:func:`final_assistant_content`), in the body only: the store keeps
+it, and the count keeps counting it (a token or two over what ships, never under).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from ..tokens.counting import UNSIGNED_THINKING, blocks_text_tokens, shipped_blo
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
-__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS", "CACHE_CONTROL"]
+__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS", "CACHE_CONTROL", "final_assistant_content"]
 
 #: The user turn put first when a rendered history would open with the assistant.
 OPENING_TURN = "[the conversation continues]"
@@ -75,6 +83,62 @@ def _without_data_uris(block: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def final_assistant_content(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return a final assistant turn's blocks with their last text block right-stripped.
+
+    Anthropic refuses a request whose final assistant content ends in whitespace (see the
+    module docstring); Python's ``str.rstrip`` strips every Unicode whitespace character, at
+    least what the API calls whitespace.  Only the last ``text`` block changes (a new dict,
+    its ``cache_control`` kept); the input list is not changed.  A text left empty cannot
+    occur: blank texts never ship (:func:`~compaction.tokens.counting.shipped_blocks`).
+
+    Args:
+        content: the blocks of the last turn of a rendered body, an assistant's.
+
+    Returns:
+        A new list of the same blocks, the last text block without trailing whitespace.
+    """
+    out = list(content)
+    for position in range(len(out) - 1, -1, -1):
+        block = out[position]
+        if block.get("type") == "text":
+            text = str(block.get("text", ""))
+            if text != text.rstrip():
+                out[position] = {**block, "text": text.rstrip()}
+            break
+    return out
+
+
+def _last_text(content: list[dict[str, Any]]) -> str | None:
+    """Return the text of the last ``text`` block of ``content`` (``None`` without one)."""
+    texts = [b for b in content if b.get("type") == "text"]
+    return str(texts[-1].get("text", "")) if texts else None
+
+
+def _result_content_problem(result: dict[str, Any]) -> str | None:
+    """Return what Anthropic would refuse in one ``tool_result``'s content, or ``None``.
+
+    Refused: an error result without content ("content cannot be empty if is_error is true");
+    an empty or whitespace string (an empty string was refused,
+    https://github.com/zed-industries/zed/pull/27130; whitespace is held to the rule for
+    text blocks); an empty list (no evidence it is taken; the engine never ships one); an
+    empty or whitespace text block inside it ("text content blocks must contain non-whitespace
+    text").  A result without ``content`` is taken (the SDK's ``ToolResultBlockParam`` does not
+    require it).
+    """
+    content = result.get("content")
+    if content is None:
+        return "an error tool_result without content" if result.get("is_error") else None
+    if isinstance(content, str):
+        return None if content.strip() else "a tool_result whose content is an empty or whitespace string"
+    if isinstance(content, list):
+        if not content:
+            return "a tool_result whose content is an empty list"
+        if any(isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content):
+            return "a tool_result holding an empty or whitespace text block"
+    return None
+
+
 class AnthropicMessages(RequestFormat):
     """The Anthropic Messages shape (``{"model", "max_tokens", ["system"], "messages", ["tools"]}``)."""
 
@@ -108,6 +172,8 @@ class AnthropicMessages(RequestFormat):
                 message["content"] = results + others
         if out and out[0]["role"] != "user":
             out.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_TURN}]})
+        if out and out[-1]["role"] == "assistant":  # a prefill: no trailing whitespace
+            out[-1]["content"] = final_assistant_content(out[-1]["content"])
         body: dict[str, Any] = {}
         if system_texts:
             body["system"] = "\n\n".join(system_texts)
@@ -162,6 +228,10 @@ class AnthropicMessages(RequestFormat):
                 # the API: "text content blocks must contain non-whitespace text"
                 problems.append(f"message {index}: an empty or whitespace text block")
             if role == "user":
+                for block in content:
+                    trouble = _result_content_problem(block) if block.get("type") == "tool_result" else None
+                    if trouble:
+                        problems.append(f"message {index}: {trouble} (for {block.get('tool_use_id')!r})")
                 results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
                 if kinds[: len(results)] != ["tool_result"] * len(results):
                     problems.append(f"message {index}: tool_result blocks must come first in a user turn")
@@ -187,6 +257,12 @@ class AnthropicMessages(RequestFormat):
                     called.add(block["id"])
         if called:
             problems.append(f"the request ends before the results of calls {sorted(called)}")
+        if messages and messages[-1].get("role") == "assistant":
+            last = messages[-1].get("content")
+            text = _last_text(last) if isinstance(last, list) else last if isinstance(last, str) else None
+            if text is not None and text != text.rstrip():
+                # the API: "final assistant content cannot end with trailing whitespace"
+                problems.append(f"message {len(messages) - 1}: the final assistant turn ends with whitespace")
         return problems
 
     def _has_image(self, content: list[dict[str, Any]]) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "TOOL_ERROR_PREFIX",
     "DROPPED_STAND_IN",
     "EMPTY_STAND_IN",
+    "EMPTY_ERROR_RESULT",
     "blocks_were_all_dropped",
     "shipped_blocks",
 ]
@@ -64,7 +65,9 @@ __all__ = [
 #: 11: a data: image URI in a block of unknown type counts the text stand-in it ships as
 #: (blocks.data_uri_stand_in), not as an image's framing.
 #: 12: an empty or whitespace text beside other blocks of its message is not shipped, not counted.
-COUNTING_VERSION = 12
+#: 13: an empty or whitespace text in a tool result is not shipped, not counted; a tool result
+#: left with nothing ships without content, or as EMPTY_ERROR_RESULT when it is an error.
+COUNTING_VERSION = 13
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -353,15 +356,55 @@ EMPTY_STAND_IN: Block = {
 }
 
 
+#: What a tool result marked as an error ships as when it holds nothing (no content, an empty
+#: or whitespace string, or only empty or whitespace texts): Anthropic refuses such a result
+#: ("content cannot be empty if is_error is true", the API's answer quoted in
+#: https://github.com/bytedance/trae-agent/pull/231), so the error ships saying so, counted.
+EMPTY_ERROR_RESULT = "[the tool reported an error and returned no output]"
+
+
 def _blank_text(block: Block) -> bool:
     return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _shipped_result(result: Block) -> Block:
+    """Return the ``tool_result`` block ``result`` ships as (the input is not changed).
+
+    Its empty or whitespace texts are left out (Anthropic refuses them inside a result as
+    anywhere: "text content blocks must contain non-whitespace text").  A result left with
+    nothing (no ``content``, ``None``, an empty or whitespace string, an empty list, or only
+    blank texts) ships without ``content``: Anthropic's own SDK types ``content`` as optional
+    (``ToolResultBlockParam``, anthropics/anthropic-sdk-python
+    ``src/anthropic/types/tool_result_block_param.py``: only ``tool_use_id`` and ``type`` are
+    required) and its tool-use guide shows an "empty tool result" of those two fields (quoted
+    in https://github.com/stdapi-ai/stdapi.ai/issues/226), while an empty string has been
+    refused (https://github.com/zed-industries/zed/pull/27130); OpenAI Chat and Responses
+    render it as an empty text, which they take.  An error result left with nothing ships
+    :data:`EMPTY_ERROR_RESULT` as its content instead.  Content of any other kind ships as it is.
+    """
+    content = result.get("content")
+    if isinstance(content, list):
+        kept = [b for b in content if not (isinstance(b, dict) and _blank_text(b))]
+        if kept:
+            return result if len(kept) == len(content) else {**result, "content": kept}
+    elif isinstance(content, str):
+        if content.strip():
+            return result
+    elif content is not None:
+        return result
+    shipped = {k: v for k, v in result.items() if k != "content"}
+    if result.get("is_error"):
+        shipped["content"] = EMPTY_ERROR_RESULT
+    return shipped
 
 
 def shipped_blocks(blocks: Iterable[Block], dropped: frozenset[str] = frozenset()) -> list[Block]:
     """Return the blocks one message ships as in a request format that drops ``dropped`` types.
 
     The blocks not of a ``dropped`` type, in order, without empty or whitespace texts
-    (Anthropic refuses such a text block anywhere, and it says nothing); when none is left,
+    (Anthropic refuses such a text block anywhere, and it says nothing), each ``tool_result``
+    as :func:`_shipped_result` leaves it (its blank texts out; left with nothing, without
+    ``content``, or :data:`EMPTY_ERROR_RESULT` for an error); when no block is left,
     the message ships as one loud stand-in instead, never as nothing:
     :data:`DROPPED_STAND_IN` when the format dropped some of its blocks, else
     :data:`EMPTY_STAND_IN`.  Renderers and :func:`blocks_text_tokens` both read it, so what is
@@ -375,7 +418,11 @@ def shipped_blocks(blocks: Iterable[Block], dropped: frozenset[str] = frozenset(
         A new list of blocks (never empty); the input is not changed.
     """
     items = list(blocks)
-    kept = [b for b in items if b.get("type") not in dropped and not _blank_text(b)]
+    kept = [
+        _shipped_result(b) if b.get("type") == "tool_result" else b
+        for b in items
+        if b.get("type") not in dropped and not _blank_text(b)
+    ]
     if kept:
         return kept
     return [DROPPED_STAND_IN if any(b.get("type") in dropped for b in items) else EMPTY_STAND_IN]
