@@ -15,7 +15,12 @@ stays fixed between **compaction events**:
   request fits the low-water mark (``Recipe.low_water_ratio`` of the budget, default 60%),
   so the following turns can append again;
 * each event is recorded in the store with its frame (``compaction_events``), so a restarted
-  agent, or another process on the same store, compiles the same prefix.
+  agent, or another process on the same store, compiles the same prefix;
+* a branch with no event of its own starts from the frame of the newest event of the
+  conversation it forks from whose request held no message past the fork
+  (:func:`inherited_frame`), so its first request opens with the bytes the parent sent at
+  the fork (system text, summaries, the cut) and a rewound or forked agent keeps the
+  parent's cached prefix; that frame is then recorded as the branch's own.
 
 Image decisions are the one thing that can still change an earlier message between events:
 an image that falls behind the depth cap, or out of the count cap as newer images arrive,
@@ -44,7 +49,17 @@ from .recipe import Recipe
 from .store import HistoryStore, compaction_claim
 from .summarizers.base import Summarizer
 
-__all__ = ["Frame", "latest_frame", "compact_to", "compile_in_events", "compile_current", "still_over"]
+__all__ = [
+    "Frame",
+    "Inherited",
+    "compact_to",
+    "compile_current",
+    "compile_in_events",
+    "current_frame",
+    "inherited_frame",
+    "latest_frame",
+    "still_over",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -98,12 +113,117 @@ class Frame:
 
 
 def latest_frame(store: HistoryStore) -> Frame | None:
-    """Return the frame of the store's newest compaction event that has one, or ``None``."""
+    """Return the frame of the store's newest compaction event that has one, or ``None``.
+
+    Only the conversation's own events count; a branch without one starts from
+    :func:`inherited_frame`.
+    """
     for event in reversed(store.events()):
         frame = Frame.from_json(event.detail.get("frame"))
         if frame is not None:
             return frame
     return None
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """The frame a branch starts from: an ancestor's event whose request lies within the shared prefix.
+
+    Attributes:
+        frame: the frame to compile on (the event's, its masked stretch ended at ``stop``).
+        conversation_id: the ancestor that recorded the event.
+        event_id: the event's id.
+        stop: the seq where the branch's lineage leaves that ancestor (it shares ``[0, stop)``).
+    """
+
+    frame: Frame
+    conversation_id: int
+    event_id: int
+    stop: int
+
+    def to_json(self) -> dict[str, int]:
+        """Return what a branch's event records of where its frame came from."""
+        return {"conversation_id": self.conversation_id, "event": self.event_id, "fork": self.stop}
+
+
+def inherited_frame(store: HistoryStore) -> Inherited | None:
+    """Return the frame a branch without events of its own starts from, or ``None`` (plan afresh).
+
+    The conversations the branch forks from are searched nearest first; in each, its events
+    newest first, for one whose request lay within what the branch shares (``[0, stop)``):
+
+    * the event's request held no message at or past ``stop`` (its recorded ``messages``
+      count is at most ``stop``; an event recorded before counts were kept is judged by its
+      cut alone), so it is the frame the parent compiled on when it held the fork's
+      messages, and the branch's first request opens with the same bytes;
+    * its cut is at or before ``stop`` and every summary of its cover is one the branch sees
+      (a summary the branch's own shadow, or one made stale by an edit, rules it out);
+    * an edit event (a frame of cut 0: plan afresh) counts when it edited a shared message,
+      and is passed over when it edited one past the fork.
+
+    The frame's masked stretch is ended at ``stop`` (the branch's own tool outputs are not
+    masked by a decision made on other messages).
+
+    Args:
+        store: a store object scoped to the branch.  A store without
+            ``ancestor_events`` (not a SQL backend) has nothing to inherit.
+
+    Returns:
+        The :class:`Inherited` frame, or ``None`` for a root, or when no ancestor's event fits.
+    """
+    read = getattr(store, "ancestor_events", None)
+    if read is None:
+        return None
+    rows: list[tuple[int, int, Any]] = list(read())
+    for cid, stop, event in reversed(_nearest_last(rows)):
+        frame = _shared_frame(store, event.detail, stop)
+        if frame is not None:
+            return Inherited(frame, cid, event.id, stop)
+    return None
+
+
+def _nearest_last(rows: list[tuple[int, int, Any]]) -> list[tuple[int, int, Any]]:
+    """Order ``(conversation, stop, event)`` rows (nearest ancestor first, events oldest first) for a reversed walk.
+
+    Reversed, the result gives the nearest ancestor's events newest first, then the next one's.
+    """
+    depth: dict[int, int] = {}
+    for cid, _stop, _event in rows:
+        depth.setdefault(cid, len(depth))
+    return sorted(rows, key=lambda row: (-depth[row[0]], row[2].id))
+
+
+def _shared_frame(store: HistoryStore, detail: dict[str, Any], stop: int) -> Frame | None:
+    """Return the frame of an ancestor's event ``detail`` as the branch sharing ``[0, stop)`` may compile it, else ``None``."""
+    frame = Frame.from_json(detail.get("frame"))
+    if frame is None or frame.cut > stop:
+        return None
+    edit = detail.get("edit")
+    if isinstance(edit, dict) and isinstance(edit.get("seq"), int) and edit["seq"] >= stop:
+        return None  # an edit of the parent's own message past the fork: not the branch's history
+    held = detail.get("messages")
+    if isinstance(held, int) and not isinstance(held, bool) and held > stop:
+        return None  # its request showed messages the branch does not share
+    for level, start, end in frame.cover:
+        if end > stop or not any(
+            (s.start_seq, s.end_seq) == (start, end) for s in store.summaries_within(level, start, end)
+        ):
+            return None
+    mask = min(frame.mask_before, stop)
+    return Frame(frame.cut, frame.cover, mask if mask > frame.cut else 0)
+
+
+def current_frame(store: HistoryStore) -> tuple[Frame | None, Inherited | None]:
+    """Return the frame the next request compiles on, and where it came from when a branch inherits it.
+
+    The conversation's newest own frame (:func:`latest_frame`); else, for a branch, the
+    :func:`inherited_frame`; else ``(None, None)``: plan afresh.
+    """
+    frame = latest_frame(store)
+    if frame is not None:
+        return frame, None
+    inherited = inherited_frame(store)
+    return (None, None) if inherited is None else (inherited.frame, inherited)
 
 
 def _plural(count: int, what: str) -> str:
@@ -252,7 +372,7 @@ def compile_current(
     Raises:
         OverBudget: nothing fits the budget without summarizing more.
     """
-    frame = latest_frame(store)
+    frame, _inherited = current_frame(store)
     if frame is not None:
         plan = frame.compile(store, recipe, tools=tools)
         if plan.compiled is not None:
@@ -306,8 +426,12 @@ def compile_in_events(
 def _append_only(
     store: HistoryStore, recipe: Recipe, budget: int, high: int, tools: Sequence[dict[str, Any]]
 ) -> CompiledRequest | None:
-    """Return the request on the current frame (or a fresh plan, adopted) when it fits ``high``, else ``None``."""
-    frame = latest_frame(store)
+    """Return the request on the current frame (or a fresh plan, adopted) when it fits ``high``, else ``None``.
+
+    A frame a branch inherits (:func:`inherited_frame`) is recorded as the branch's own
+    event once it fits, so the branch keeps it whatever its ancestors record later.
+    """
+    frame, inherited = current_frame(store)
     if frame is not None:
         plan = frame.compile(store, recipe, budget=high, tools=tools)
     else:
@@ -315,10 +439,11 @@ def _append_only(
     if plan.compiled is None:
         return None
     compiled = plan.compiled
-    if frame is None and (compiled.summaries or compiled.masked_seqs):  # adopt the shape a fresh plan found
-        store.record_event(
-            compiled.tokens, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "adopted": True}
-        )
+    shape = {"frame": Frame.of(compiled).to_json(), "messages": compiled.total_messages}
+    if inherited is not None:
+        store.record_event(compiled.tokens, compiled.tokens, budget, {**shape, "inherited": inherited.to_json()})
+    elif frame is None and (compiled.summaries or compiled.masked_seqs):  # adopt the shape a fresh plan found
+        store.record_event(compiled.tokens, compiled.tokens, budget, {**shape, "adopted": True})
     return _at_budget(compiled, budget)
 
 
@@ -332,7 +457,7 @@ def _event(
     tools: Sequence[dict[str, Any]],
 ) -> tuple[CompiledRequest, list[TickReport]]:
     """Hold one compaction event: summarize down to the low-water mark, record the new frame."""
-    frame = latest_frame(store)
+    frame, inherited = current_frame(store)
     if frame is not None:
         current = frame.compile(store, recipe, budget=high, tools=tools)
     else:
@@ -365,9 +490,15 @@ def _event(
         "merged": sum(sum(t.merged.values()) for t in ticks),
         "failures": sum(t.failures for t in ticks),
     }
-    store.record_event(
-        before, compiled.tokens, budget, {"frame": Frame.of(compiled).to_json(), "low_water": low, "summaries": made}
-    )
+    detail: dict[str, Any] = {
+        "frame": Frame.of(compiled).to_json(),
+        "low_water": low,
+        "messages": compiled.total_messages,
+        "summaries": made,
+    }
+    if inherited is not None:  # the stack kept as the prefix is the ancestor's
+        detail["inherited"] = inherited.to_json()
+    store.record_event(before, compiled.tokens, budget, detail)
     return _at_budget(compiled, budget), ticks
 
 

@@ -219,6 +219,27 @@ class Lineage:
                 args += [seg.conversation_id, seg.end]
         return (_joined(parts, "OR") if parts else "(1 = 0)"), args
 
+    def ancestors(self) -> tuple[tuple[int, int], ...]:
+        """Return ``(conversation id, stop)`` of each conversation this one branches from, nearest first.
+
+        ``stop`` is the seq where this lineage leaves that conversation: this conversation
+        shares its messages (and the requests it compiled) below ``stop`` only.  Empty for
+        a root and before the conversation is created.
+        """
+        return tuple((seg.conversation_id, seg.end) for seg in self.segments if seg.end is not None)
+
+    def ancestral_events(self, alias: str = "") -> str:
+        """Return a SQL condition selecting the compaction events of the conversations it branches from.
+
+        Written with the store's own integer ids as literals (no placeholders, as
+        :meth:`summaries`), so a deep lineage costs the driver nothing to convert.
+
+        Args:
+            alias: the ``compaction_events`` table's alias with its dot, or ``""``.
+        """
+        ids = [str(int(cid)) for cid, _stop in self.ancestors()]
+        return f"({alias}conversation_id IN ({', '.join(ids)}))" if ids else "(1 = 0)"
+
     def owner(self, seq: int) -> int | None:
         """Return the id of the conversation whose row is message ``seq`` of this lineage (else ``None``)."""
         for seg in self.segments:

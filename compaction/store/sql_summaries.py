@@ -325,3 +325,32 @@ class SummaryQueries(CommonQueries):
             CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d))
             for i, at, b, a, bud, d in rows
         ]
+
+    def ancestor_events(self) -> list[tuple[int, int, CompactionEvent]]:
+        """Return the compaction events of the conversations this branch forks from (none for a root).
+
+        Returns:
+            ``(conversation id, stop, event)`` per event: nearest ancestor first, each
+            ancestor's events oldest first; ``stop`` is the seq where this branch's lineage
+            leaves that conversation (it shares the messages below it).  See
+            :func:`compaction.events.inherited_frame`.
+        """
+        with self._reading("reading the compaction events of the conversations this branch forks from"):
+            self._refresh()
+            stops = dict(self._lineage.ancestors())
+            if not stops:
+                return []
+            rows = self._db.execute(
+                "SELECT conversation_id, id, created_at, tokens_before, tokens_after, budget, detail"
+                f" FROM compaction_events WHERE {self._lineage.ancestral_events()} ORDER BY id"
+            ).fetchall()
+        order = {cid: depth for depth, cid in enumerate(stops)}
+        found_events = [
+            (
+                int(c),
+                stops[int(c)],
+                CompactionEvent(int(i), float(at), int(b), int(a), None if bud is None else int(bud), json.loads(d)),
+            )
+            for c, i, at, b, a, bud, d in rows
+        ]
+        return sorted(found_events, key=lambda row: order[row[0]])  # stable: each ancestor's events stay oldest first
