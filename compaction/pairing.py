@@ -12,19 +12,47 @@ holds (histories cut at a window edge, tools called again with a reused id throu
 API, results without their call): a call without its result and a result without its call
 become loud text stand-ins, and a pair whose id an earlier pair already used is sent under
 a fresh id (``<id>~2``).  Each change is reported; the store keeps the originals.
+
+Which pairs are renamed, and to what, is decided from the messages' roles and tool ids
+alone (:func:`renamed_tool_ids`), so the compile planner prices the renames from a store's
+cached facts exactly as the gate ships them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from .blocks import Block, canonical_json
 
-__all__ = ["repair_tool_pairing", "turns_of"]
+__all__ = [
+    "ToolIds",
+    "ToolSlot",
+    "repair_tool_pairing",
+    "renamed_tool_ids",
+    "tool_ids_of",
+    "turns_of",
+    "with_sent_ids",
+]
 
 #: ``report(kind, reason, message_index)``: how a repair is reported.
 Report = Callable[[str, str, int], None]
+
+#: Where a tool block is in a request: ``(message index, block type, ordinal)``, the block type
+#: ``"tool_use"`` or ``"tool_result"`` and the ordinal its place among the message's blocks of
+#: that type (0 for the first).  Pairing reads nothing else of a block, so a store's cached
+#: facts (``MessageFacts.tool_uses``, ``tool_results``) name the same slots as the blocks.
+ToolSlot = tuple[int, str, int]
+
+
+class ToolIds(NamedTuple):
+    """What pairing reads of one message: its role and its tool ids in block order."""
+
+    role: str
+    #: the ``id`` of each ``tool_use`` block, in order
+    tool_uses: Sequence[str]
+    #: the ``tool_use_id`` of each ``tool_result`` block, in order
+    tool_results: Sequence[str]
 
 
 def turns_of(roles: list[str]) -> list[int]:
@@ -36,25 +64,94 @@ def turns_of(roles: list[str]) -> list[int]:
     return turns
 
 
-def _pairs(messages: list[tuple[str, list[Block]]]) -> dict[tuple[int, int], tuple[int, int]]:
-    """Return kept pairs: the (message, position) of each answered call -> its result's."""
-    turn = turns_of([role for role, _blocks in messages])
-    calls: dict[tuple[int, str], tuple[int, int]] = {}  # (turn, id) -> first call with that id
-    for index, (role, blocks) in enumerate(messages):
-        if role == "assistant":
-            for position, block in enumerate(blocks):
-                if block.get("type") == "tool_use":
-                    calls.setdefault((turn[index], block["id"]), (index, position))
-    pairs: dict[tuple[int, int], tuple[int, int]] = {}
-    for index, (role, blocks) in enumerate(messages):
-        if role != "user":
+def tool_ids_of(messages: Sequence[tuple[str, Sequence[Block]]]) -> list[ToolIds]:
+    """Return the :class:`ToolIds` of each ``(role, blocks)`` message, in order."""
+    return [
+        ToolIds(
+            role,
+            [b["id"] for b in blocks if b.get("type") == "tool_use"],
+            [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"],
+        )
+        for role, blocks in messages
+    ]
+
+
+def _pairs(messages: Sequence[ToolIds], turns: Sequence[int]) -> dict[ToolSlot, ToolSlot]:
+    """Return the kept pairs, each answered call's slot -> its result's, in call order."""
+    calls: dict[tuple[int, str], ToolSlot] = {}  # (turn, id) -> first call with that id
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            for ordinal, tool_id in enumerate(message.tool_uses):
+                calls.setdefault((turns[index], tool_id), (index, "tool_use", ordinal))
+    pairs: dict[ToolSlot, ToolSlot] = {}
+    for index, message in enumerate(messages):
+        if message.role != "user":
             continue
-        for position, block in enumerate(blocks):
-            if block.get("type") == "tool_result":
-                call = calls.get((turn[index] - 1, block["tool_use_id"]))
-                if call is not None and call not in pairs:
-                    pairs[call] = (index, position)
-    return pairs
+        for ordinal, tool_id in enumerate(message.tool_results):
+            call = calls.get((turns[index] - 1, tool_id))
+            if call is not None and call not in pairs:
+                pairs[call] = (index, "tool_result", ordinal)
+    return dict(sorted(pairs.items()))
+
+
+def _renames(messages: Sequence[ToolIds], pairs: Mapping[ToolSlot, ToolSlot]) -> dict[ToolSlot, str]:
+    """Return the slots of the pairs sent under a fresh id (call and result) -> that id, in call order."""
+    taken = {tool_id for message in messages for tool_id in message.tool_uses}
+    used: set[str] = set()
+    renamed: dict[ToolSlot, str] = {}
+    for call, result in pairs.items():  # oldest call first: the first pair keeps its id
+        tool_id = messages[call[0]].tool_uses[call[2]]
+        new_id = tool_id
+        suffix = 2
+        while new_id in used or (new_id != tool_id and new_id in taken):  # never another call's id
+            new_id = f"{tool_id}~{suffix}"
+            suffix += 1
+        used.add(new_id)
+        if new_id != tool_id:
+            renamed[call] = renamed[result] = new_id
+    return renamed
+
+
+def renamed_tool_ids(messages: Sequence[ToolIds], turns: Sequence[int] | None = None) -> dict[ToolSlot, str]:
+    """Return the tool blocks :func:`repair_tool_pairing` sends under a fresh id, and that id.
+
+    A pair (a call and the result that answers it in the next turn) whose call id an earlier
+    pair of the request already used is sent as ``<id>~2`` (``~3``, ...: the first suffix no
+    earlier pair used and no call of the request has), in its call and in its result; the
+    oldest pair keeps its id.
+
+    Args:
+        messages: what pairing reads of the request's messages, in order.  Messages without
+            tool blocks may be left out when ``turns`` is given.
+        turns: each message's turn number (consecutive messages of one role share one, see
+            :func:`turns_of`); default: computed from the roles of ``messages``, all of them.
+
+    Returns:
+        ``{slot: id sent}`` for each renamed call and result (slots index ``messages``), in
+        call order; empty when no pair repeats an id (the usual case).
+    """
+    turns = turns_of([m.role for m in messages]) if turns is None else turns
+    return _renames(messages, _pairs(messages, turns))
+
+
+def with_sent_ids(blocks: Sequence[Block], sent: Mapping[tuple[str, int], str]) -> list[Block]:
+    """Return ``blocks`` with the tool ids of :func:`renamed_tool_ids` applied (the input is not modified).
+
+    Args:
+        blocks: one message's blocks.
+        sent: ``{(block type, ordinal): id sent}`` of this message's renamed slots.
+    """
+    out: list[Block] = []
+    ordinals = {"tool_use": 0, "tool_result": 0}
+    for block in blocks:
+        kind = block.get("type")
+        if kind in ordinals:
+            new_id = sent.get((kind, ordinals[kind]))
+            ordinals[kind] += 1
+            if new_id is not None:
+                block = {**block, ("id" if kind == "tool_use" else "tool_use_id"): new_id}
+        out.append(block)
+    return out
 
 
 def _call_text(block: Block) -> str:
@@ -86,41 +183,36 @@ def repair_tool_pairing(messages: list[tuple[str, list[Block]]], report: Report)
             ``"orphan_tool_use"``, ``"orphan_tool_result"`` or ``"renamed_tool_id"``.
 
     Returns:
-        New messages (the input is not modified).
+        New messages (the input is not modified).  The renamed ids are
+        :func:`renamed_tool_ids`'s.
     """
-    pairs = _pairs(messages)
-    results = {result: call for call, result in pairs.items()}
-    taken = {block["id"] for _role, blocks in messages for block in blocks if block.get("type") == "tool_use"}
-    used: set[str] = set()
-    renamed: dict[tuple[int, int], str] = {}  # call or result position -> id sent
-    for call in sorted(pairs):
-        index, position = call
-        tool_id = messages[index][1][position]["id"]
-        new_id = tool_id
-        suffix = 2
-        while new_id in used or (new_id != tool_id and new_id in taken):  # never another call's id
-            new_id = f"{tool_id}~{suffix}"
-            suffix += 1
-        used.add(new_id)
-        if new_id != tool_id:
-            renamed[call] = renamed[pairs[call]] = new_id
+    ids = tool_ids_of(messages)
+    pairs = _pairs(ids, turns_of([m.role for m in ids]))
+    answered = set(pairs.values())
+    renamed = _renames(ids, pairs)
+    sent: dict[int, dict[tuple[str, int], str]] = {}  # message index -> its renamed slots
+    for (index, kind, ordinal), new_id in renamed.items():
+        sent.setdefault(index, {})[(kind, ordinal)] = new_id
+        if kind == "tool_use":
+            tool_id = ids[index].tool_uses[ordinal]
             report("renamed_tool_id", f"tool id {tool_id} repeats an earlier call's; sent as {new_id}", index)
     out: list[tuple[str, list[Block]]] = []
     for index, (role, blocks) in enumerate(messages):
         new_blocks: list[Block] = []
-        for position, block in enumerate(blocks):
-            kind = block.get("type")
-            where = (index, position)
-            if kind == "tool_use" and where not in pairs:
-                report("orphan_tool_use", "its tool_result is not in the turn after it", index)
-                new_blocks.append({"type": "text", "text": _call_text(block)})
-            elif kind == "tool_result" and where not in results:
-                report("orphan_tool_result", "its tool_use is not in the turn before it", index)
-                new_blocks.extend(_result_blocks(block))
-            elif where in renamed:
-                key = "id" if kind == "tool_use" else "tool_use_id"
-                new_blocks.append({**block, key: renamed[where]})
-            else:
-                new_blocks.append(block)
+        ordinals = {"tool_use": 0, "tool_result": 0}
+        for block in with_sent_ids(blocks, sent[index]) if index in sent else blocks:
+            block_type = str(block.get("type"))
+            if block_type in ordinals:
+                slot = (index, block_type, ordinals[block_type])
+                ordinals[block_type] += 1
+                if block_type == "tool_use" and slot not in pairs:
+                    report("orphan_tool_use", "its tool_result is not in the turn after it", index)
+                    new_blocks.append({"type": "text", "text": _call_text(block)})
+                    continue
+                if block_type == "tool_result" and slot not in answered:
+                    report("orphan_tool_result", "its tool_use is not in the turn before it", index)
+                    new_blocks.extend(_result_blocks(block))
+                    continue
+            new_blocks.append(block)
         out.append((role, new_blocks))
     return out
