@@ -12,21 +12,24 @@ of one role as one turn saves (:meth:`WindowPlanner.merge_saving`, the gate's ow
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from collections.abc import Iterator, Sequence
 
 from .blocks import Block, Message
 from .captions import with_captions
 from .errors import InvariantViolation
-from .images import ImageDecider, decide_and_price, find_image_sites
+from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .ledger import ledger_for, ledger_tokens
 from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
 from .outputs.base import TurnJoins
-from .policy import ImageSettings, image_settings
+from .pairing import ToolIds, renamed_tool_ids, with_sent_ids
+from .policy import Decision, ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
 from .tokens.counting import BLOCK_SEPARATOR, blocks_text_tokens, count_text, message_overhead
+from .wire import repaired_message_tokens
 
 __all__ = [
     "WindowPlanner",
@@ -209,7 +212,8 @@ class WindowPlanner:
     Images are decided and priced by :mod:`compaction.images`, exactly as the gate will.
     Messages before ``mask_before`` are priced masked (their long tool outputs as
     placeholders, see :class:`MaskedView`); the summary message is priced with the ask
-    ledger of the stretch it covers (:mod:`compaction.ledger`).
+    ledger of the stretch it covers (:mod:`compaction.ledger`).  A window that repeats a tool
+    id is priced with the ids the gate's pairing repair sends (:meth:`renaming_tokens`).
     """
 
     PAGE = 256
@@ -249,6 +253,19 @@ class WindowPlanner:
         self.masked_blocks: dict[int, tuple[Block, ...]] = {}
         self._ledger: dict[int, str | None] = {}
         self._ledger_tokens: dict[int, int] = {}
+        #: the image decisions of each message read that has images, by seq
+        self._decisions: dict[int, list[Decision]] = {}
+        # What the pairing repair reads of the messages read, newest first: (seq, turn, ids) of
+        # each non-system message with tool blocks, and -seq of each (ascending, for bisect).
+        self._tool_messages: list[tuple[int, int, ToolIds]] = []
+        self._tool_seqs: list[int] = []
+        self._call_ids: set[str] = set()
+        #: a window from this seq or before repeats a call id (-1: none read does)
+        self._repeats_from = -1
+        self._turn = 0  # the turn number of the oldest non-system message read (the newest's is 0)
+        self._turn_role: str | None = None
+        self._renaming: dict[int, int] = {}
+        self._renamed_cost: dict[tuple[int, tuple[tuple[tuple[str, int], str], ...]], int] = {}
 
     def ledger(self, cut: int) -> str | None:
         """Return the ask ledger block's text for a live window from ``cut`` (``None``: no ledger)."""
@@ -294,7 +311,7 @@ class WindowPlanner:
         """Return the role of the request's first message for a live window from ``cut``."""
         if cover:
             return "user"
-        self.suffix(cut)
+        self._read(cut)
         return next((self.roles[seq] for seq in range(cut, self.n) if self.roles[seq] != "system"), None)
 
     def cover(self, end: int, start: int = 0) -> list[StoredSummary]:
@@ -331,7 +348,16 @@ class WindowPlanner:
 
     def suffix(self, seq: int) -> int:
         """Return the planned tokens of the raw messages ``[seq, n)`` (system messages excluded: they are
-        in the system text; another pinned message in the window is priced here, in its place)."""
+        in the system text; another pinned message in the window is priced here, in its place).
+
+        Each message is priced as the gate counts it; a window that repeats a tool id also
+        counts the ids the pairing repair sends in their place (:meth:`renaming_tokens`).
+        """
+        self._read(seq)
+        return self._suffix[seq] + self.renaming_tokens(seq)
+
+    def _read(self, seq: int) -> None:
+        """Read and price the messages down to ``seq``, newest first, a page at a time."""
         while self._low > seq:
             start = max(seq, self._low - self.PAGE)
             facts = self.store.facts(start, self._low, encoding=self.encoding, dropped=self.format.dropped_block_types)
@@ -342,9 +368,68 @@ class WindowPlanner:
                 joins = self._joins[fact.seq + 1]
                 if fact.role != "system":  # a system message is in the system text, not in the window
                     joins = joins.before(fact.role, not fact.tool_results, self._per_join)
+                    self._note_tool_ids(fact)
                 self._joins[fact.seq] = joins
             self._low = start
-        return self._suffix[seq]
+
+    def _note_tool_ids(self, fact: MessageFacts) -> None:
+        """Keep what the pairing repair reads of a window message (read newest first): its turn and tool ids."""
+        if fact.role != self._turn_role:  # consecutive messages of one role share a turn
+            if self._turn_role is not None:
+                self._turn -= 1
+            self._turn_role = fact.role
+        if not fact.tool_uses and not fact.tool_results:
+            return
+        self._tool_messages.append((fact.seq, self._turn, ToolIds(fact.role, fact.tool_uses, fact.tool_results)))
+        self._tool_seqs.append(-fact.seq)
+        for tool_id in fact.tool_uses:
+            if tool_id in self._call_ids and self._repeats_from < 0:
+                self._repeats_from = fact.seq
+            self._call_ids.add(tool_id)
+
+    def renaming_tokens(self, cut: int) -> int:
+        """Return what the pairing repair's renamed tool ids add to the raw window ``[cut, n)`` (tokens).
+
+        The gate sends a tool call whose id an earlier call of the request already used, and
+        its result, under a fresh id (:func:`compaction.pairing.renamed_tool_ids`, the very
+        function the repair applies) and counts each message it changed as it now reads
+        (:func:`compaction.wire.repaired_message_tokens`); this is that count less the
+        message's planned price, summed over the window.  0 without reading anything when no
+        call id repeats in the window (the usual case); else computed once per ``cut``, from
+        the window's tool ids and turns (summarized messages are not in the request, so a call
+        whose first use is summarized away keeps its id).  Messages of the window that show
+        only summaries' text carry no tool blocks, so they take no part.
+        """
+        self._read(cut)
+        if cut > self._repeats_from:
+            return 0
+        if cut not in self._renaming:
+            count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
+            window = self._tool_messages[count - 1 :: -1] if count else []
+            renamed = renamed_tool_ids([ids for _seq, _turn, ids in window], [turn for _seq, turn, _ids in window])
+            sent: dict[int, dict[tuple[str, int], str]] = {}
+            for (index, kind, ordinal), new_id in renamed.items():
+                sent.setdefault(window[index][0], {})[(kind, ordinal)] = new_id
+            self._renaming[cut] = sum(
+                self._renamed_message_cost(seq, ids) - (self._suffix[seq] - self._suffix[seq + 1])
+                for seq, ids in sent.items()
+            )
+        return self._renaming[cut]
+
+    def _renamed_message_cost(self, seq: int, sent: dict[tuple[str, int], str]) -> int:
+        """Return what message ``seq`` costs with the tool ids ``sent`` as the gate counts it (tokens)."""
+        key = (seq, tuple(sorted(sent.items())))
+        if key not in self._renamed_cost:
+            blocks: Sequence[Block] | None = self.masked_blocks.get(seq)
+            if blocks is None:
+                blocks = self.view.message(seq).content
+            decisions = self._decisions.get(seq)
+            if decisions:  # the images as the gate ships them, shown or as placeholders
+                blocks = apply_decisions(blocks, find_image_sites(blocks), decisions)
+            self._renamed_cost[key] = repaired_message_tokens(
+                with_sent_ids(blocks, sent), self.format, self.model, self.encoding
+            )
+        return self._renamed_cost[key]
 
     def merge_saving(self, cut: int, cover: Sequence[StoredSummary] = ()) -> int:
         """Return what the request with a live window from ``cut`` saves by merging turns (tokens).
@@ -355,7 +440,7 @@ class WindowPlanner:
         (``RequestFormat.merge_saving``).  A request's price is its parts summed
         (:meth:`suffix`, :meth:`summary_message_cost`, framing, tools) less this.
         """
-        self.suffix(cut)
+        self._read(cut)
         joins = self._joins[cut]
         if cover:
             joins = joins.before("user", True, self._per_join)  # the summary message: text, framed
@@ -373,9 +458,11 @@ class WindowPlanner:
                 sites = tuple(find_image_sites(blocks))
                 self.masked_blocks[fact.seq] = blocks
                 self.text_tokens[fact.seq] = text_tokens
-        _decisions, images = decide_and_price(
+        decisions, images = decide_and_price(
             sites, self._decider, self._depth, role=fact.role, model=self.model, encoding=self.encoding, format=self.format
         )
+        if decisions:
+            self._decisions[fact.seq] = decisions
         cost = text_tokens + images
         self._depth += cost
         return cost

@@ -41,7 +41,15 @@ from .tokens.counting import block_text_tokens
 from .tools import tools_tokens
 from .types import Purpose, RequestFormatName
 
-__all__ = ["OutboundRequest", "GatedRequest", "Replacement", "gate", "count_wire_images", "unknown_blocks_shipped"]
+__all__ = [
+    "OutboundRequest",
+    "GatedRequest",
+    "Replacement",
+    "gate",
+    "count_wire_images",
+    "unknown_blocks_shipped",
+    "repaired_message_tokens",
+]
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,18 @@ def _image_tokens_of(blocks: Sequence[Block], fmt: RequestFormat, model: str) ->
     return images
 
 
+def repaired_message_tokens(blocks: Sequence[Block], fmt: RequestFormat, model: str, encoding: str) -> int:
+    """Return what the gate counts for a message its tool-pairing repair changed (tokens).
+
+    Such a message is counted as it now reads: its text as ``fmt`` ships it
+    (``RequestFormat.text_tokens``) plus each image block it still holds (top level or nested
+    in a ``tool_result``), priced for ``model``.  ``blocks`` are after the image decisions
+    (a replaced image is its placeholder text) and after the repair; the compile planner
+    prices a window's renamed tool ids with this too, so plan and gate agree.
+    """
+    return fmt.text_tokens(blocks, encoding) + _image_tokens_of(blocks, fmt, model)
+
+
 def gate(
     request: OutboundRequest,
     settings: ImageSettings,
@@ -289,8 +309,7 @@ def gate(
     # is reported at its call's message, but the result in the next one carries it too)
     repaired = [i for i, (_role, blocks) in enumerate(rebuilt) if blocks != unpaired[i][1]]
     for index in repaired:
-        gated_blocks = rebuilt[index][1]
-        message_tokens[index] = fmt.text_tokens(gated_blocks, encoding) + _image_tokens_of(gated_blocks, fmt, model)
+        message_tokens[index] = repaired_message_tokens(rebuilt[index][1], fmt, model, encoding)
 
     marking = cache_breakpoints and request.purpose == "live"  # a summarizer's request never writes the agent's cache
     if marking and fmt.cache_markers:

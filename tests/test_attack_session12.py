@@ -18,6 +18,7 @@ from strategies import independent_tokens, payload_json
 
 from compaction import Message, Recipe, Store, compile_request
 from compaction.outputs import request_format
+from compaction.planning import WindowPlanner
 
 
 def _text(value: str) -> dict[str, str]:
@@ -113,9 +114,15 @@ def test_a_renamed_tool_id_is_counted_in_the_result_that_carries_it_too(fmt: str
     renamed = [_result("toolu_0001~2")]
     stored = [_result("toolu_0001")]
     assert fmt_.text_tokens(renamed, "o200k_base") > fmt_.text_tokens(stored, "o200k_base")
-    assert request.tokens - request.planned_tokens == 2 * (
-        fmt_.text_tokens(renamed, "o200k_base") - fmt_.text_tokens(stored, "o200k_base")
-    )
+    # and the planner prices the rename as the gate counts it (plan == gate): the renamed call
+    # and result each cost what their longer id adds
+    assert request.planned_tokens == request.tokens
+    with Store(":memory:") as again:
+        again.append(messages)
+        planner = WindowPlanner(again, Recipe(), 100_000, fmt_, request.request.model)
+        assert planner.renaming_tokens(0) == 2 * (
+            fmt_.text_tokens(renamed, "o200k_base") - fmt_.text_tokens(stored, "o200k_base")
+        )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
