@@ -381,7 +381,7 @@ def inspect_compiled(
             state = "masked" if seq in masked else "raw"
             # a message merged into one turn with the next framed one of its role ships one frame less
             merged = planner.merge_saving(seq) - planner.merge_saving(seq + 1)
-            shown = planner.suffix(seq) - planner.suffix(seq + 1) - merged
+            shown = planner.message_cost(seq) - merged  # renamed tool ids are the gate's repairs, below
             text = planner.text_tokens[seq] - merged
             window[state] += text
             image_total += shown - text

@@ -356,6 +356,13 @@ class WindowPlanner:
         self._read(seq)
         return self._suffix[seq] + self.renaming_tokens(seq)
 
+    def message_cost(self, seq: int) -> int:
+        """Return the planned price of message ``seq`` of the window alone (tokens): its text and
+        images as decided, without what merging turns saves or what renamed tool ids add (those
+        depend on the whole window: :meth:`merge_saving`, :meth:`renaming_tokens`)."""
+        self._read(seq)
+        return self._suffix[seq] - self._suffix[seq + 1]
+
     def _read(self, seq: int) -> None:
         """Read and price the messages down to ``seq``, newest first, a page at a time."""
         while self._low > seq:
@@ -411,8 +418,7 @@ class WindowPlanner:
             for (index, kind, ordinal), new_id in renamed.items():
                 sent.setdefault(window[index][0], {})[(kind, ordinal)] = new_id
             self._renaming[cut] = sum(
-                self._renamed_message_cost(seq, ids) - (self._suffix[seq] - self._suffix[seq + 1])
-                for seq, ids in sent.items()
+                self._renamed_message_cost(seq, ids) - self.message_cost(seq) for seq, ids in sent.items()
             )
         return self._renaming[cut]
 

@@ -25,6 +25,7 @@ from strategies import WORDS, independent_tokens, payload_json, png_b64
 
 from compaction import Message, OverBudget, Recipe, Store, compile_request
 from compaction.compile import CompiledRequest, compile_frame, raw_history_tokens
+from compaction.inspect import inspect_compiled
 from compaction.pairing import ToolIds, renamed_tool_ids, repair_tool_pairing, tool_ids_of
 from compaction.planning import WindowPlanner
 
@@ -205,6 +206,24 @@ def test_repeats_only_in_the_summarized_stretch_cost_nothing(fmt: str) -> None:
         assert _check(compiled, exact) == []
         compiled, exact = _frame(store, recipe, starts[1])
         assert _check(compiled, exact) == ["toolu_01~2"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_inspect_names_the_renames_as_pairing_repairs(fmt: str) -> None:
+    messages, _starts = _history([["toolu_01"], ["toolu_01"], ["toolu_01"]])
+    with Store(":memory:") as store:
+        store.append(messages)
+        recipe = _recipe(fmt)
+        compiled = compile_request(store, recipe)
+        planner = WindowPlanner(store, recipe, ROOMY, *_target(recipe))
+        renaming = planner.renaming_tokens(0)
+        assert renaming > 0 and planner.suffix(0) == renaming + sum(
+            planner.message_cost(s) for s in range(len(messages))
+        )
+        parts = {p.name: p.tokens for p in inspect_compiled(store, recipe, compiled).composition}
+        assert parts["pairing repairs"] == renaming  # not counted as images of the renamed messages
+        assert parts["images"] == 0
+        assert sum(parts.values()) == compiled.tokens
 
 
 # -- generated histories ------------------------------------------------------------------------
