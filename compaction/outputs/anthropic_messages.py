@@ -26,7 +26,13 @@ from ..tokens.counting import UNSIGNED_THINKING, blocks_text_tokens, shipped_blo
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
-__all__ = ["AnthropicMessages", "OPENING_TURN", "DEFAULT_MAX_TOKENS", "CACHE_CONTROL", "final_assistant_content"]
+__all__ = [
+    "AnthropicMessages",
+    "OPENING_TURN",
+    "DEFAULT_MAX_TOKENS",
+    "CACHE_CONTROL",
+    "final_assistant_content",
+]
 
 #: The user turn put first when a rendered history would open with the assistant.
 OPENING_TURN = "[the conversation continues]"
@@ -34,7 +40,6 @@ OPENING_TURN = "[the conversation continues]"
 DEFAULT_MAX_TOKENS = 4096
 #: The marker of a prompt-cache breakpoint (the default 5-minute cache).
 CACHE_CONTROL = {"type": "ephemeral"}
-
 
 
 #: Content block types the Anthropic Messages API takes in a request (its own server-tool
@@ -69,7 +74,9 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
     if kind == "tool_result" and isinstance(block.get("content"), list):
         # a result's blocks besides texts and images are counted as their text stand-ins; a
         # data: URI inside one ships as its stand-in too, never as an undecided image
-        content = [b if b.get("type") in ("text", "image") else _without_data_uris(b) for b in block["content"]]
+        content = [
+            b if b.get("type") in ("text", "image") else _without_data_uris(b) for b in block["content"]
+        ]
         return {**block, "content": content}
     return block
 
@@ -134,7 +141,10 @@ def _result_content_problem(result: dict[str, Any]) -> str | None:
     if isinstance(content, list):
         if not content:
             return "a tool_result whose content is an empty list"
-        if any(isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content):
+        if any(
+            isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip()
+            for b in content
+        ):
             return "a tool_result holding an empty or whitespace text block"
     return None
 
@@ -160,7 +170,10 @@ class AnthropicMessages(RequestFormat):
                 system_texts.extend(b.get("text", "") for b in blocks)
                 continue
             # a message of nothing (or of dropped blocks only) ships as its counted stand-in
-            content = [_sendable(json.loads(canonical_json(b))) for b in shipped_blocks(blocks, self.dropped_block_types)]
+            content = [
+                _sendable(json.loads(canonical_json(b)))
+                for b in shipped_blocks(blocks, self.dropped_block_types)
+            ]
             if out and out[-1]["role"] == role:
                 out[-1]["content"].extend(content)
             else:
@@ -197,7 +210,8 @@ class AnthropicMessages(RequestFormat):
 
     def render_tools(self, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
-            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in tools
         ]
 
     def framing_tokens(self, system: str | None, first_role: str | None, encoding: str) -> int:
@@ -268,6 +282,10 @@ class AnthropicMessages(RequestFormat):
     def _has_image(self, content: list[dict[str, Any]]) -> bool:
         return any(
             b.get("type") in self.image_types
-            or (b.get("type") == "tool_result" and isinstance(b.get("content"), list) and self._has_image(b["content"]))
+            or (
+                b.get("type") == "tool_result"
+                and isinstance(b.get("content"), list)
+                and self._has_image(b["content"])
+            )
             for b in content
         )
