@@ -204,11 +204,15 @@ def _shared_frame(store: HistoryStore, detail: dict[str, Any], stop: int) -> Fra
     held = detail.get("messages")
     if isinstance(held, int) and not isinstance(held, bool) and held > stop:
         return None  # its request showed messages the branch does not share
-    for level, start, end in frame.cover:
-        if end > stop or not any(
+    position = 0
+    for level, start, end in frame.cover:  # contiguous from 0 to the cut, each one the branch sees
+        if start != position or end > stop or not any(
             (s.start_seq, s.end_seq) == (start, end) for s in store.summaries_within(level, start, end)
         ):
             return None
+        position = end
+    if position != frame.cut:
+        return None
     mask = min(frame.mask_before, stop)
     return Frame(frame.cut, frame.cover, mask if mask > frame.cut else 0)
 

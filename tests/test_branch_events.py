@@ -431,6 +431,63 @@ def test_drawn_fork_points_keep_the_invariants_and_the_inherited_prefix(
             _opens_with(dict((n, p) for n, _e, p in sent)[shown], requests[0][2])
 
 
+def test_an_edit_past_the_fork_is_passed_over_and_an_edit_of_a_shared_message_plans_afresh(
+    tmp_path: Path,
+) -> None:
+    location = str(tmp_path / "edits.sqlite")
+    sent = build_parent(location, exchanges=40)
+    with open_store(location, conversation="main") as store:
+        events = store.events()
+        fork = sent[-1][0] - 4
+        shared = next(seq for seq in range(fork - 1, 0, -1) if store.messages(seq, seq + 1)[0].role == "user")
+        store.branch("before-edits", fork)
+        store.edit(sent[-1][0] - 1, [{"type": "text", "text": "edited past the fork"}])
+    with open_store(location, conversation="before-edits") as branch:
+        got = inherited_frame(branch)
+        chosen = expected_event(events, fork)
+        assert (
+            got is not None and chosen is not None and got.event_id == chosen.id
+        )  # the edit event is not the branch's
+    with open_store(location, conversation="main") as store:
+        store.edit(shared, [{"type": "text", "text": "edited in the shared part"}])
+        edit_event = store.events()[-1]
+        store.branch("after-edits", fork)
+    with open_store(location, conversation="after-edits") as branch:
+        got = inherited_frame(branch)
+        assert got is not None and got.event_id == edit_event.id and got.frame == Frame(0, ())
+        turns = _branch_turns("after-edits", 2)
+    replay_branch(location, "after-edits", fork, turns)  # budget, coverage, pairing, grammar
+    with open_store(
+        location, conversation="before-edits"
+    ) as branch:  # its summaries over the edit went stale
+        got = inherited_frame(branch)
+        assert got is not None and all(end <= shared for _lv, _s, end in got.frame.cover)
+
+
+def test_an_event_recorded_before_message_counts_is_judged_by_its_cut_and_cover(tmp_path: Path) -> None:
+    location = str(tmp_path / "legacy.sqlite")
+    with open_store(location, conversation="main") as store:
+        store.append(_history(4))
+        store.add_summary(1, 0, 3, "The user asked about the export job.", {"by": "test"})
+        store.record_event(900, 400, 3000, {"frame": {"cut": 3, "cover": [[1, 0, 3]]}})  # no "messages" kept
+        store.record_event(900, 400, 3000, {"frame": {"cut": 3, "cover": []}})  # a cover short of its cut
+        for name, fork in (("at-3", 3), ("at-2", 2)):
+            store.branch(name, fork)
+    turns = fork_main(location, "at-6", 6, _branch_turns("at-6", 2))
+    with open_store(location, conversation="at-6") as branch:
+        got = inherited_frame(branch)
+        assert got is not None and got.frame == Frame(3, ((1, 0, 3),)) and got.stop == 6 and got.event_id == 1
+    first = replay_branch(location, "at-6", 6, turns)[0]
+    with open_store(location, conversation="at-6") as branch:
+        assert branch.events()[0].detail["inherited"]["event"] == 1
+        assert "The user asked about the export job." in first[2].decode("utf-8")
+    with open_store(location, conversation="at-3") as branch:
+        got = inherited_frame(branch)
+        assert got is not None and got.frame.cut == 3  # a cut at the fork: the summary ends there
+    with open_store(location, conversation="at-2") as branch:
+        assert inherited_frame(branch) is None  # its cut (3) is past the fork (2): plan afresh
+
+
 def test_the_test_history_is_well_formed(tmp_path: Path) -> None:
     """The generated parent pairs every call with its result (so a failure above is the engine's)."""
     messages = _history(6)
