@@ -38,6 +38,29 @@ session            branches  before: s, MiB      after: s, MiB       flat s
 1,100 nested       1,100     over 600            114.9, 101.6        0.6
 =================  ========  ==================  ==================  =======
 
+**A branch's first requests and the prompt cache.**  :func:`branch_cache_shares` replays
+the pi session in events at 32,000 tokens, forks it at four turns as a rewind does (the
+branch answers "Let me try another way." and goes on with the session's next turns) and
+measures the cached share of the branch's first 10 requests, the cache holding the parent's
+request at the fork: "before" plans a branch without events afresh (as before
+:func:`compaction.events.inherited_frame`, patched to answer ``None``), "after" starts it
+from the parent's newest event that showed no message past the fork.  Both in the same run::
+
+    python bench/bench_branches.py cache [N]
+
+Measured on 2026-12-01 (cached tokens over tokens; events: the branch's own)::
+
+                     fork at requests first: before  after first N: before  after events: before  after
+      turn 118/472 (seq 237)       10         0.000  0.988           0.767  0.899              2      2
+      turn 236/472 (seq 479)       10         0.000  0.987           0.710  0.927              2      2
+      turn 354/472 (seq 719)       10         0.000  0.967           0.776  0.986              2      1
+      turn 424/472 (seq 862)       10         0.000  0.991           0.767  0.898              2      2
+
+Before, the branch's first request opened with an ask ledger and summaries of its own fresh
+plan, so nothing past the request header was cached; after, it is the parent's request at
+the fork plus the branch's new messages.  "after" counts the inherited frame, recorded as
+the branch's first event, among its events.
+
 Siblings now grow linearly (the store's work per branch no longer grows with the store).
 Nested rewinds still grow with the square of their depth: each path is parsed whole, so
 the parse costs the sum of the paths' lengths (what the branches show, 1.2 million
@@ -48,6 +71,7 @@ finish at all: SQLite refuses a lineage condition past 1,000 terms (fixed: balan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import subprocess
@@ -264,5 +288,138 @@ def _cli(argv: list[str]) -> None:
         )
 
 
+# -- a branch's first requests: what the prompt cache serves -----------------------------------
+
+CACHE_RECIPE = Recipe(budget_tokens=32000)
+#: Where the cache measure forks the pi session (fractions of its turns) and how many requests it counts.
+CACHE_FORKS = (0.25, 0.5, 0.75, 0.9)
+CACHE_REQUESTS = 10
+
+
+def _turns(messages: list[Any]) -> list[list[Any]]:
+    """The pi session as an agent appends it: what comes before each assistant message."""
+    turns: list[list[Any]] = [[]]
+    for message in messages:
+        if message.role == "assistant" and turns[-1]:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
+
+
+def _compile_events(store: Any, recipe: Recipe) -> Any:
+    from compaction.events import compile_in_events
+    from compaction.summarizers.extractive import ExtractiveSummarizer
+
+    compiled, _ticks = compile_in_events(store, recipe, lambda: ExtractiveSummarizer(recipe.encoding))
+    return compiled
+
+
+def _parent_requests(path: Path, turns: list[list[Any]], recipe: Recipe) -> dict[int, Any]:
+    """Replay the session at ``path`` (conversation ``pi``) in events; return each request by messages held."""
+    sent = {}
+    with open_store(path, conversation="pi") as store:
+        for turn in turns:
+            store.append(turn, chain_seed="pi")
+            sent[store.next_seq()] = _compile_events(store, recipe).request
+    return sent
+
+
+def branch_cache_shares(
+    where: Path,
+    *,
+    forks: tuple[float, ...] = CACHE_FORKS,
+    requests: int = CACHE_REQUESTS,
+    recipe: Recipe = CACHE_RECIPE,
+) -> list[dict[str, Any]]:
+    """Measure the cached share of a branch's first ``requests`` requests, before and after inherited frames.
+
+    The pi session (962 messages) is replayed turn by turn in events at the recipe's budget.
+    At each fork point (a fraction of its turns) a branch forks the session where the parent
+    had appended that turn, as a rewind does: its first assistant message is one of its own
+    ("Let me try another way."), then it goes on with the session's next turns.  Each branch
+    is replayed twice on a copy of the parent's store: "before" plans a branch without events
+    afresh (:func:`compaction.events.inherited_frame` answering ``None``, as before it
+    existed), "after" starts it from the parent's event.  The prompt cache is taken to hold
+    the parent's request at the fork (what it sent last before the rewind); each branch
+    request's cached tokens are measured against the request before it
+    (:class:`compaction.replay_prefix.PrefixMeter`).
+
+    Returns:
+        One row per fork point: ``fork`` (messages shared), ``before`` and ``after``, each a
+        dict of ``first`` (the first request's cached share), ``share`` (cached tokens over
+        tokens of the first ``requests`` requests) and ``events`` (the branch's own events).
+    """
+    import shutil
+    from unittest import mock
+
+    from compaction import Message
+    from compaction.replay_prefix import PrefixMeter
+
+    messages = list(load_transcript(PI).messages)
+    turns = _turns(messages)
+    parent = where / "parent.db"
+    sent = _parent_requests(parent, turns, recipe)
+    rows = []
+    for fraction in forks:
+        index = min(len(turns) - 1, max(1, int(len(turns) * fraction)))
+        fork = sum(len(t) for t in turns[:index])
+        assert fork in sent, fork
+        later = [list(t) for t in turns[index : index + requests]]
+        if not later:  # at the tip: the branch goes on with turns of its own
+            later = [[Message("assistant", ({"type": "text", "text": "Let me try another way."},))]]
+        later[0][0] = Message("assistant", ({"type": "text", "text": "Let me try another way."},))
+        row: dict[str, Any] = {"fork": fork, "turn": index, "of": len(turns)}
+        for mode in ("before", "after"):
+            copy = where / f"{mode}-{fork}.db"
+            shutil.copyfile(parent, copy)
+            with open_store(copy, conversation="pi") as store:
+                store.branch("retry", fork)
+            meter = PrefixMeter(recipe.encoding)
+            meter.measure(sent[fork])
+            cached, tokens, first = 0, 0, 0.0
+            patch = mock.patch("compaction.events.inherited_frame", return_value=None)
+            with patch if mode == "before" else contextlib.nullcontext(), open_store(copy, conversation="retry") as branch:
+                for count, turn in enumerate(later):
+                    branch.append(turn)
+                    request = _compile_events(branch, recipe).request
+                    got, _kept = meter.measure(request)
+                    cached, tokens = cached + got, tokens + request.tokens
+                    if count == 0:
+                        first = got / request.tokens
+                events = len(branch.events())
+            row[mode] = {"first": first, "share": cached / tokens, "events": events, "requests": len(later)}
+        rows.append(row)
+    return rows
+
+
+def print_cache_shares(rows: list[dict[str, Any]]) -> None:
+    """Print one line per fork point: the first request's cached share and the first N's, before and after."""
+    print(
+        f"{'fork at':>24s} {'requests':>8s} {'first: before':>13s} {'after':>6s} "
+        f"{'first N: before':>15s} {'after':>6s} {'events: before':>14s} {'after':>6s}"
+    )
+    for row in rows:
+        before, after = row["before"], row["after"]
+        where = f"turn {row['turn']}/{row['of']} (seq {row['fork']})"
+        print(
+            f"{where:>24s} {after['requests']:8d} {before['first']:13.3f} {after['first']:6.3f} "
+            f"{before['share']:15.3f} {after['share']:6.3f} {before['events']:14d} {after['events']:6d}"
+        )
+
+
+def test_branch_first_requests_cached_share(benchmark, tmp_path: Path) -> None:  # noqa: ANN001
+    """The cached share of a branch's first requests, before and after (one run, printed)."""
+    rows = benchmark.pedantic(branch_cache_shares, args=(tmp_path,), rounds=1, iterations=1)
+    print()
+    print_cache_shares(rows)
+    for row in rows:
+        assert row["after"]["first"] >= row["before"]["first"]
+
+
 if __name__ == "__main__":
-    _cli(sys.argv[1:])
+    if sys.argv[1:2] == ["cache"]:
+        with tempfile.TemporaryDirectory() as folder:
+            count = int(sys.argv[2]) if len(sys.argv) > 2 else CACHE_REQUESTS
+            print_cache_shares(branch_cache_shares(Path(folder), requests=count))
+    else:
+        _cli(sys.argv[1:])

@@ -157,7 +157,7 @@ def inherited_frame(store: HistoryStore) -> Inherited | None:
       cut alone), so it is the frame the parent compiled on when it held the fork's
       messages, and the branch's first request opens with the same bytes;
     * its cut is at or before ``stop`` and every summary of its cover is one the branch sees
-      (a summary the branch's own shadow, or one made stale by an edit, rules it out);
+      (a summary that the branch's own summaries shadow, or one an edit made stale, rules it out);
     * an edit event (a frame of cut 0: plan afresh) counts when it edited a shared message,
       and is passed over when it edited one past the fork.
 
