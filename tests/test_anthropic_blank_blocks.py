@@ -39,6 +39,7 @@ from test_branches import check_coverage
 from test_count_ships import _slack
 
 from compaction import Compactor, Message, OverBudget, Recipe, Store, compile_request
+from compaction.blocks import unknown_block_text
 from compaction.outputs import request_format
 from compaction.tokens.counting import EMPTY_ERROR_RESULT, count_text
 
@@ -109,6 +110,9 @@ def assert_anthropic_takes(body: dict[str, Any]) -> None:
             else:
                 blanks = [b for b in content if b.get("type") == "text" and _blank(b.get("text"))]
                 assert not blanks, f"message {index}: blank texts in a result: {blanks}"
+                # the SDK's ToolResultBlockParam content union
+                kinds = {b.get("type") for b in content}
+                assert kinds <= {"text", "image", "search_result", "document", "tool_reference"}, kinds
     if messages and messages[-1]["role"] == "assistant":
         texts = [b["text"] for b in messages[-1]["content"] if b.get("type") == "text"]
         assert not texts or texts[-1] == texts[-1].rstrip(), (
@@ -221,6 +225,42 @@ def test_a_final_assistant_turn_ships_without_trailing_whitespace_and_the_store_
     # OpenAI takes trailing whitespace: its body keeps the text as stored
     _tokens, chat, _ = _compiled(history, "openai")
     assert payload_json(chat)["messages"][-1]["content"] == "done. \n"
+
+
+def test_blocks_anthropic_does_not_take_in_a_result_ship_as_their_counted_text() -> None:
+    nested = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_00",
+        "content": [{"type": "text", "text": "deeper"}],
+    }
+    thinking = {"type": "thinking", "thinking": "zz", "signature": "sig"}
+    weird = {"type": "weird_block", "payload": "x y"}
+    search = {
+        "type": "search_result",
+        "source": "https://example.com/a",
+        "title": "A",
+        "content": [{"type": "text", "text": "found"}],
+    }
+    result = {"type": "tool_result", "tool_use_id": "toolu_01", "content": [nested, thinking, weird, search]}
+    store = Store(":memory:")
+    with store:
+        store.append(_round(result))
+        request = compile_request(store, Recipe(budget_tokens=10_000, output_format="anthropic"))
+    body = payload_json(request.request.payload)
+    (sent,) = body["messages"][2]["content"]
+    assert sent["content"] == [
+        {"type": "text", "text": unknown_block_text(nested)},
+        {"type": "text", "text": unknown_block_text(thinking)},
+        {"type": "text", "text": unknown_block_text(weird)},
+        search,
+    ]
+    assert ANTHROPIC.grammar_problems(body) == []
+    assert_anthropic_takes(body)
+    assert request.planned_tokens == request.tokens
+    assert independent_tokens(body, request.request.model) <= request.tokens
+    bad = _body({"content": [nested]})
+    (problem,) = ANTHROPIC.grammar_problems(bad)
+    assert "block types Anthropic does not take in one: tool_result" in problem
 
 
 # -- the grammar refuses the bad forms ----------------------------------------------------------

@@ -54,6 +54,23 @@ ANTHROPIC_BLOCK_TYPES = frozenset(
 )  # fmt: skip
 
 
+#: Block types Anthropic takes inside a ``tool_result``'s content (the SDK's
+#: ``ToolResultBlockParam`` content union: text, image, search_result, document,
+#: tool_reference); any other (a nested result, a call, a thinking block, an unknown type)
+#: ships as the loud text of its JSON, which is how it is counted.
+RESULT_BLOCK_TYPES = frozenset({"text", "image", "search_result", "document", "tool_reference"})
+
+
+def _sendable_in_result(block: dict[str, Any]) -> dict[str, Any]:
+    """Return one block of a ``tool_result``'s content as Anthropic takes it there."""
+    kind = block.get("type")
+    if kind in ("text", "image"):
+        return block
+    if kind in RESULT_BLOCK_TYPES:  # verbatim, a data: URI in it as its stand-in
+        return _without_data_uris(block)
+    return {"type": "text", "text": unknown_block_text(block)}
+
+
 def _sendable(block: dict[str, Any]) -> dict[str, Any]:
     """Return ``block`` as Anthropic accepts it: an unsigned thinking block becomes loud text, and
     so does a block of a type Anthropic does not know (another provider's ``web_search_call``,
@@ -74,10 +91,7 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
     if kind == "tool_result" and isinstance(block.get("content"), list):
         # a result's blocks besides texts and images are counted as their text stand-ins; a
         # data: URI inside one ships as its stand-in too, never as an undecided image
-        content = [
-            b if b.get("type") in ("text", "image") else _without_data_uris(b) for b in block["content"]
-        ]
-        return {**block, "content": content}
+        return {**block, "content": [_sendable_in_result(b) for b in block["content"]]}
     return block
 
 
@@ -130,7 +144,7 @@ def _result_content_problem(result: dict[str, Any]) -> str | None:
     https://github.com/zed-industries/zed/pull/27130; whitespace is held to the rule for
     text blocks); an empty list (no evidence it is taken; the engine never ships one); an
     empty or whitespace text block inside it ("text content blocks must contain non-whitespace
-    text").  A result without ``content`` is taken (the SDK's ``ToolResultBlockParam`` does not
+    text"); a block of a type not in :data:`RESULT_BLOCK_TYPES`.  A result without ``content`` is taken (the SDK's ``ToolResultBlockParam`` does not
     require it).
     """
     content = result.get("content")
@@ -141,6 +155,9 @@ def _result_content_problem(result: dict[str, Any]) -> str | None:
     if isinstance(content, list):
         if not content:
             return "a tool_result whose content is an empty list"
+        foreign = sorted({str(b.get("type")) for b in content if b.get("type") not in RESULT_BLOCK_TYPES})
+        if foreign:
+            return f"a tool_result holding block types Anthropic does not take in one: {', '.join(foreign)}"
         if any(
             isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip()
             for b in content
