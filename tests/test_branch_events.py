@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -241,16 +242,38 @@ def run_branch(
     return replay_branch(location, name, fork, fork_main(location, name, fork, turns), recipe)
 
 
-@pytest.fixture(name="parent", scope="module", params=["sqlite", "postgres"])
-def parent_store(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, list[Sent], list[Any]]]:
-    """A parent conversation with several events, on each backend: (location, its requests, its events)."""
-    with store_location(request.param, tmp_path_factory.mktemp("branch-events")) as location:
-        sent = build_parent(location)
+@dataclass(frozen=True)
+class Parent:
+    """A parent conversation replayed in events: where it lives, its requests, its events, its recipe."""
+
+    location: str
+    sent: list[Sent]
+    events: list[Any]
+    recipe: Recipe
+
+
+PARENTS = {
+    "sqlite-openai": ("sqlite", RECIPE),
+    "sqlite-anthropic": ("sqlite", RECIPE.replace(output_format="anthropic", model="claude-sonnet-4-5")),
+    "postgres-openai": ("postgres", RECIPE),
+}
+
+
+def _parent(backend: str, recipe: Recipe, folder: Path, exchanges: int) -> Iterator[Parent]:
+    with store_location(backend, folder) as location:
+        sent = build_parent(location, recipe, exchanges)
         with open_store(location, conversation="main") as store:
             events = store.events()
-        yield location, sent, events
+        yield Parent(location, sent, events, recipe)
+
+
+@pytest.fixture(name="parent", scope="module", params=sorted(PARENTS))
+def parent_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Parent]:
+    """A parent conversation with several events, on each backend (and the Anthropic format on SQLite)."""
+    backend, recipe = PARENTS[request.param]
+    yield from _parent(backend, recipe, tmp_path_factory.mktemp("branch-events"), 60)
 
 
 def _main_id(location: str) -> int:
@@ -272,9 +295,9 @@ def _fork_points(sent: list[Sent], events: list[Any]) -> dict[str, int]:
 
 
 def test_the_parent_has_several_events_each_recording_its_message_count(
-    parent: tuple[str, list[Sent], list[Any]],
+    parent: Parent,
 ) -> None:
-    _location, sent, events = parent
+    sent, events = parent.sent, parent.events
     assert len(events) >= 3
     assert all(isinstance(e.detail["messages"], int) for e in events)
     counts = [e.detail["messages"] for e in events]
@@ -287,9 +310,9 @@ def test_the_parent_has_several_events_each_recording_its_message_count(
 
 
 def test_a_branch_first_request_opens_with_the_parent_request_at_the_fork(
-    parent: tuple[str, list[Sent], list[Any]],
+    parent: Parent,
 ) -> None:
-    location, sent, events = parent
+    location, sent, events, recipe = parent.location, parent.sent, parent.events, parent.recipe
     at = {n: payload for n, _e, payload in sent}
     points = _fork_points(sent, events)
     assert any(k.startswith("between") for k in points) and any(k.startswith("at event") for k in points)
@@ -297,10 +320,10 @@ def test_a_branch_first_request_opens_with_the_parent_request_at_the_fork(
     main = _main_id(location)
     for where, fork in points.items():
         name = f"b{fork}-{uuid.uuid4().hex[:6]}"
-        first = run_branch(location, name, fork, _branch_turns(name, 1, long=False))[0]
+        first = run_branch(location, name, fork, _branch_turns(name, 1, long=False), recipe)[0]
         with open_store(location, conversation=name) as branch:
             mine = branch.events()
-            fresh = plan_compile(branch, RECIPE).compiled
+            fresh = plan_compile(branch, recipe).compiled
         chosen = expected_event(events, fork)
         if chosen is None:  # before the parent's first event: nothing to inherit, planned afresh
             assert mine == [] or "inherited" not in mine[0].detail, where
@@ -329,26 +352,28 @@ def test_a_branch_first_request_opens_with_the_parent_request_at_the_fork(
 
 
 def test_later_branch_turns_keep_the_prefix_between_the_branch_events(
-    parent: tuple[str, list[Sent], list[Any]],
+    parent: Parent,
 ) -> None:
-    location, sent, events = parent
+    location, sent, events, recipe = parent.location, parent.sent, parent.events, parent.recipe
     held = [e.detail["messages"] for e in events]
     fork = next(n for n, _e, _p in sent if held[1] < n < held[2]) if len(held) > 2 else sent[-1][0]
     name = f"long-{uuid.uuid4().hex[:6]}"
-    requests = run_branch(location, name, fork, _branch_turns(name, 14))  # checks extension between events
+    requests = run_branch(
+        location, name, fork, _branch_turns(name, 14), recipe
+    )  # checks the prefix between events
     assert requests[-1][1] >= 2, "the branch held events of its own"
     with open_store(location, conversation=name) as branch:
         mine = branch.events()
         assert "inherited" in mine[0].detail
         assert all(e.detail["messages"] >= fork for e in mine)
-        again = _compile(branch, RECIPE)
+        again = _compile(branch, recipe)
         assert again.request.payload == requests[-1][2]  # a restarted agent compiles the same request
 
 
 def test_an_event_past_the_fork_is_passed_over_and_a_root_inherits_nothing(
-    parent: tuple[str, list[Sent], list[Any]],
+    parent: Parent,
 ) -> None:
-    location, _sent, events = parent
+    location, events = parent.location, parent.events
     last = events[-1]
     fork = last.detail["messages"] - 1  # the newest event showed message `fork`: not the branch's
     name = f"past-{uuid.uuid4().hex[:6]}"
@@ -363,15 +388,15 @@ def test_an_event_past_the_fork_is_passed_over_and_a_root_inherits_nothing(
 
 
 def test_a_branch_of_a_branch_without_events_inherits_from_the_grandparent(
-    parent: tuple[str, list[Sent], list[Any]],
+    parent: Parent,
 ) -> None:
-    location, sent, events = parent
+    location, sent, events, recipe = parent.location, parent.sent, parent.events, parent.recipe
     fork = sent[-1][0]
     child, grandchild = f"c-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     with open_store(location, conversation="main") as store:
         store.branch(child, fork)
     turns = fork_main(location, grandchild, fork, _branch_turns(grandchild, 1, long=False), parent=child)
-    first = replay_branch(location, grandchild, fork, turns)[0][2]
+    first = replay_branch(location, grandchild, fork, turns, recipe)[0][2]
     _opens_with(sent[-1][2], first)
     with open_store(location, conversation=grandchild) as store:
         assert store.events()[0].detail["inherited"]["event"] == events[-1].id
@@ -380,14 +405,12 @@ def test_a_branch_of_a_branch_without_events_inherits_from_the_grandparent(
 # -- drawn fork points -------------------------------------------------------------------------
 
 
-@pytest.fixture(name="drawn_parent", scope="module")
+@pytest.fixture(name="drawn_parent", scope="module", params=["sqlite", "postgres"])
 def drawn_parent_store(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[str, list[Sent], list[Any]]]:
-    with store_location("sqlite", tmp_path_factory.mktemp("branch-events-drawn")) as location:
-        sent = build_parent(location, exchanges=30)
-        with open_store(location, conversation="main") as store:
-            yield location, sent, store.events()
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Parent]:
+    """A shorter parent for the drawn forks, on each backend."""
+    yield from _parent(request.param, RECIPE, tmp_path_factory.mktemp("branch-events-drawn"), 30)
 
 
 @settings(
@@ -397,9 +420,9 @@ def drawn_parent_store(
 )
 @given(data=st.data())
 def test_drawn_fork_points_keep_the_invariants_and_the_inherited_prefix(
-    drawn_parent: tuple[str, list[Sent], list[Any]], data: st.DataObject
+    drawn_parent: Parent, data: st.DataObject
 ) -> None:
-    location, sent, events = drawn_parent
+    location, sent, events = drawn_parent.location, drawn_parent.sent, drawn_parent.events
     total = sent[-1][0]
     fork = data.draw(st.integers(min_value=0, max_value=total), label="fork seq")
     count = data.draw(st.integers(min_value=1, max_value=6), label="branch turns")
