@@ -19,7 +19,7 @@ The checks of the shipped body here are written apart from the engine's grammar.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -42,6 +42,7 @@ from compaction import Compactor, Message, OverBudget, Recipe, Store, compile_re
 from compaction.blocks import unknown_block_text
 from compaction.outputs import request_format
 from compaction.tokens.counting import EMPTY_ERROR_RESULT, count_text
+from compaction.types import RequestFormatName
 
 ENCODING = "o200k_base"
 ANTHROPIC = request_format("anthropic")
@@ -125,9 +126,10 @@ def _compiled(messages: list[Message], fmt: str) -> tuple[int, bytes, str]:
     with store:
         store.append(messages)
         before = store_snapshot(store)
-        request = compile_request(
-            store, Recipe(budget_tokens=400_000, output_format=fmt, image_strip_depth_tokens=None)
-        )  # type: ignore[arg-type]
+        recipe = Recipe(
+            budget_tokens=400_000, output_format=cast(RequestFormatName, fmt), image_strip_depth_tokens=None
+        )
+        request = compile_request(store, recipe)
         assert store_snapshot(store) == before  # the store keeps its blanks and its whitespace
         assert [m.content for m in store.messages()] == [m.content for m in messages]
     return request.tokens, request.request.payload, request.request.model
@@ -358,5 +360,5 @@ def test_blank_histories_compress_and_compile_to_bodies_anthropic_takes(
         body = payload_json(compiled.request.payload)
         check_provider_grammar(body, "anthropic")
         assert_anthropic_takes(body)
-        assert compiled.tokens <= recipe.budget_tokens
+        assert recipe.budget_tokens is not None and compiled.tokens <= recipe.budget_tokens
         assert independent_tokens(body, compiled.request.model) <= compiled.tokens
