@@ -19,6 +19,7 @@ The checks of the shipped body here are written apart from the engine's grammar.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, cast
 
 import pytest
@@ -41,7 +42,7 @@ from test_count_ships import _slack
 from compaction import Compactor, Message, OverBudget, Recipe, Store, compile_request
 from compaction.blocks import unknown_block_text
 from compaction.outputs import request_format
-from compaction.tokens.counting import EMPTY_ERROR_RESULT, count_text
+from compaction.tokens.counting import EMPTY_ERROR_RESULT, count_text, shipped_blocks
 from compaction.types import RequestFormatName
 
 ENCODING = "o200k_base"
@@ -310,6 +311,24 @@ def test_the_grammar_refuses_blank_result_content_and_a_final_whitespace(
 
 
 # -- properties over generated histories -----------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=blank_histories(max_turns=6))
+def test_what_ships_of_a_message_holds_no_blank_and_ships_as_itself(messages: list[Message]) -> None:
+    """``shipped_blocks`` leaves no blank text (top level or in a result), no empty result
+    content and no error result without content; applied again it changes nothing, and the
+    stored blocks are left as they were."""
+    for message in messages:
+        stored = copy.deepcopy(message.content)
+        shipped = shipped_blocks(message.content)
+        assert message.content == stored
+        assert shipped_blocks(shipped) == shipped
+        assert_anthropic_takes({"messages": [{"role": "user", "content": shipped}]})
+        results = [b for b in message.content if b.get("type") == "tool_result"]
+        assert [b["tool_use_id"] for b in shipped if b.get("type") == "tool_result"] == [
+            b["tool_use_id"] for b in results
+        ]
 
 
 @settings(
