@@ -133,6 +133,7 @@ def _compiled(messages: list[Message], fmt: str) -> tuple[int, bytes, str]:
         request = compile_request(store, recipe)
         assert store_snapshot(store) == before  # the store keeps its blanks and its whitespace
         assert [m.content for m in store.messages()] == [m.content for m in messages]
+    assert request.planned_tokens == request.tokens  # the planner prices what the gate counts
     return request.tokens, request.request.payload, request.request.model
 
 
