@@ -28,7 +28,14 @@ from .pairing import ToolIds, renamed_tool_ids, with_sent_ids
 from .policy import Decision, ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
-from .tokens.counting import BLOCK_SEPARATOR, blocks_text_tokens, count_text, message_overhead
+from .tokens.counting import (
+    BLOCK_SEPARATOR,
+    TOOL_CALL_OVERHEAD,
+    block_text_tokens,
+    blocks_text_tokens,
+    count_text,
+    message_overhead,
+)
 from .wire import repaired_message_tokens
 
 __all__ = [
@@ -255,17 +262,19 @@ class WindowPlanner:
         self._ledger_tokens: dict[int, int] = {}
         #: the image decisions of each message read that has images, by seq
         self._decisions: dict[int, list[Decision]] = {}
-        # What the pairing repair reads of the messages read, newest first: (seq, turn, ids) of
-        # each non-system message with tool blocks, and -seq of each (ascending, for bisect).
-        self._tool_messages: list[tuple[int, int, ToolIds]] = []
+        # What the pairing repair reads of the messages read, newest first: (seq, ids) of each
+        # non-system message with tool blocks, and -seq of each (ascending, for bisect).
+        self._tool_messages: list[tuple[int, ToolIds]] = []
         self._tool_seqs: list[int] = []
         self._call_ids: set[str] = set()
         #: a window from this seq or before repeats a call id (-1: none read does)
         self._repeats_from = -1
-        self._turn = 0  # the turn number of the oldest non-system message read (the newest's is 0)
+        # turn numbers of the window's messages, made down to _turn_low when a call id repeats
+        self._turn_of: dict[int, int] = {}
+        self._turn_low = self.n
+        self._turn = 0
         self._turn_role: str | None = None
         self._renaming: dict[int, int] = {}
-        self._renamed_cost: dict[tuple[int, tuple[tuple[tuple[str, int], str], ...]], int] = {}
 
     def ledger(self, cut: int) -> str | None:
         """Return the ask ledger block's text for a live window from ``cut`` (``None``: no ledger)."""
@@ -375,19 +384,14 @@ class WindowPlanner:
                 joins = self._joins[fact.seq + 1]
                 if fact.role != "system":  # a system message is in the system text, not in the window
                     joins = joins.before(fact.role, not fact.tool_results, self._per_join)
-                    self._note_tool_ids(fact)
+                    if fact.tool_uses or fact.tool_results:
+                        self._note_tool_ids(fact)
                 self._joins[fact.seq] = joins
             self._low = start
 
     def _note_tool_ids(self, fact: MessageFacts) -> None:
-        """Keep what the pairing repair reads of a window message (read newest first): its turn and tool ids."""
-        if fact.role != self._turn_role:  # consecutive messages of one role share a turn
-            if self._turn_role is not None:
-                self._turn -= 1
-            self._turn_role = fact.role
-        if not fact.tool_uses and not fact.tool_results:
-            return
-        self._tool_messages.append((fact.seq, self._turn, ToolIds(fact.role, fact.tool_uses, fact.tool_results)))
+        """Keep the tool ids of a window message with tool blocks (read newest first), and whether a call id repeats."""
+        self._tool_messages.append((fact.seq, ToolIds(fact.role, fact.tool_uses, fact.tool_results)))
         self._tool_seqs.append(-fact.seq)
         for tool_id in fact.tool_uses:
             if tool_id in self._call_ids and self._repeats_from < 0:
@@ -404,8 +408,12 @@ class WindowPlanner:
         message's planned price, summed over the window.  0 without reading anything when no
         call id repeats in the window (the usual case); else computed once per ``cut``, from
         the window's tool ids and turns (summarized messages are not in the request, so a call
-        whose first use is summarized away keeps its id).  Messages of the window that show
-        only summaries' text carry no tool blocks, so they take no part.
+        whose first use is summarized away keeps its id).
+
+        A message without images is priced as the gate counts it, the text of its blocks
+        (:func:`~compaction.tokens.counting.blocks_text_tokens`), in which an id counts only in
+        its own block (:meth:`_id_change`); a message with images is read and counted whole,
+        its images as decided.
         """
         self._read(cut)
         if cut > self._repeats_from:
@@ -413,29 +421,65 @@ class WindowPlanner:
         if cut not in self._renaming:
             count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
             window = self._tool_messages[count - 1 :: -1] if count else []
-            renamed = renamed_tool_ids([ids for _seq, _turn, ids in window], [turn for _seq, turn, _ids in window])
-            sent: dict[int, dict[tuple[str, int], str]] = {}
+            turns = self._turns(cut)
+            renamed = renamed_tool_ids([ids for _seq, ids in window], [turns[seq] for seq, _ids in window])
+            total = 0
+            with_images: dict[int, dict[tuple[str, int], str]] = {}
             for (index, kind, ordinal), new_id in renamed.items():
-                sent.setdefault(window[index][0], {})[(kind, ordinal)] = new_id
-            self._renaming[cut] = sum(
-                self._renamed_message_cost(seq, ids) - self.message_cost(seq) for seq, ids in sent.items()
-            )
+                seq, ids = window[index]
+                if seq in self._decisions:
+                    with_images.setdefault(seq, {})[(kind, ordinal)] = new_id
+                else:
+                    old_id = (ids.tool_uses if kind == "tool_use" else ids.tool_results)[ordinal]
+                    total += self._id_change(kind, old_id, new_id)
+            for seq, sent in with_images.items():
+                total += self._renamed_message_cost(seq, sent) - self.message_cost(seq)
+            self._renaming[cut] = total
         return self._renaming[cut]
+
+    def _turns(self, cut: int) -> dict[int, int]:
+        """Return the turn number of each window message from ``cut`` on, system messages aside
+        (consecutive messages of one role share a turn; counted down from the newest's 0)."""
+        while self._turn_low > cut:
+            self._turn_low -= 1
+            role = self.roles[self._turn_low]
+            if role == "system":  # in the system text, not in the window
+                continue
+            if self._turn_role is not None and role != self._turn_role:
+                self._turn -= 1
+            self._turn_role = role
+            self._turn_of[self._turn_low] = self._turn
+        return self._turn_of
+
+    def _id_change(self, kind: str, old_id: str, new_id: str) -> int:
+        """Return what sending a ``tool_use`` or ``tool_result`` under ``new_id`` adds to its message (tokens).
+
+        A message's count is its frame, its joins and each block's own tokens
+        (:func:`~compaction.tokens.counting.blocks_text_tokens`), and an id counts only in its
+        own block's: a call's id as ``max(TOOL_CALL_OVERHEAD, tokens of the id)``, a result's
+        as the tokens of its ``tool_use_id`` (a result with images, whose note names the id
+        too, is counted whole by :meth:`_renamed_message_cost`).  An id holding a ``data:``
+        URI (counted apart from its text) is priced as a bare block of the kind with either id.
+        """
+        if ";base64," in old_id or ";base64," in new_id:
+            field = "id" if kind == "tool_use" else "tool_use_id"
+            bare: Block = {"type": kind, "name": "", "input": {}} if kind == "tool_use" else {"type": kind, "content": "."}
+            before = block_text_tokens({**bare, field: old_id}, self.encoding)
+            return block_text_tokens({**bare, field: new_id}, self.encoding) - before
+        old, new = count_text(old_id, self.encoding), count_text(new_id, self.encoding)
+        if kind == "tool_use":
+            return max(TOOL_CALL_OVERHEAD, new) - max(TOOL_CALL_OVERHEAD, old)
+        return new - old
 
     def _renamed_message_cost(self, seq: int, sent: dict[tuple[str, int], str]) -> int:
         """Return what message ``seq`` costs with the tool ids ``sent`` as the gate counts it (tokens)."""
-        key = (seq, tuple(sorted(sent.items())))
-        if key not in self._renamed_cost:
-            blocks: Sequence[Block] | None = self.masked_blocks.get(seq)
-            if blocks is None:
-                blocks = self.view.message(seq).content
-            decisions = self._decisions.get(seq)
-            if decisions:  # the images as the gate ships them, shown or as placeholders
-                blocks = apply_decisions(blocks, find_image_sites(blocks), decisions)
-            self._renamed_cost[key] = repaired_message_tokens(
-                with_sent_ids(blocks, sent), self.format, self.model, self.encoding
-            )
-        return self._renamed_cost[key]
+        blocks: Sequence[Block] | None = self.masked_blocks.get(seq)
+        if blocks is None:
+            blocks = self.view.message(seq).content
+        decisions = self._decisions.get(seq)
+        if decisions:  # the images as the gate ships them, shown or as placeholders
+            blocks = apply_decisions(blocks, find_image_sites(blocks), decisions)
+        return repaired_message_tokens(with_sent_ids(blocks, sent), self.format, self.model, self.encoding)
 
     def merge_saving(self, cut: int, cover: Sequence[StoredSummary] = ()) -> int:
         """Return what the request with a live window from ``cut`` saves by merging turns (tokens).
