@@ -165,16 +165,12 @@ def inherited_frame(store: HistoryStore) -> Inherited | None:
     masked by a decision made on other messages).
 
     Args:
-        store: a store object scoped to the branch.  A store without
-            ``ancestor_events`` (not a SQL backend) has nothing to inherit.
+        store: a store object scoped to the branch.
 
     Returns:
         The :class:`Inherited` frame, or ``None`` for a root, or when no ancestor's event fits.
     """
-    read = getattr(store, "ancestor_events", None)
-    if read is None:
-        return None
-    rows: list[tuple[int, int, Any]] = list(read())
+    rows: list[tuple[int, int, Any]] = list(store.ancestor_events())
     for cid, stop, event in reversed(_nearest_last(rows)):
         frame = _shared_frame(store, event.detail, stop)
         if frame is not None:

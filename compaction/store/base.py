@@ -194,6 +194,16 @@ class HistoryStore(Protocol):
         """Return the recorded compaction events, oldest first."""
         ...
 
+    def ancestor_events(self) -> list[tuple[int, int, CompactionEvent]]:
+        """Return the compaction events of the conversations this branch forks from (none for a root).
+
+        Returns:
+            ``(conversation id, stop, event)`` per event: nearest ancestor first, each
+            ancestor's events oldest first; ``stop`` is the seq where this branch's lineage
+            leaves that conversation (it shares the messages below it).
+        """
+        ...
+
     # -- provider usage (calibration) ------------------------------------------------------
     def record_usage(
         self,
