@@ -9,7 +9,7 @@ Throughput is taken from the fastest round (the machine is shared; means are noi
 (200-4000 characters), counted one call each, with a warm memo (the first round warms it, as a
 long-running agent's history does) and as many rounds as fit in ``MESSAGES_BUDGET_S``; ``cold``
 is the same with a fresh memo for every round (first-time text: what importing a new history
-costs).  Peers are measured in the same run through their fastest per-text counting call:
+costs), ``COLD_ROUNDS`` rounds for every exact counter.  Peers are measured in the same run through their fastest per-text counting call:
 fastokens ``len(Tokenizer.encode_ordinary(text))`` (measured against ``encode_batch_flat`` on the
 whole batch: no faster on four corpora of six, and it counts a batch, not a text), with a fresh
 ``Tokenizer`` for every ``cold`` round (it keeps a word cache, as the memo does; building one
@@ -93,6 +93,9 @@ def _counter(implementation: str) -> Callable[[str], int]:
 #: throughput, so a fast counter needs more than ten rounds to have one undisturbed on a busy
 #: machine (the same budget for every implementation; at least ten rounds, at most 300).
 MESSAGES_BUDGET_S = 1.0
+#: Rounds of every exact counter in the first-time (``cold``) test: a fastokens round needs a new
+#: tokenizer (seconds to build, untimed), so this stays small.
+COLD_ROUNDS = 5
 
 
 def _rounds(run: Callable[[], object]) -> int:
@@ -165,9 +168,9 @@ def test_messages_cold(benchmark, corpora, corpus: str, implementation: str) -> 
     def count_all(count: Callable[[str], int]) -> int:
         return sum(count(text) for text in messages)
 
-    rounds = {"py": 2, "fastokens": 3}.get(implementation)
-    if rounds is None:  # as many rounds as fit in MESSAGES_BUDGET_S, each with a new counter
-        rounds = _rounds(lambda: count_all(_counter(implementation)))
+    # The same number of rounds for every exact counter (the fastest round is reported: a
+    # counter given more rounds would get more chances at a quiet moment of a shared machine)
+    rounds = 2 if implementation == "py" else COLD_ROUNDS
     benchmark.pedantic(count_all, setup=fresh, rounds=rounds, iterations=1)
     if implementation in ("c", "py"):
         module = importlib.import_module(f"compaction.tokens._count_{implementation}")
