@@ -200,27 +200,39 @@ def _shared_frame(store: HistoryStore, detail: dict[str, Any], stop: int) -> Fra
     held = detail.get("messages")
     if isinstance(held, int) and not isinstance(held, bool) and held > stop:
         return None  # its request showed messages the branch does not share
-    position = 0
-    for level, start, end in frame.cover:  # contiguous from 0 to the cut, each one the branch sees
-        if start != position or end > stop or not any(
-            (s.start_seq, s.end_seq) == (start, end) for s in store.summaries_within(level, start, end)
-        ):
-            return None
-        position = end
-    if position != frame.cut:
+    if any(end > stop for _level, _start, end in frame.cover) or not _cover_shown(store, frame):
         return None
     mask = min(frame.mask_before, stop)
     return Frame(frame.cut, frame.cover, mask if mask > frame.cut else 0)
 
 
+def _cover_shown(store: HistoryStore, frame: Frame) -> bool:
+    """Return whether ``frame``'s cover runs contiguously from 0 to its cut over summaries ``store`` shows.
+
+    A summary an edit made stale is not shown, nor one another conversation's summaries shadow.
+    """
+    position = 0
+    for level, start, end in frame.cover:
+        if start != position or not any(
+            (s.start_seq, s.end_seq) == (start, end) for s in store.summaries_within(level, start, end)
+        ):
+            return False
+        position = end
+    return position == frame.cut
+
+
 def current_frame(store: HistoryStore) -> tuple[Frame | None, Inherited | None]:
     """Return the frame the next request compiles on, and where it came from when a branch inherits it.
 
-    The conversation's newest own frame (:func:`latest_frame`); else, for a branch, the
-    :func:`inherited_frame`; else ``(None, None)``: plan afresh.
+    The conversation's newest own frame (:func:`latest_frame`) while the store still shows
+    every summary of its cover; else, for a branch, the :func:`inherited_frame`; else
+    ``(None, None)``: plan afresh.  An own frame's summary goes stale without an event of
+    the conversation's own when another conversation sharing the message edits it (a
+    revision is seen by every branch that shares the message): a parent's edit of a shared
+    message, or a branch's edit of its parent's message.
     """
     frame = latest_frame(store)
-    if frame is not None:
+    if frame is not None and _cover_shown(store, frame):
         return frame, None
     inherited = inherited_frame(store)
     return (None, None) if inherited is None else (inherited.frame, inherited)
