@@ -580,11 +580,16 @@ class AppendRows:
         return None if row is None else str(row[0])
 
     def seq_of(self, import_key: str) -> int | None:
-        where, args = self.store._rows()
-        row = self.db.execute(
-            f"SELECT seq FROM messages WHERE import_key = {self._m} AND {where}", (import_key, *args)
-        ).fetchone()
-        return None if row is None else int(row[0])
+        # the key's rows in the lineage's conversations (at most one each), filtered here: the
+        # lineage's OR of ranges beside the key made SQLite plan each lookup in depth squared
+        self.store._refresh()
+        lineage = self.store._lineage
+        rows = self.db.execute(
+            f"SELECT conversation_id, seq FROM messages WHERE import_key = {self._m} AND {lineage.keyed()}",
+            (import_key,),
+        ).fetchall()
+        seen = [int(seq) for cid, seq in rows if lineage.sees(int(cid), int(seq))]
+        return min(seen) if seen else None
 
     def rekey(self, seq: int, import_key: str) -> None:
         m = self._m
