@@ -66,31 +66,45 @@ def turns_of(roles: list[str]) -> list[int]:
 
 def tool_ids_of(messages: Sequence[tuple[str, Sequence[Block]]]) -> list[ToolIds]:
     """Return the :class:`ToolIds` of each ``(role, blocks)`` message, in order."""
-    return [
-        ToolIds(
-            role,
-            [b["id"] for b in blocks if b.get("type") == "tool_use"],
-            [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"],
-        )
-        for role, blocks in messages
-    ]
+    out: list[ToolIds] = []
+    for role, blocks in messages:
+        uses: list[str] = []
+        results: list[str] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "tool_use":
+                uses.append(block["id"])
+            elif kind == "tool_result":
+                results.append(block["tool_use_id"])
+        out.append(ToolIds(role, uses, results))
+    return out
 
 
 def _pairs(messages: Sequence[ToolIds], turns: Sequence[int]) -> dict[ToolSlot, ToolSlot]:
-    """Return the kept pairs, each answered call's slot -> its result's, in call order."""
-    calls: dict[tuple[int, str], ToolSlot] = {}  # (turn, id) -> first call with that id
+    """Return the kept pairs, each answered call's slot -> its result's, in call order.
+
+    A result answers the first call of the turn before with its id that no earlier result
+    answered, so a turn that calls one id twice (parallel calls whose ids a provider left
+    empty or reused) pairs its calls with their results in order; the later pair is then
+    sent under a fresh id (:func:`_renames`).
+    """
+    calls: dict[tuple[int, str], list[ToolSlot]] = {}  # (turn, id) -> the calls with that id, in order
     for index, message in enumerate(messages):
         if message.role == "assistant":
             for ordinal, tool_id in enumerate(message.tool_uses):
-                calls.setdefault((turns[index], tool_id), (index, "tool_use", ordinal))
+                calls.setdefault((turns[index], tool_id), []).append((index, "tool_use", ordinal))
+    answered: dict[tuple[int, str], int] = {}  # (turn, id) -> how many of its calls a result answered
     pairs: dict[ToolSlot, ToolSlot] = {}
     for index, message in enumerate(messages):
         if message.role != "user":
             continue
         for ordinal, tool_id in enumerate(message.tool_results):
-            call = calls.get((turns[index] - 1, tool_id))
-            if call is not None and call not in pairs:
-                pairs[call] = (index, "tool_result", ordinal)
+            key = (turns[index] - 1, tool_id)
+            waiting = calls.get(key, [])
+            taken = answered.get(key, 0)
+            if taken < len(waiting):
+                pairs[waiting[taken]] = (index, "tool_result", ordinal)
+                answered[key] = taken + 1
     return dict(sorted(pairs.items()))
 
 
@@ -198,6 +212,9 @@ def repair_tool_pairing(messages: list[tuple[str, list[Block]]], report: Report)
             report("renamed_tool_id", f"tool id {tool_id} repeats an earlier call's; sent as {new_id}", index)
     out: list[tuple[str, list[Block]]] = []
     for index, (role, blocks) in enumerate(messages):
+        if not ids[index].tool_uses and not ids[index].tool_results:
+            out.append((role, list(blocks)))
+            continue
         new_blocks: list[Block] = []
         ordinals = {"tool_use": 0, "tool_result": 0}
         for block in with_sent_ids(blocks, sent[index]) if index in sent else blocks:

@@ -10,14 +10,18 @@ budget (plan == gate), the provider grammar, or a typed error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from store_backends import store_location
 from strategies import CapturingSummarizer, check_provider_grammar, check_tool_pairing, payload_json
 
-from compaction import Message, Recipe
+from compaction import Message, Recipe, Store, compile_request
 from compaction.compile import CompiledRequest
 from compaction.events import compile_current, compile_in_events
 from compaction.store import HistoryStore, open_store
@@ -89,3 +93,103 @@ def test_a_parent_edit_of_a_shared_message_does_not_break_the_branch_frame(forke
             assert compiled.tokens <= 3000
         assert branch.messages(1, 2)[0].content == ({"type": "text", "text": "EDITED in the parent"},)
         assert branch.revisions(1) == 1  # the edit is a revision: the original row is kept
+
+
+# -- one tool id called twice in one turn ------------------------------------------------------
+
+
+def _call(call_id: str, path: str = "a.txt") -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": path}}
+
+
+def _result(call_id: str, content: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
+def _compiled(messages: list[Message], fmt: str, budget: int = 100_000) -> CompiledRequest:
+    with Store(":memory:") as store:
+        store.append(messages)
+        return compile_request(store, Recipe(budget_tokens=budget, output_format=fmt))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "openai-responses"])
+@pytest.mark.parametrize("tool_id", ["", "call_0", "x~2"])
+def test_parallel_calls_sharing_one_id_ship_as_pairs_planned_as_shipped(fmt: str, tool_id: str) -> None:
+    # A turn of two parallel calls under one id (a provider that leaves ids empty, or numbers
+    # them per turn) and their two results: pairing matched only the first call of a turn
+    # with an id, so the second call and the second result shipped as orphan stand-ins
+    # (loud text, no longer a tool call) and the planner, which prices renames but not
+    # orphans, planned 39 tokens where the gate counted 65 (OpenAI Chat, id "x").  Calls and
+    # results pair in order now; the second pair is sent under a fresh id.
+    messages = [
+        Message("user", [_text("read both")]),
+        Message("assistant", [_call(tool_id, "a.txt"), _call(tool_id, "b.txt")]),
+        Message("user", [_result(tool_id, "ALPHA"), _result(tool_id, "BRAVO")]),
+        Message("assistant", [_text("read")]),
+    ]
+    compiled = _compiled(messages, fmt)
+    assert [r.kind for r in compiled.request.replacements] == ["renamed_tool_id"]
+    assert compiled.planned_tokens == compiled.tokens
+    body = payload_json(compiled.request.payload)
+    check_tool_pairing(body, fmt)
+    check_provider_grammar(body, fmt)
+    assert "no result was recorded" not in compiled.request.payload.decode("utf-8")
+    sent = f"{tool_id}~2" if tool_id != "x~2" else "x~2~2"
+    pairs = _shipped_pairs(body, fmt)
+    assert pairs == {tool_id: ("a.txt", "ALPHA"), sent: ("b.txt", "BRAVO")}
+
+
+def _shipped_pairs(body: dict[str, Any], fmt: str) -> dict[str, tuple[str, str]]:
+    """Return ``{call id: (path argument, result text)}`` of the tool calls a body ships."""
+    paths: dict[str, str] = {}
+    outputs: dict[str, str] = {}
+    if fmt == "openai":
+        for message in body["messages"]:
+            for call in message.get("tool_calls") or []:
+                paths[call["id"]] = json.loads(call["function"]["arguments"])["path"]
+            if message["role"] == "tool":
+                outputs[message["tool_call_id"]] = message["content"]
+    elif fmt == "openai-responses":
+        for item in body["input"]:
+            if item.get("type") == "function_call":
+                paths[item["call_id"]] = json.loads(item["arguments"])["path"]
+            elif item.get("type") == "function_call_output":
+                outputs[item["call_id"]] = item["output"]
+    else:
+        for message in body["messages"]:
+            for block in message["content"]:
+                if block.get("type") == "tool_use":
+                    paths[block["id"]] = block["input"]["path"]
+                elif block.get("type") == "tool_result":
+                    outputs[block["tool_use_id"]] = block["content"]
+    assert set(paths) == set(outputs)
+    return {tool_id: (paths[tool_id], outputs[tool_id]) for tool_id in paths}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.lists(
+        st.lists(st.sampled_from(["", "t", "t~2", "t~3", "\u3000"]), min_size=1, max_size=4),
+        min_size=1,
+        max_size=5,
+    ),
+    fmt=st.sampled_from(["openai", "anthropic", "openai-responses"]),
+)
+def test_any_reuse_of_ids_within_and_across_turns_ships_every_pair_as_planned(
+    turns: list[list[str]], fmt: str
+) -> None:
+    # every call is answered in the next turn, in call order, whatever its id repeats
+    messages = [Message("user", [_text("go")])]
+    expected: list[tuple[str, str]] = []
+    for number, ids in enumerate(turns):
+        calls = [_call(tool_id, f"f{number}_{k}") for k, tool_id in enumerate(ids)]
+        results = [_result(tool_id, f"OUT{number}_{k}") for k, tool_id in enumerate(ids)]
+        messages += [Message("assistant", calls), Message("user", results)]
+        expected += [(f"f{number}_{k}", f"OUT{number}_{k}") for k in range(len(ids))]
+    compiled = _compiled(messages, fmt)
+    assert {r.kind for r in compiled.request.replacements} <= {"renamed_tool_id"}
+    assert compiled.planned_tokens == compiled.tokens
+    body = payload_json(compiled.request.payload)
+    check_tool_pairing(body, fmt)
+    check_provider_grammar(body, fmt)
+    assert sorted(_shipped_pairs(body, fmt).values()) == sorted(expected)
