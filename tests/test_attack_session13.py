@@ -11,6 +11,7 @@ budget (plan == gate), the provider grammar, or a typed error.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_backends import store_location
-from strategies import CapturingSummarizer, check_provider_grammar, check_tool_pairing, payload_json
+from strategies import (
+    CapturingSummarizer,
+    check_provider_grammar,
+    check_tool_pairing,
+    independent_tokens,
+    payload_json,
+)
 
 from compaction import Message, Recipe, Store, compile_request
 from compaction.compile import CompiledRequest
@@ -193,3 +200,86 @@ def test_any_reuse_of_ids_within_and_across_turns_ships_every_pair_as_planned(
     check_tool_pairing(body, fmt)
     check_provider_grammar(body, fmt)
     assert sorted(_shipped_pairs(body, fmt).values()) == sorted(expected)
+
+
+# -- the renamed id's form against the providers' id rules --------------------------------------
+
+#: Anthropic's rule for a ``tool_use`` id, as its API answers a request that breaks it:
+#: "messages.1.content.1.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+#: (quoted in https://github.com/CommandCodeAI/command-code/issues/323 and
+#: https://github.com/BlockRunAI/ClawRouter/issues/17).
+ANTHROPIC_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+#: OpenAI Chat's longest ``tool_calls[].id``: "Invalid 'messages[3].tool_calls[0].id': string
+#: too long. Expected a string with maximum length 40, but got a string with length 41
+#: instead." (quoted in https://github.com/microsoft/autogen/issues/6377).
+OPENAI_TOOL_ID_MAX = 40
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the pairing repair sends a reused id as '<id>~2'; '~' is outside Anthropic's tool_use id "
+        "pattern, so every Anthropic request with a renamed id is refused; the fix (a separator "
+        "in [A-Za-z0-9_-]) changes the '~2' literal that tests/test_attack_session12.py and "
+        "tests/test_plan_renamed_ids.py assert, which this session does not own"
+    ),
+)
+def test_a_renamed_tool_id_keeps_anthropic_tool_id_pattern() -> None:
+    # valid Anthropic ids, one reused by a later round: the second round is sent as toolu_01~2
+    messages = [Message("user", [_text("go")])]
+    for round_ in range(2):
+        messages += [
+            Message("assistant", [_call("toolu_01", f"r{round_}.txt")]),
+            Message("user", [_result("toolu_01", f"OUT{round_}")]),
+        ]
+    compiled = _compiled(messages, "anthropic")
+    body = payload_json(compiled.request.payload)
+    ids = [b["id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
+    assert len(ids) == 2
+    assert all(ANTHROPIC_TOOL_ID.match(tool_id) for tool_id in ids), ids
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a renamed id is '<id>~2' whatever its length, so a 39- or 40-character id reused "
+        "is sent 42 characters long, over OpenAI Chat's 40; same fix as the separator"
+    ),
+)
+def test_a_renamed_tool_id_keeps_openai_id_length() -> None:
+    long_id = "call_" + "a" * 35  # 40 characters: valid as stored
+    messages = [Message("user", [_text("go")])]
+    for round_ in range(2):
+        messages += [
+            Message("assistant", [_call(long_id, f"r{round_}.txt")]),
+            Message("user", [_result(long_id, f"OUT{round_}")]),
+        ]
+    body = payload_json(_compiled(messages, "openai").request.payload)
+    ids = [c["id"] for m in body["messages"] for c in m.get("tool_calls") or []]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert max(len(tool_id) for tool_id in ids) <= OPENAI_TOOL_ID_MAX, ids
+
+
+# -- a final assistant turn's trailing whitespace ----------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the final assistant turn's trailing whitespace is stripped from the Anthropic body but "
+        "still counted (the planner and gate count the stored message, cached per message); "
+        "a long run is counted hundreds of tokens over the body, past DESIGN.md's 1%; the fix "
+        "needs the planner and the gate to recount the request's last message"
+    ),
+)
+def test_a_final_assistant_turn_s_stripped_whitespace_is_not_counted_past_one_percent() -> None:
+    # an assistant message that degenerated into a run of newlines, the store's newest: the
+    # body ships "ok" (13 tokens by the independent count) and was reported as 138 tokens
+    messages = [Message("user", [_text("go")]), Message("assistant", [_text("ok" + "\n" * 2000)])]
+    compiled = _compiled(messages, "anthropic")
+    body = payload_json(compiled.request.payload)
+    assert body["messages"][-1]["content"][-1]["text"] == "ok"
+    assert compiled.planned_tokens == compiled.tokens
+    independent = independent_tokens(body, compiled.request.model)
+    assert independent <= compiled.tokens <= independent * 1.01
