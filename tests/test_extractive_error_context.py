@@ -121,3 +121,75 @@ def test_every_file_is_a_line_an_also_touched_name_or_counted(count: int, bound:
     # each file is shown as a line, or its line is counted as left out (the Also line names some of those)
     assert lines + max(more, lost) == count
     assert len(shown) >= lines
+
+
+# -- a stitch keeps what its parts kept ---------------------------------------------------------
+
+#: The records the parts of a 9,000-token pip output (aider's, message 1088 of the shipped
+#: slice) were summarized into: the error sits in the last lines of the output, in part 1.
+PIP_PARTS = (
+    "Errors:\n- [open] run `?`, message 1088: ERROR: Cannot install sentence-transformers because these "
+    "package versions have conflicting dependencies. ⟩ Traceback (most recent call last): ⟩ File "
+    '"…/_vendor/resolvelib/resolvers.py", line 316, in _backjump ⟩ name, candidate = '
+    "broken_state.mapping.popitem()",
+    "Done:\n- Part 2 of 3 of message 1088: 1 lines of output, no call, error or file in it",
+    "Done:\n- Part 3 of 3 of message 1088: 34 lines of output, no call, error or file in it",
+)
+
+
+def _joined(parts: tuple[str, ...] | list[str], kind: str, max_tokens: int = 400) -> str:
+    """Join part records the way the compactor asks (``Compactor._merge_request``) and summarize them."""
+    from compaction.compactor import compression_image_settings
+    from compaction.recipe import Recipe
+    from compaction.summarizers import ExtractiveSummarizer
+    from compaction.summarizers.base import merge_system_prompt
+    from compaction.wire import OutboundRequest, gate
+
+    blocks: list[Block] = [
+        {"type": "text", "text": f"Merge these {len(parts)} consecutive records into one."}
+    ]
+    blocks += [{"type": "text", "text": f"[Record of part {i + 1}]\n{t}"} for i, t in enumerate(parts)]
+    request = OutboundRequest(kind, merge_system_prompt(max_tokens), (("user", tuple(blocks)),))  # type: ignore[arg-type]
+    gated = gate(
+        request,
+        compression_image_settings(Recipe()),
+        format="openai",
+        model="gpt-4o",
+        max_output_tokens=max_tokens,
+    )
+    return ExtractiveSummarizer().summarize(gated, kind=kind).text  # type: ignore[arg-type]
+
+
+def test_a_stitch_of_small_part_records_keeps_their_error() -> None:
+    out = _joined(PIP_PARTS, "stitch")
+    assert PIP_PARTS[0].splitlines()[1] in out.splitlines()
+    assert "Part 3 of 3 of message 1088" in out
+    assert "left out" not in out.lower()
+    # a merge of records of different stretches still halves them: the long error line goes
+    assert _joined(PIP_PARTS, "merge").endswith("Left out: Done 2, Errors 1.")
+
+
+_WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=4, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 999), st.lists(_WORDS, min_size=2, max_size=30)), max_size=3),
+        min_size=2,
+        max_size=4,
+    )
+)
+def test_a_stitch_within_the_bound_keeps_every_error_entry(parts: list[list[tuple[int, list[str]]]]) -> None:
+    records = []
+    for number, errors in enumerate(parts):
+        lines = [f"- [open] run `make`, message {seq}: error: {' '.join(words)}" for seq, words in errors]
+        records.append("Errors:\n" + "\n".join(lines) if lines else f"Done:\n- Part {number + 1}: no error")
+    out = _joined(records, "stitch", max_tokens=400)
+    said = {line.split(": ", 1)[1] for r in records for line in r.splitlines() if line.startswith("- [open]")}
+    if sum(count_text(r, ENCODING) for r in records) + 40 <= 400:
+        # every error stays (one repeated, same command and text, once: the newest)
+        kept = [line for line in out.splitlines() if line.startswith("- [open]")]
+        assert {line.split(": ", 1)[1] for line in kept} == said
+        assert len(kept) == len(said)
+    assert count_text(out, ENCODING) <= 400
