@@ -32,6 +32,7 @@ from compaction import Message, Recipe, Store, compile_request
 from compaction.compile import CompiledRequest
 from compaction.events import compile_current, compile_in_events
 from compaction.formats import parse_messages
+from compaction.pairing import ToolIds, ToolSlot, renamed_tool_ids, turns_of
 from compaction.store import HistoryStore, open_store
 
 
@@ -324,3 +325,63 @@ def test_an_imported_transcript_that_reuses_ids_keeps_anthropic_tool_id_pattern(
     ids = [b["id"] for m in body["messages"] for b in m["content"] if b.get("type") == "tool_use"]
     assert len(ids) == 2 and len(set(ids)) == 2
     assert all(ANTHROPIC_TOOL_ID.match(tool_id) for tool_id in ids), ids
+
+
+# -- the renames' search for a free suffix ------------------------------------------------------
+
+
+def _reference_renames(messages: list[ToolIds]) -> dict[ToolSlot, str]:
+    """The renames as the repair defined them before (each search from ``~2``): quadratic in an
+    id's reuses (8,000 reuses of one id took 9.3 s), kept here as the specification."""
+    turns = turns_of([m.role for m in messages])
+    pairs = {}
+    calls: dict[tuple[int, str], list[ToolSlot]] = {}
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            for ordinal, tool_id in enumerate(message.tool_uses):
+                calls.setdefault((turns[index], tool_id), []).append((index, "tool_use", ordinal))
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            for ordinal, tool_id in enumerate(message.tool_results):
+                waiting = calls.get((turns[index] - 1, tool_id))
+                if waiting:
+                    pairs[waiting.pop(0)] = (index, "tool_result", ordinal)
+    taken = {tool_id for message in messages for tool_id in message.tool_uses}
+    used: set[str] = set()
+    renamed: dict[ToolSlot, str] = {}
+    for call in sorted(pairs):
+        tool_id = messages[call[0]].tool_uses[call[2]]
+        new_id, suffix = tool_id, 2
+        while new_id in used or (new_id != tool_id and new_id in taken):
+            new_id, suffix = f"{tool_id}~{suffix}", suffix + 1
+        used.add(new_id)
+        if new_id != tool_id:
+            renamed[call] = renamed[pairs[call]] = new_id
+    return renamed
+
+
+_IDS = st.sampled_from(["x", "x~2", "x~3", "x~2~2", "", "~2", "y"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns=st.lists(st.lists(_IDS, min_size=1, max_size=4), min_size=1, max_size=12))
+def test_renamed_ids_are_the_ones_a_search_from_two_finds(turns: list[list[str]]) -> None:
+    # the search for a free suffix resumes where the id's previous one stopped (linear in an
+    # id's reuses); it must pick exactly the ids a fresh search from ~2 picks
+    messages = [ToolIds("user", [], [])]
+    for ids in turns:
+        messages += [ToolIds("assistant", ids, []), ToolIds("user", [], ids)]
+    assert renamed_tool_ids(messages) == _reference_renames(messages)
+
+
+def test_an_id_reused_thousands_of_times_gets_every_suffix_in_order() -> None:
+    messages = [ToolIds("user", [], [])]
+    for _round in range(3000):
+        messages += [ToolIds("assistant", ["x"], []), ToolIds("user", [], ["x"])]
+    renamed = renamed_tool_ids(messages)
+    calls = [renamed[(index, "tool_use", 0)] for index in range(3, len(messages), 2)]
+    assert calls == [f"x~{k}" for k in range(2, 3001)]
+    assert all(
+        renamed[(index + 1, "tool_result", 0)] == renamed[(index, "tool_use", 0)]
+        for index in range(3, 6001, 2)
+    )
