@@ -210,6 +210,26 @@ def test_repeats_only_in_the_summarized_stretch_cost_nothing(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_a_system_message_between_a_call_and_its_result_leaves_the_turns_as_shipped(fmt: str) -> None:
+    # a system message ships in the system text, so the call and the result after it are
+    # adjacent turns of the request, and the planner numbers turns without it too
+    messages = [
+        Message("user", [_text("go")]),
+        Message("assistant", [_call("t")]),
+        Message("system", [_text("the sandbox restarted")]),
+        Message("user", [_result("t")]),
+        Message("assistant", [_call("t")]),
+        Message("system", [_text("the sandbox restarted again")]),
+        Message("user", [_result("t")]),
+    ]
+    with Store(":memory:") as store:
+        store.append(messages)
+        recipe = _recipe(fmt)
+        roomy = compile_request(store, recipe)
+        assert _check(roomy, compile_request(store, recipe, budget=roomy.planned_tokens)) == ["t~2"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_inspect_names_the_renames_as_pairing_repairs(fmt: str) -> None:
     messages, _starts = _history([["toolu_01"], ["toolu_01"], ["toolu_01"]])
     with Store(":memory:") as store:
