@@ -378,7 +378,10 @@ def branch_cache_shares(
             meter.measure(sent[fork])
             cached, tokens, first = 0, 0, 0.0
             patch = mock.patch("compaction.events.inherited_frame", return_value=None)
-            with patch if mode == "before" else contextlib.nullcontext(), open_store(copy, conversation="retry") as branch:
+            with (
+                patch if mode == "before" else contextlib.nullcontext(),
+                open_store(copy, conversation="retry") as branch,
+            ):
                 for count, turn in enumerate(later):
                     branch.append(turn)
                     request = _compile_events(branch, recipe).request
@@ -416,8 +419,115 @@ def test_branch_first_requests_cached_share(benchmark, tmp_path: Path) -> None: 
         assert row["after"]["first"] >= row["before"]["first"]
 
 
+# -- depth: import of nested rewinds, and a chain of branches built and compiled ---------------
+
+DEPTHS = (100, 200, 400, 800)
+
+
+def chain_seconds(location: str, depth: int) -> tuple[float, float]:
+    """Build a chain of ``depth`` branches as tests/test_deep_branch_compile.py does; return the
+    seconds it took and those of a compile of the deepest at 200,000 tokens.
+
+    Each conversation appends one message, every 50th summarizes what it shows past the
+    frontier, and each forks the next at its end (a fresh store object per step, as an
+    agent opening its branch does).
+    """
+    from compaction import Message
+
+    def text(role: str, body: str) -> Message:
+        return Message(role=role, content=[{"type": "text", "text": body}])
+
+    started = time.perf_counter()
+    with open_store(location, conversation="c0", create=True) as store:
+        store.append([text("user", "root")])
+    name = "c0"
+    for level in range(1, depth + 1):
+        with open_store(location, conversation=name) as store:
+            store.append([text("assistant", f"a{level}")])
+            if level % 50 == 0:
+                start = store.summary_frontier(1)
+                store.add_summary(
+                    1, start, store.next_seq(), f"messages {start} to {store.next_seq() - 1}", {}
+                )
+            store.branch(f"c{level}", store.next_seq())
+        name = f"c{level}"
+    built = time.perf_counter() - started
+    with open_store(location, conversation=name) as store:
+        store.append([text("user", "last")])
+        started = time.perf_counter()
+        compile_request(store, Recipe(budget_tokens=200_000))
+        compiled = time.perf_counter() - started
+    return built, compiled
+
+
+def depth_scaling(depths: tuple[int, ...] = DEPTHS, postgres: str | None = None) -> list[dict[str, float]]:
+    """Time, per depth, ``import --branches`` of :func:`nested_session` (a fresh process,
+    :func:`measure`) and building and compiling a chain of branches (:func:`chain_seconds`,
+    SQLite, and on PostgreSQL when ``postgres`` names a database URL; each depth's chain
+    gets fresh conversations there, named after a random prefix).
+
+    Returns one row per depth: ``depth``, ``import_s``, ``chain_s``, ``compile_s`` (and
+    ``pg_chain_s``, ``pg_compile_s`` with ``postgres``).
+    """
+    rows = []
+    for depth in depths:
+        row: dict[str, float] = {"depth": depth, "import_s": measure("nested", depth)["seconds"]}
+        with tempfile.TemporaryDirectory() as folder:
+            row["chain_s"], row["compile_s"] = chain_seconds(str(Path(folder) / "chain.db"), depth)
+        if postgres:
+            import uuid
+
+            database = _fresh_postgres(postgres, f"bench_{uuid.uuid4().hex[:8]}")
+            try:
+                row["pg_chain_s"], row["pg_compile_s"] = chain_seconds(database[1], depth)
+            finally:
+                _drop_postgres(postgres, database[0])
+        rows.append(row)
+        print_depths(rows[-1:], header=len(rows) == 1, previous=rows[-2] if len(rows) > 1 else None)
+    return rows
+
+
+def _fresh_postgres(url: str, name: str) -> tuple[str, str]:
+    """Create database ``name`` on the server of ``url``; return its name and URL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return name, url.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop_postgres(url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def print_depths(
+    rows: list[dict[str, float]], header: bool = True, previous: dict[str, float] | None = None
+) -> None:
+    """Print seconds per depth and, in brackets, the ratio to the row before (2 when linear, 4 when quadratic)."""
+    keys = [k for k in ("import_s", "chain_s", "compile_s", "pg_chain_s", "pg_compile_s") if k in rows[0]]
+    if header:
+        print(f"{'depth':>6s} " + " ".join(f"{k:>18s}" for k in keys), flush=True)
+    for row in rows:
+        cells = []
+        for key in keys:
+            ratio = f"(x{row[key] / previous[key]:.1f})" if previous and previous.get(key) else ""
+            cells.append(f"{row[key]:10.2f} {ratio:>7s}")
+        print(f"{int(row['depth']):6d} " + " ".join(cells), flush=True)
+        previous = row
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["cache"]:
+    if sys.argv[1:2] == ["depth"]:
+        # python bench/bench_branches.py depth [--postgres URL] [100 200 400 800]
+        argv = sys.argv[2:]
+        url = None
+        if argv[:1] == ["--postgres"]:
+            url, argv = argv[1], argv[2:]
+        depth_scaling(tuple(int(a) for a in argv) or DEPTHS, url)
+    elif sys.argv[1:2] == ["cache"]:
         with tempfile.TemporaryDirectory() as folder:
             count = int(sys.argv[2]) if len(sys.argv) > 2 else CACHE_REQUESTS
             print_cache_shares(branch_cache_shares(Path(folder), requests=count))
