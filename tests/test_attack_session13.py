@@ -32,6 +32,8 @@ from compaction import Message, Recipe, Store, compile_request, compress_and_com
 from compaction.compile import CompiledRequest
 from compaction.events import compile_current, compile_in_events
 from compaction.formats import parse_messages
+from compaction.outputs import request_format
+from compaction.outputs.anthropic_messages import FINAL_THINKING
 from compaction.pairing import ToolIds, ToolSlot, renamed_tool_ids, turns_of
 from compaction.store import HistoryStore, open_store
 
@@ -419,3 +421,86 @@ def test_a_tool_id_reused_by_every_round_still_leaves_a_live_window() -> None:
             shown.append(len(compiled.raw_seqs))
     assert shown[0] > 100
     assert shown[1] > 100, shown
+
+
+# -- a final assistant turn holding a thinking block -------------------------------------------
+
+SIGNED = {"type": "thinking", "thinking": "the export job failed on batch 7", "signature": "c2lnbmF0dXJl"}
+
+
+def _final_thinking(final: list[dict[str, Any]]) -> tuple[CompiledRequest, dict[str, Any]]:
+    messages = [Message("user", [_text("why did it fail?")]), Message("assistant", final)]
+    compiled = _compiled(messages, "anthropic")
+    return compiled, payload_json(compiled.request.payload)
+
+
+@pytest.mark.parametrize(
+    "final",
+    [[SIGNED], [SIGNED, _text("It failed on batch 7.  ")], [_text("It failed."), SIGNED]],
+    ids=["only thinking", "thinking then text", "text then thinking"],
+)
+def test_a_final_assistant_turn_ships_no_thinking_block(final: list[dict[str, Any]]) -> None:
+    # The store's newest message is the assistant's (a turn cut after its reasoning): the
+    # Anthropic body ended with an assistant turn holding the signed thinking block, and the
+    # request enables no thinking, which Anthropic refuses ("When thinking is disabled, an
+    # `assistant` message in the final position cannot contain `thinking`"); it ships as text
+    compiled, body = _final_thinking(final)
+    last = body["messages"][-1]
+    assert last["role"] == "assistant"
+    assert [b["type"] for b in last["content"]] == ["text"] * len(final)
+    shipped = "".join(b["text"] for b in last["content"])
+    assert FINAL_THINKING + SIGNED["thinking"] in shipped
+    assert not request_format("anthropic").grammar_problems(body)
+    check_provider_grammar(body, "anthropic")
+    assert compiled.planned_tokens == compiled.tokens
+    assert independent_tokens(body, compiled.request.model) <= compiled.tokens
+
+
+def test_the_anthropic_grammar_refuses_a_final_turn_holding_thinking() -> None:
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": [_text("go")]}, {"role": "assistant", "content": [SIGNED]}],
+    }
+    assert request_format("anthropic").grammar_problems(body) == [
+        "message 1: the final assistant turn holds a thinking block"
+    ]
+    body["messages"].append({"role": "user", "content": [_text("next")]})  # not final: taken
+    assert request_format("anthropic").grammar_problems(body) == []
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    thinking=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+    signature=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40),
+    after=st.sampled_from(["", "Done.", "Done. \n"]),
+)
+def test_a_final_thinking_block_shipped_as_text_never_counts_below_the_body(
+    thinking: str, signature: str, after: str
+) -> None:
+    final = [{"type": "thinking", "thinking": thinking, "signature": signature}]
+    if after:
+        final.append(_text(after))
+    with Store(":memory:") as store:
+        store.append([Message("user", [_text("go")]), Message("assistant", final)])
+        compiled = compile_request(store, Recipe(budget_tokens=100_000, output_format="anthropic"))
+        assert store.messages(1, 2)[0].content[0] == final[0]  # the store keeps the signed block
+    body = payload_json(compiled.request.payload)
+    assert not request_format("anthropic").grammar_problems(body)
+    assert all(b["type"] != "thinking" for b in body["messages"][-1]["content"])
+    assert compiled.planned_tokens == compiled.tokens
+    assert independent_tokens(body, compiled.request.model) <= compiled.tokens
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a redacted_thinking block in the final assistant turn still ships (Anthropic refuses "
+        "thinking there when thinking is disabled); a loud text stand-in can count more than "
+        "its data's tokens (the block's whole count) for short data, so the fix needs a count "
+        "floor for redacted_thinking (a COUNTING_VERSION change), left to the lead"
+    ),
+)
+def test_a_final_assistant_turn_ships_no_redacted_thinking_block() -> None:
+    _compiled_request, body = _final_thinking([{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}])
+    assert all(b["type"] != "redacted_thinking" for b in body["messages"][-1]["content"])

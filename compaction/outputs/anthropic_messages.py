@@ -12,7 +12,12 @@ whitespace ("final assistant content cannot end with trailing whitespace", the A
 quoted in https://github.com/tailcallhq/forgecode/issues/1872 and
 https://github.com/anomalyco/opencode/issues/1295), so that turn's last text ships without
 its trailing whitespace (:func:`final_assistant_content`), in the body only: the store keeps
-it, and the count keeps counting it (a token or two over what ships, never under).
+it, and the count keeps counting it (over what ships, never under).  Nor does Anthropic take
+a ``thinking`` block in that turn when the request does not enable thinking (it never does
+here): "When thinking is disabled, an `assistant` message in the final position cannot contain
+`thinking`" (quoted in https://github.com/anthropics/claude-code/issues/7946; "The final block
+in an assistant message cannot be `thinking`", tailcallhq/forgecode#2107), so a signed one
+ships there as loud text (:data:`FINAL_THINKING` and its text), counted within its signed count.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "CACHE_CONTROL",
     "final_assistant_content",
+    "FINAL_THINKING",
 ]
 
 #: The user turn put first when a rendered history would open with the assistant.
@@ -40,6 +46,12 @@ OPENING_TURN = "[the conversation continues]"
 DEFAULT_MAX_TOKENS = 4096
 #: The marker of a prompt-cache breakpoint (the default 5-minute cache).
 CACHE_CONTROL = {"type": "ephemeral"}
+
+#: What a signed thinking block in a request's final assistant turn ships as, before its text
+#: (Anthropic takes no thinking block there, see the module docstring): 4 tokens, so the text
+#: block (its ``type`` and ``text`` keys included) stays within the signed block's count
+#: (its text, its signature and THINKING_FRAME).
+FINAL_THINKING = "[reasoning]\n"
 
 
 #: Content block types the Anthropic Messages API takes in a request (its own server-tool
@@ -105,21 +117,30 @@ def _without_data_uris(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def final_assistant_content(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return a final assistant turn's blocks with their last text block right-stripped.
+    """Return a final assistant turn's blocks as Anthropic takes them: no thinking block, no trailing whitespace.
 
-    Anthropic refuses a request whose final assistant content ends in whitespace (see the
-    module docstring); Python's ``str.rstrip`` strips every Unicode whitespace character, at
-    least what the API calls whitespace.  Only the last ``text`` block changes (a new dict,
-    its ``cache_control`` kept); the input list is not changed.  A text left empty cannot
-    occur: blank texts never ship (:func:`~compaction.tokens.counting.shipped_blocks`).
+    Each ``thinking`` block (signed: an unsigned one is text already) becomes a text block of
+    :data:`FINAL_THINKING` and its thinking, and then the last text block is right-stripped
+    (see the module docstring; Python's ``str.rstrip`` strips every Unicode whitespace
+    character, at least what the API calls whitespace).  Only those blocks change (new
+    dicts, a text's ``cache_control`` kept); the input list is not changed.  A text left
+    empty cannot occur: blank texts never ship
+    (:func:`~compaction.tokens.counting.shipped_blocks`) and a converted thinking block
+    keeps its marker.
 
     Args:
         content: the blocks of the last turn of a rendered body, an assistant's.
 
     Returns:
-        A new list of the same blocks, the last text block without trailing whitespace.
+        A new list of the blocks, its thinking as text, the last text block without
+        trailing whitespace.
     """
-    out = list(content)
+    out = [
+        {"type": "text", "text": FINAL_THINKING + str(b.get("thinking", ""))}
+        if b.get("type") == "thinking"
+        else b
+        for b in content
+    ]
     for position in range(len(out) - 1, -1, -1):
         block = out[position]
         if block.get("type") == "text":
@@ -294,6 +315,11 @@ class AnthropicMessages(RequestFormat):
             if text is not None and text != text.rstrip():
                 # the API: "final assistant content cannot end with trailing whitespace"
                 problems.append(f"message {len(messages) - 1}: the final assistant turn ends with whitespace")
+            if isinstance(last, list) and any(b.get("type") == "thinking" for b in last):
+                # the API: "an `assistant` message in the final position cannot contain `thinking`"
+                problems.append(
+                    f"message {len(messages) - 1}: the final assistant turn holds a thinking block"
+                )
         return problems
 
     def _has_image(self, content: list[dict[str, Any]]) -> bool:
