@@ -35,7 +35,15 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument, found
 
-__all__ = ["ANY_CONVERSATION", "CURRENT_REVISION", "DEFAULT_CONVERSATION", "Lineage", "Segment", "check_conversation_name", "lineage_of"]
+__all__ = [
+    "ANY_CONVERSATION",
+    "CURRENT_REVISION",
+    "DEFAULT_CONVERSATION",
+    "Lineage",
+    "Segment",
+    "check_conversation_name",
+    "lineage_of",
+]
 
 #: The name of the conversation a store opened without one uses when it holds none yet (and
 #: of the conversation a store from before conversations existed migrates into).
@@ -153,7 +161,9 @@ class Lineage:
         Args:
             alias: the table's alias with its dot (``"m."``), or ``""``.
         """
-        ids = [str(int(seg.conversation_id)) for seg in self.segments if seg.end is None or seg.end > seg.start]
+        ids = [
+            str(int(seg.conversation_id)) for seg in self.segments if seg.end is None or seg.end > seg.start
+        ]
         return f"({alias}conversation_id IN ({', '.join(ids)}))" if ids else "(1 = 0)"
 
     def sees(self, conversation_id: int, seq: int) -> bool:
@@ -296,7 +306,9 @@ class Lineage:
         lineage leaves them), down to the conversation itself: every branch that shows the
         range sees a summary kept with the first.  Empty before the conversation is created.
         """
-        return [seg.conversation_id for seg in reversed(self.segments) if seg.end is None or end_seq <= seg.end]
+        return [
+            seg.conversation_id for seg in reversed(self.segments) if seg.end is None or end_seq <= seg.end
+        ]
 
 
 def _joined(parts: list[str], operator: str) -> str:
@@ -313,9 +325,7 @@ def _joined(parts: list[str], operator: str) -> str:
     return f"({_joined(parts[:middle], operator)} {operator} {_joined(parts[middle:], operator)})"
 
 
-def lineage_of(
-    conversation_id: int | None, tree: dict[int, tuple[int | None, int | None]]
-) -> Lineage:
+def lineage_of(conversation_id: int | None, tree: dict[int, tuple[int | None, int | None]]) -> Lineage:
     """Return the lineage of ``conversation_id`` given every conversation's ``(parent id, fork seq)``.
 
     Args:
@@ -335,7 +345,9 @@ def lineage_of(
     seen: set[int] = set()
     while current is not None:
         if current in seen or current not in tree:
-            raise InvalidArgument(f"conversation {conversation_id}: its parents form a cycle or name a missing one")
+            raise InvalidArgument(
+                f"conversation {conversation_id}: its parents form a cycle or name a missing one"
+            )
         seen.add(current)
         parent, fork = tree[current]
         start = 0 if parent is None else int(fork or 0)
