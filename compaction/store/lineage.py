@@ -132,6 +132,9 @@ class Lineage:
             alias: the table's alias with its dot (``"m."``), or ``""``.
             mark: the driver's placeholder (unused: kept so every condition here is asked for alike).
         """
+        memo = self._memo()
+        if ("rows", alias) in memo:
+            return memo[("rows", alias)], []
         parts: list[str] = []
         args: list[int] = []
         for seg in self.segments:
@@ -145,7 +148,19 @@ class Lineage:
             if seg.end is not None:
                 part += f" AND {alias}seq < {int(seg.end)}"
             parts.append(f"({part})")
-        return (_joined(parts, "OR") if parts else "(1 = 0)"), args
+        memo[("rows", alias)] = _joined(parts, "OR") if parts else "(1 = 0)"
+        return memo[("rows", alias)], args
+
+    def _memo(self) -> dict[tuple[str, ...], str]:
+        """Return this lineage's conditions built so far, by what was asked (built once each).
+
+        A store object asks for the same condition on every read, and building one costs
+        time linear in the depth (about 1 ms 400 deep); the segments are frozen, so the text
+        never changes.  Kept outside the dataclass's fields (it is frozen), so equality and
+        hashing still compare the segments only.
+        """
+        memo: dict[tuple[str, ...], str] = self.__dict__.setdefault("_conditions", {})
+        return memo
 
     def keyed(self, alias: str = "") -> str:
         """Return a SQL condition selecting the rows of the conversations of this lineage (any seq).
@@ -203,6 +218,9 @@ class Lineage:
         """
         if shadowed and not alias:
             alias = "summaries."
+        memo, key = self._memo(), ("summaries", alias, "shadowed" if shadowed else "all")
+        if key in memo:
+            return memo[key], []
         # The ids and seqs are the store's own integers, written as literals: a deep lineage
         # needs no placeholders (psycopg spends ~30 ms a query on 800 of them, 400 deep).
         # The ancestors' part is one IN list and one CASE of their stops, not an OR of one
@@ -219,14 +237,16 @@ class Lineage:
                 ids.append(str(int(seg.conversation_id)))
                 stops.append(f"WHEN {int(seg.conversation_id)} THEN {int(seg.end)}")
         if not ids:
-            return (own[0] if own else "(1 = 0)"), args
+            memo[key] = own[0] if own else "(1 = 0)"
+            return memo[key], args
         ancestral = (
             f"({alias}conversation_id IN ({', '.join(ids)})"
             f" AND {alias}end_seq <= CASE {alias}conversation_id {' '.join(stops)} END)"
         )
         if shadowed:
             ancestral = f"({ancestral} AND NOT EXISTS {self._nearer_overlap(alias)})"
-        return _joined([*own, ancestral], "OR"), args
+        memo[key] = _joined([*own, ancestral], "OR")
+        return memo[key], args
 
     def _nearer_overlap(self, alias: str) -> str:
         """Return a subquery finding a summary nearer in the lineage that hides the one at ``alias``.
