@@ -13,10 +13,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction import Message
+from compaction.store import lineage as lineage_module
 from compaction.store import open_store
 from compaction.store.lineage import Lineage, lineage_of
 
@@ -66,3 +68,34 @@ def test_a_chain_900_deep_finds_each_message_by_its_key(tmp_path: Path) -> None:
         assert [m.content[0]["text"] for m in store.messages()] == ["root"] + [f"a{d}" for d in range(1, 900)]
     with open_store(location, conversation="c450") as store:
         assert store.append(history, chain_seed="t") == 449  # the rows past its fork are c451's on: not seen
+
+
+def test_a_branch_builds_its_conditions_once_however_often_it_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 60-deep branch read 20 times joins its lineage's conditions once each (rows, summaries)."""
+    location = str(tmp_path / "chain.db")
+    with open_store(location, conversation="c0", create=True) as store:
+        store.append([Message(role="user", content=[{"type": "text", "text": "root"}])])
+        store.branch("c1", 1)
+    for depth in range(1, 60):
+        with open_store(location, conversation=f"c{depth}") as store:
+            store.append([Message(role="assistant", content=[{"type": "text", "text": f"a{depth}"}])])
+            if depth == 30:
+                store.add_summary(1, 0, 31, "the first 31 messages", {})
+            store.branch(f"c{depth + 1}", depth + 1)
+    built: list[list[str]] = []
+    joined = lineage_module._joined
+
+    def counting(parts: list[str], operator: str) -> str:
+        built.append(parts)
+        return joined(parts, operator)
+
+    with open_store(location, conversation="c59") as store:
+        monkeypatch.setattr(lineage_module, "_joined", counting)
+        for _ in range(20):
+            assert len(store.messages()) == 60
+            assert [(s.start_seq, s.end_seq) for s in store.summaries()] == [(0, 31)]
+    assert sum(1 for parts in built if len(parts) == 60) == 1  # the rows condition: a term per conversation
+    shadowing = [parts for parts in built if len(parts) == 2 and "NOT EXISTS" in parts[1]]
+    assert len(shadowing) == 1  # the summaries condition: its own part and its ancestors'
