@@ -11,7 +11,15 @@ matches ``tool`` messages to calls by id).
 holds (histories cut at a window edge, tools called again with a reused id through the
 API, results without their call): a call without its result and a result without its call
 become loud text stand-ins, and a pair whose id an earlier pair already used is sent under
-a fresh id (``<id>~2``).  Each change is reported; the store keeps the originals.
+a fresh id (``<id>_2``).  Each change is reported; the store keeps the originals.
+
+Each request format also has its own id grammar (:data:`TOOL_ID_GRAMMARS`): Anthropic takes
+a ``tool_use`` id matching ``^[a-zA-Z0-9_-]+$``, OpenAI Chat a ``tool_calls[].id`` of at most
+40 characters, OpenAI Responses a ``call_id`` of at most 64.  A pair whose stored id breaks
+the target's grammar is sent under :func:`wire_tool_id` (its characters made valid, plus a
+short hash of the stored id when that changed it, cut to the limit): the same stored id
+maps to the same wire id on every request, so a prompt-cache prefix stays byte-stable, and a
+valid id is sent unchanged.
 
 Which pairs are renamed, and to what, is decided from the messages' roles and tool ids
 alone (:func:`renamed_tool_ids`), so the compile planner prices the renames from a store's
@@ -20,18 +28,25 @@ cached facts exactly as the gate ships them.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .blocks import Block, canonical_json
 
 __all__ = [
+    "TOOL_ID_GRAMMARS",
+    "RENAME_SEPARATOR",
+    "ToolIdGrammar",
     "ToolIds",
     "ToolSlot",
     "repair_tool_pairing",
     "renamed_tool_ids",
     "tool_ids_of",
+    "tool_id_fits",
     "turns_of",
+    "wire_tool_id",
     "with_sent_ids",
 ]
 
@@ -43,6 +58,103 @@ Report = Callable[[str, str, int], None]
 #: that type (0 for the first).  Pairing reads nothing else of a block, so a store's cached
 #: facts (``MessageFacts.tool_uses``, ``tool_results``) name the same slots as the blocks.
 ToolSlot = tuple[int, str, int]
+
+
+class ToolIdGrammar(NamedTuple):
+    """What a request format accepts as a tool call's id (the same id its result answers)."""
+
+    #: the characters an id may hold, as the inside of a regex character class
+    #: (``"A-Za-z0-9_-"``), ``None``: any
+    allowed: str | None
+    #: the longest id, in characters (code points), ``None``: no limit
+    max_length: int | None
+    #: the shortest id, in characters
+    min_length: int = 0
+
+    def fits(self, tool_id: str) -> bool:
+        """Return whether ``tool_id`` is an id of this grammar."""
+        if len(tool_id) < self.min_length or (self.max_length is not None and len(tool_id) > self.max_length):
+            return False
+        return self.allowed is None or _pattern(f"[{self.allowed}]*").fullmatch(tool_id) is not None
+
+    def cleaned(self, tool_id: str) -> str:
+        """Return ``tool_id`` with each character outside :attr:`allowed` replaced by ``_``."""
+        return tool_id if self.allowed is None else _pattern(f"[^{self.allowed}]").sub("_", tool_id)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(source: str) -> re.Pattern[str]:
+    pattern = _PATTERNS.get(source)
+    if pattern is None:
+        pattern = _PATTERNS[source] = re.compile(source)
+    return pattern
+
+
+#: Each request format's tool id grammar.
+#:
+#: - ``anthropic``: a ``tool_use`` id must match ``^[a-zA-Z0-9_-]+$``; the API answers a
+#:   request that breaks it "messages.1.content.1.tool_use.id: String should match pattern
+#:   '^[a-zA-Z0-9_-]+$'" (quoted in https://github.com/CommandCodeAI/command-code/issues/323).
+#:   No length limit is documented.
+#: - ``openai``: a ``tool_calls[].id`` of at most 40 characters: "Expected a string with
+#:   maximum length 40, but got a string with length 41 instead" (quoted in
+#:   https://github.com/microsoft/autogen/issues/6377).
+#: - ``openai-responses``: a ``call_id`` of at most 64 characters: "Invalid
+#:   'input[95].call_id': string too long. Expected a string with maximum length 64"
+#:   (quoted in https://github.com/AnswerDotAI/fastllm/issues/45 and
+#:   https://github.com/decolua/9router/issues/393).
+TOOL_ID_GRAMMARS: dict[str, ToolIdGrammar] = {
+    "anthropic": ToolIdGrammar("A-Za-z0-9_-", None, 1),
+    "openai": ToolIdGrammar(None, 40),
+    "openai-responses": ToolIdGrammar(None, 64),
+}
+
+#: What joins a reused id and its number in a fresh id (``<id>_2``): inside every format's
+#: characters, so a renamed valid id stays valid.
+RENAME_SEPARATOR = "_"
+
+#: Hex digits of the stored id's SHA-256 a mapped wire id ends with (after ``_``).
+_HASH_DIGITS = 8
+
+
+def _grammar(format: str | None) -> ToolIdGrammar | None:
+    return None if format is None else TOOL_ID_GRAMMARS.get(format)
+
+
+def tool_id_fits(tool_id: str, format: str | None) -> bool:
+    """Return whether ``tool_id`` is a valid tool id of request format ``format`` (``None``: any id fits)."""
+    grammar = _grammar(format)
+    return grammar is None or grammar.fits(tool_id)
+
+
+def wire_tool_id(tool_id: str, format: str | None) -> str:
+    """Return the id a first use of stored ``tool_id`` is sent under in ``format``: itself when valid.
+
+    An invalid id has each character outside the format's set replaced by ``_``, is cut so
+    that ``_`` and the first 8 hex digits of the SHA-256 of the stored id (UTF-8, a lone
+    surrogate as its ``surrogatepass`` bytes) fit the length limit, and ends with them: a pure
+    function of the stored id, so every request sends the same bytes.  ``format`` ``None``
+    or unknown: ``tool_id`` unchanged.
+    """
+    grammar = _grammar(format)
+    if grammar is None or grammar.fits(tool_id):
+        return tool_id
+    clean = grammar.cleaned(tool_id)
+    digest = hashlib.sha256(tool_id.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_DIGITS]
+    tail = f"_{digest}"
+    if grammar.max_length is not None:
+        clean = clean[: grammar.max_length - len(tail)]
+    return clean + tail
+
+
+def _numbered(base: str, suffix: int, grammar: ToolIdGrammar | None) -> str:
+    """Return ``<base>_<suffix>``, ``base`` cut so the whole fits the grammar's length limit."""
+    tail = f"{RENAME_SEPARATOR}{suffix}"
+    if grammar is not None and grammar.max_length is not None:
+        base = base[: grammar.max_length - len(tail)]
+    return base + tail
 
 
 class ToolIds(NamedTuple):
@@ -108,52 +220,71 @@ def _pairs(messages: Sequence[ToolIds], turns: Sequence[int]) -> dict[ToolSlot, 
     return dict(sorted(pairs.items()))
 
 
-def _renames(messages: Sequence[ToolIds], pairs: Mapping[ToolSlot, ToolSlot]) -> dict[ToolSlot, str]:
-    """Return the slots of the pairs sent under a fresh id (call and result) -> that id, in call order.
+def _renames(
+    messages: Sequence[ToolIds], pairs: Mapping[ToolSlot, ToolSlot], format: str | None = None
+) -> dict[ToolSlot, str]:
+    """Return the slots of the pairs sent under another id (call and result) -> that id, in call order.
 
-    Each id's search for a free suffix goes on from where its previous one stopped: every
-    suffix it passed is used or another call's id, and stays so, so the ids are the ones a
-    search from ``~2`` finds, and an id reused ``n`` times costs ``O(n)``, not ``O(n**2)``.
+    A pair keeps its stored id when it is valid in ``format`` and no earlier pair used it;
+    else its first choice is :func:`wire_tool_id` of it (when that differs from the stored
+    id), then ``<wire id>_2``, ``_3``, ... (:func:`_numbered`): the first that no earlier pair
+    sends and no call of the request has stored, so a changed id never meets an id sent
+    unchanged.  Each wire id's search for a free suffix goes on from where its previous one
+    stopped: every suffix it passed is used or another call's id, and stays so, so the ids
+    are the ones a search from ``_2`` finds, and an id reused ``n`` times costs ``O(n)``.
     """
+    grammar = _grammar(format)
     taken = {tool_id for message in messages for tool_id in message.tool_uses}
     used: set[str] = set()
-    next_suffix: dict[str, int] = {}  # id -> the first suffix its next rename tries
+    next_suffix: dict[str, int] = {}  # wire id -> the first suffix its next rename tries
+    wire: dict[str, str] = {}  # stored id -> wire_tool_id of it
     renamed: dict[ToolSlot, str] = {}
     for call, result in pairs.items():  # oldest call first: the first pair keeps its id
         tool_id = messages[call[0]].tool_uses[call[2]]
-        new_id = tool_id
-        suffix = next_suffix.get(tool_id, 2)
-        while new_id in used or (new_id != tool_id and new_id in taken):  # never another call's id
-            new_id = f"{tool_id}~{suffix}"
-            suffix += 1
-        if new_id != tool_id:
-            next_suffix[tool_id] = suffix
+        base = wire.get(tool_id)
+        if base is None:
+            base = wire[tool_id] = wire_tool_id(tool_id, format)
+        new_id = base
+        if new_id in used or (new_id != tool_id and new_id in taken):  # never another call's id
+            suffix = next_suffix.get(base, 2)
+            new_id = _numbered(base, suffix, grammar)
+            while new_id in used or new_id in taken:
+                suffix += 1
+                new_id = _numbered(base, suffix, grammar)
+            next_suffix[base] = suffix + 1
         used.add(new_id)
         if new_id != tool_id:
             renamed[call] = renamed[result] = new_id
     return renamed
 
 
-def renamed_tool_ids(messages: Sequence[ToolIds], turns: Sequence[int] | None = None) -> dict[ToolSlot, str]:
-    """Return the tool blocks :func:`repair_tool_pairing` sends under a fresh id, and that id.
+def renamed_tool_ids(
+    messages: Sequence[ToolIds], turns: Sequence[int] | None = None, format: str | None = None
+) -> dict[ToolSlot, str]:
+    """Return the tool blocks :func:`repair_tool_pairing` sends under another id, and that id.
 
-    A pair (a call and the result that answers it in the next turn) whose call id an earlier
-    pair of the request already used is sent as ``<id>~2`` (``~3``, ...: the first suffix no
-    earlier pair used and no call of the request has), in its call and in its result; the
-    oldest pair keeps its id.
+    A pair (a call and the result that answers it in the next turn) whose stored id breaks
+    ``format``'s grammar (:data:`TOOL_ID_GRAMMARS`) is sent under :func:`wire_tool_id` of it;
+    a pair whose id an earlier pair of the request already sends is sent as ``<id>_2``
+    (``_3``, ...: the first suffix no earlier pair used and no call of the request has, the
+    id cut so the whole fits the length limit), in its call and in its result; the oldest
+    pair of a valid id keeps it.  Every id sent fits ``format``'s grammar and is unique in
+    the request.
 
     Args:
         messages: what pairing reads of the request's messages, in order.  Messages without
             tool blocks may be left out when ``turns`` is given.
         turns: each message's turn number (consecutive messages of one role share one, see
             :func:`turns_of`); default: computed from the roles of ``messages``, all of them.
+        format: the request format name (``"openai"``, ``"anthropic"``,
+            ``"openai-responses"``); ``None``: no id grammar, only reused ids renamed.
 
     Returns:
-        ``{slot: id sent}`` for each renamed call and result (slots index ``messages``), in
-        call order; empty when no pair repeats an id (the usual case).
+        ``{slot: id sent}`` for each changed call and result (slots index ``messages``), in
+        call order; empty when every id is valid and none repeats (the usual case).
     """
     turns = turns_of([m.role for m in messages]) if turns is None else turns
-    return _renames(messages, _pairs(messages, turns))
+    return _renames(messages, _pairs(messages, turns), format)
 
 
 def with_sent_ids(blocks: Sequence[Block], sent: Mapping[tuple[str, int], str]) -> list[Block]:
@@ -196,13 +327,18 @@ def _result_blocks(block: Block) -> list[Block]:
     return out
 
 
-def repair_tool_pairing(messages: list[tuple[str, list[Block]]], report: Report) -> list[tuple[str, list[Block]]]:
-    """Return ``messages`` with every tool call answered in the next turn and every id unique.
+def repair_tool_pairing(
+    messages: list[tuple[str, list[Block]]], report: Report, format: str | None = None
+) -> list[tuple[str, list[Block]]]:
+    """Return ``messages`` with every tool call answered in the next turn and every id unique and valid.
 
     Args:
         messages: ``(role, blocks)`` of one request, in order.
         report: called once per change: ``report(kind, reason, message_index)`` with kind
-            ``"orphan_tool_use"``, ``"orphan_tool_result"`` or ``"renamed_tool_id"``.
+            ``"orphan_tool_use"``, ``"orphan_tool_result"`` or ``"renamed_tool_id"`` (a
+            reused id, or one outside ``format``'s id grammar).
+        format: the request format name whose tool id grammar the sent ids follow
+            (:data:`TOOL_ID_GRAMMARS`); ``None``: only reused ids are renamed.
 
     Returns:
         New messages (the input is not modified).  The renamed ids are
@@ -211,13 +347,21 @@ def repair_tool_pairing(messages: list[tuple[str, list[Block]]], report: Report)
     ids = tool_ids_of(messages)
     pairs = _pairs(ids, turns_of([m.role for m in ids]))
     answered = set(pairs.values())
-    renamed = _renames(ids, pairs)
+    renamed = _renames(ids, pairs, format)
+    first_use: dict[str, ToolSlot] = {}
+    for call in pairs:
+        first_use.setdefault(ids[call[0]].tool_uses[call[2]], call)
     sent: dict[int, dict[tuple[str, int], str]] = {}  # message index -> its renamed slots
     for (index, kind, ordinal), new_id in renamed.items():
         sent.setdefault(index, {})[(kind, ordinal)] = new_id
         if kind == "tool_use":
             tool_id = ids[index].tool_uses[ordinal]
-            report("renamed_tool_id", f"tool id {tool_id} repeats an earlier call's; sent as {new_id}", index)
+            why = (
+                f"is outside the {format} tool id grammar"
+                if first_use[tool_id] == (index, kind, ordinal)
+                else "repeats an earlier call's"
+            )
+            report("renamed_tool_id", f"tool id {tool_id} {why}; sent as {new_id}", index)
     out: list[tuple[str, list[Block]]] = []
     for index, (role, blocks) in enumerate(messages):
         if not ids[index].tool_uses and not ids[index].tool_results:

@@ -24,7 +24,7 @@ from .ledger import ledger_for, ledger_tokens
 from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
 from .outputs.base import TurnJoins
-from .pairing import ToolIds, renamed_tool_ids, with_sent_ids
+from .pairing import ToolIds, renamed_tool_ids, tool_id_fits, with_sent_ids
 from .policy import Decision, ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
@@ -394,7 +394,8 @@ class WindowPlanner:
         self._tool_messages.append((fact.seq, ToolIds(fact.role, fact.tool_uses, fact.tool_results)))
         self._tool_seqs.append(-fact.seq)
         for tool_id in fact.tool_uses:
-            if tool_id in self._call_ids and self._repeats_from < 0:
+            # a repeated id, or one the format refuses, is sent under another id
+            if (tool_id in self._call_ids or not tool_id_fits(tool_id, self.format.name)) and self._repeats_from < 0:
                 self._repeats_from = fact.seq
             self._call_ids.add(tool_id)
 
@@ -402,11 +403,11 @@ class WindowPlanner:
         """Return what the pairing repair's renamed tool ids add to the raw window ``[cut, n)`` (tokens).
 
         The gate sends a tool call whose id an earlier call of the request already used, and
-        its result, under a fresh id (:func:`compaction.pairing.renamed_tool_ids`, the very
-        function the repair applies) and counts each message it changed as it now reads
+        its result, under a fresh id, and a call whose id the format refuses under a valid one
+        (:func:`compaction.pairing.renamed_tool_ids`, the very function the repair applies) and counts each message it changed as it now reads
         (:func:`compaction.wire.repaired_message_tokens`); this is that count less the
         message's planned price, summed over the window.  0 without reading anything when no
-        call id repeats in the window (the usual case); else computed once per ``cut``, from
+        call id repeats in the window and every one fits the format (the usual case); else computed once per ``cut``, from
         the window's tool ids and turns (summarized messages are not in the request, so a call
         whose first use is summarized away keeps its id).
 
@@ -422,7 +423,9 @@ class WindowPlanner:
             count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
             window = self._tool_messages[count - 1 :: -1] if count else []
             turns = self._turns(cut)
-            renamed = renamed_tool_ids([ids for _seq, ids in window], [turns[seq] for seq, _ids in window])
+            renamed = renamed_tool_ids(
+                [ids for _seq, ids in window], [turns[seq] for seq, _ids in window], self.format.name
+            )
             total = 0
             with_images: dict[int, dict[tuple[str, int], str]] = {}
             for (index, kind, ordinal), new_id in renamed.items():

@@ -12,7 +12,8 @@ Live compiles, L1 prompts, merge prompts and split-fallback prompts all become a
    a loud placeholder; a kept data URI is lifted out of its text into a real image block,
    so it is priced and shipped as an image, never as base64 text;
 3. repairs tool pairing (:mod:`compaction.pairing`): a ``tool_use`` with no ``tool_result``
-   in the next turn, or the reverse, becomes loud text, and a reused tool id is sent fresh;
+   in the next turn, or the reverse, becomes loud text, and a reused tool id, or one outside
+   the format's id grammar, is sent under a fresh valid one;
 4. renders the body with the request format (:mod:`compaction.outputs`), model and output
    cap included, verifies the rendered body against the provider's request grammar (tool
    pairing, images only in user turns, turn order), that its image parts equal the kept
@@ -303,7 +304,7 @@ def gate(
         rebuilt.append((role, apply_decisions(blocks, sites[index], decisions[index]) if sites[index] else list(blocks)))
     unpaired = rebuilt
     rebuilt = repair_tool_pairing(
-        rebuilt, lambda kind, reason, index: report.append(Replacement(kind, reason, index))
+        rebuilt, lambda kind, reason, index: report.append(Replacement(kind, reason, index)), fmt.name
     )
     # a repaired message is priced as it now reads: each one the repair changed (a renamed id
     # is reported at its call's message, but the result in the next one carries it too)

@@ -90,7 +90,7 @@ def _result(call_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic"])
 def test_a_renamed_tool_id_is_counted_in_the_result_that_carries_it_too(fmt: str) -> None:
-    # the second call reuses toolu_0001: the gate sends it and its result as toolu_0001~2, and
+    # the second call reuses toolu_0001: the gate sends it and its result as toolu_0001_2, and
     # repriced only the call's message (where the repair is reported), not the result's, so
     # the reported tokens (102) fell below the OpenAI body's independent count (104)
     messages = [
@@ -107,11 +107,11 @@ def test_a_renamed_tool_id_is_counted_in_the_result_that_carries_it_too(fmt: str
         request = compile_request(store, Recipe(budget_tokens=100_000, output_format=fmt))  # type: ignore[arg-type]
     assert [r.kind for r in request.request.replacements] == ["renamed_tool_id"]
     body = payload_json(request.request.payload)
-    assert "toolu_0001~2" in json.dumps(body)
+    assert "toolu_0001_2" in json.dumps(body)
     assert independent_tokens(body, request.request.model) <= request.tokens
     # the gate prices the repaired messages as they read: the renamed result as recounted alone
     fmt_ = request_format(fmt)
-    renamed = [_result("toolu_0001~2")]
+    renamed = [_result("toolu_0001_2")]
     stored = [_result("toolu_0001")]
     assert fmt_.text_tokens(renamed, "o200k_base") > fmt_.text_tokens(stored, "o200k_base")
     # and the planner prices the rename as the gate counts it (plan == gate): the renamed call

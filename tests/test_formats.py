@@ -258,7 +258,7 @@ def test_agent_tars_images_and_reused_tool_ids() -> None:
     uses = blocks(messages, "tool_use")
     assert len(uses) == 6
     base = "call_1747633091730_6m2magifs"
-    assert [u["id"] for u in uses] == [base] + [f"{base}#{n}" for n in range(2, 7)]
+    assert [u["id"] for u in uses] == [base] + [f"{base}_{n}" for n in range(2, 7)]
     assert_paired(messages)
     # user, screenshot, then six rounds of (assistant call, tool result, screenshot)
     assert roles(messages) == "uu" + "auu" * 6
@@ -281,7 +281,7 @@ def test_swe_agent_history() -> None:
     assert_paired(messages)
     reused = "call_5iDdbOYybq7L19vqXmR0DPaU"
     assert [u["id"] for u in uses if u["id"].startswith(reused)] == [reused] + [
-        f"{reused}#{n}" for n in (2, 3, 4)
+        f"{reused}_{n}" for n in (2, 3, 4)
     ]
     for index in range(2, 28, 2):  # each result answers the call just before it
         assert messages[index + 1].content[0]["tool_use_id"] == messages[index].content[-1]["id"]
@@ -315,9 +315,9 @@ def test_openhands_runs_concatenate_with_pairs() -> None:
     assert len(finish_ids) == 2
     assert_paired(messages, unanswered=finish_ids)
     # toolu_01 is used in all three runs; later runs get suffixed ids
-    assert {b["id"] for b in blocks(messages, "tool_use") if b["id"].startswith("toolu_01#")} >= {
-        "toolu_01#2",
-        "toolu_01#3",
+    assert {b["id"] for b in blocks(messages, "tool_use") if b["id"].startswith("toolu_01_")} >= {
+        "toolu_01_2",
+        "toolu_01_3",
     }
     errors = [m for m in messages if m.role == "user" and "Parameter 'command' is expected" in m.text()]
     assert len(errors) == 2
@@ -662,10 +662,10 @@ def test_reused_ids_in_a_parallel_round_pair_first_in_first_out() -> None:
         {"role": "tool", "tool_call_id": "x", "content": "second"},
     ]
     messages = parse_messages(data)
-    assert [b["id"] for b in messages[0].content] == ["x", "x#2"]
+    assert [b["id"] for b in messages[0].content] == ["x", "x_2"]
     assert [(b["tool_use_id"], b["content"]) for b in messages[1].content] == [
         ("x", "first"),
-        ("x#2", "second"),
+        ("x_2", "second"),
     ]
 
 

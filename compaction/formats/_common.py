@@ -486,7 +486,10 @@ def uniquify_tool_ids(drafts: list[Draft]) -> None:
     """Make tool ids unique within a transcript, consistently on both sides of each pair.
 
     The first ``tool_use`` with an id keeps it; a later ``tool_use`` reusing it gets
-    ``"<id>#2"``, ``"<id>#3"`` ... (skipping any id the transcript already has).  A
+    ``"<id>_2"``, ``"<id>_3"`` ... (skipping any id the transcript already has): the
+    separator is inside every request format's id characters, so a valid id stays valid
+    (stores imported before hold ``"<id>#2"``; the request's pairing repair sends those
+    under a valid id, see :func:`compaction.pairing.renamed_tool_ids`).  A
     ``tool_result`` answers an unanswered use of its id from the latest message that has one,
     the first such use in that message: a sequential reuse (``use, result, use, result``), a
     parallel one (``use, use, result, result``) and a reuse after a call that was never
@@ -514,10 +517,10 @@ def uniquify_tool_ids(drafts: list[Draft]) -> None:
                 new_id = original
                 if count > 1:
                     suffix = count
-                    new_id = f"{original}#{suffix}"
+                    new_id = f"{original}_{suffix}"
                     while new_id in taken:
                         suffix += 1
-                        new_id = f"{original}#{suffix}"
+                        new_id = f"{original}_{suffix}"
                     taken.add(new_id)
                     content[index] = {**block, "id": new_id}
                     changed = True
