@@ -1,10 +1,13 @@
 """Where a history may be cut: safe boundaries, tool rounds and chunks.
 
 A *boundary* ``i`` lies between message ``i - 1`` and message ``i``.  It is *safe* when no
-``tool_use`` before it has its ``tool_result`` after it: chunk ends, the live-window start
+``tool_use`` before it has its ``tool_result`` after it, calls and results paired as the
+wire gate pairs them (:mod:`compaction.pairing`: in the turn right after the call, the k-th
+result of an id answering the k-th call, so a tool id reused by every round still leaves a
+boundary between two closed rounds): chunk ends, the live-window start
 and split points are only ever safe boundaries, so no request separates a call from its
-result.  A ``tool_use`` that is never answered anywhere does not block (the wire gate turns
-it into loud text).
+result.  A ``tool_use`` that no result answers blocks only the boundary right after it (the
+wire gate ships it as loud text), and a result that answers no call blocks nothing.
 
 Chunks close at a token target and a minimum message count, at a safe boundary, never past
 the open tail.  Closed chunks are stored as level-1 summaries, so boundaries are stable.
@@ -15,34 +18,55 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .pairing import ToolIds, _pairs
 from .store import MessageFacts
 
 __all__ = ["safe_boundaries", "Chunk", "close_chunks", "split_point"]
 
 
+def _turns(facts: Sequence[MessageFacts]) -> list[int]:
+    """Return each message's turn number as the request ships it: consecutive messages of one
+    role share a turn, and a system message (shipped in the system text) takes no turn of its
+    own (it gets the number of the turn before it, which pairing never reads for it)."""
+    turns: list[int] = []
+    turn, role = 0, None
+    for fact in facts:
+        if fact.role != "system":
+            if role is not None and fact.role != role:
+                turn += 1
+            role = fact.role
+        turns.append(turn)
+    return turns
+
+
 def safe_boundaries(facts: Sequence[MessageFacts]) -> list[bool]:
     """Return ``safe[i]`` for boundaries ``i = 0 .. len(facts)`` (relative to ``facts[0]``).
 
-    Boundary 0 and ``len(facts)`` are always safe.  Cost: O(messages + tool ids).
+    Calls and results are paired as the wire gate's pairing repair pairs them
+    (:func:`compaction.pairing.renamed_tool_ids` reads the same pairs): a result answers a
+    call of the turn right before it with its id, the k-th result of an id the k-th call, so
+    a tool id reused by every round pairs each round's call with its own result.  Boundary
+    ``i`` is unsafe when a pair has its call before it and its result at or after it, or
+    when it comes right after a call that no result answers (its result may still arrive);
+    a result that answers no call does not block.  Boundary 0 and ``len(facts)`` are always
+    safe.  Cost: O(messages + tool blocks), plus sorting the pairs.
     """
     n = len(facts)
-    first_use: dict[str, int] = {}
-    last_result: dict[str, int] = {}
-    for index, fact in enumerate(facts):
-        for tool_id in fact.tool_uses:
-            first_use.setdefault(tool_id, index)
-        for tool_id in fact.tool_results:
-            last_result[tool_id] = index
+    ids = [ToolIds(f.role, f.tool_uses, f.tool_results) for f in facts]
+    pairs = _pairs(ids, _turns(facts))
     delta = [0] * (n + 2)
-    for tool_id, use in first_use.items():
-        result = last_result.get(tool_id)
-        if result is not None and result > use:
-            delta[use + 1] += 1
-            delta[result + 1] -= 1
-        elif result is None and use + 1 < n:
+    for call, result in pairs.items():
+        if result[0] > call[0]:
+            delta[call[0] + 1] += 1
+            delta[result[0] + 1] -= 1
+    for index, fact in enumerate(facts):
+        unanswered = sum(
+            1 for ordinal in range(len(fact.tool_uses)) if (index, "tool_use", ordinal) not in pairs
+        )
+        if unanswered and index + 1 < n:
             # never right after an unanswered tool_use (its result may still arrive)
-            delta[use + 1] += 1
-            delta[use + 2] -= 1
+            delta[index + 1] += 1
+            delta[index + 2] -= 1
     safe = [True] * (n + 1)
     open_rounds = 0
     for boundary in range(n + 1):
