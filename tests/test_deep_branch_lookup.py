@@ -51,6 +51,28 @@ def test_keyed_and_sees_select_what_rows_selects(drawn: tuple[Lineage, list[tupl
     db.close()
 
 
+@settings(max_examples=300, deadline=None)
+@given(drawn=_trees(), start=st.integers(0, 18), length=st.integers(0, 6))
+def test_a_ranged_rows_condition_selects_the_same_rows_in_its_range(
+    drawn: tuple[Lineage, list[tuple[int, int]]], start: int, length: int
+) -> None:
+    lineage, rows = drawn
+    db = sqlite3.connect(":memory:")
+    db.execute(
+        "CREATE TABLE messages (conversation_id INTEGER, seq INTEGER, PRIMARY KEY (conversation_id, seq))"
+    )
+    db.executemany("INSERT INTO messages VALUES (?, ?)", rows)
+    window = f"seq >= {start} AND seq < {start + length}"
+
+    def selected(where: str) -> set[tuple[int, int]]:
+        return set(
+            db.execute(f"SELECT conversation_id, seq FROM messages WHERE {where} AND {window}").fetchall()
+        )
+
+    assert selected(lineage.rows(start=start, end=start + length)[0]) == selected(lineage.rows()[0])
+    db.close()
+
+
 def test_a_chain_900_deep_finds_each_message_by_its_key(tmp_path: Path) -> None:
     """Each branch appends one message; the deepest then re-appends the whole history: nothing is added."""
     location = str(tmp_path / "chain.db")

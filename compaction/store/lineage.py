@@ -67,6 +67,9 @@ CURRENT_REVISION = (
 #: every seq (its summaries all count; 2**62 fits a BIGINT and an SQLite integer).
 _OPEN_STOP = 2**62
 
+#: The most conditions a lineage keeps built (:meth:`Lineage._memo`); past it they are built again.
+_MEMO_SIZE = 256
+
 #: The longest conversation name (characters).
 MAX_NAME = 200
 
@@ -120,7 +123,9 @@ class Lineage:
         """The conversation's own id (``None`` before it is created)."""
         return self.segments[0].conversation_id if self.segments else None
 
-    def rows(self, alias: str = "", mark: str = "?") -> tuple[str, list[int]]:
+    def rows(
+        self, alias: str = "", mark: str = "?", start: int | None = None, end: int | None = None
+    ) -> tuple[str, list[int]]:
         """Return a SQL condition selecting the rows (keyed by conversation and seq) it sees, and its arguments.
 
         Written with the store's own integer ids and seqs as literals (the arguments are
@@ -131,25 +136,41 @@ class Lineage:
         Args:
             alias: the table's alias with its dot (``"m."``), or ``""``.
             mark: the driver's placeholder (unused: kept so every condition here is asked for alike).
+            start: when given with ``end``, the caller reads seqs ``[start, end)`` only: the
+                condition names only the conversations holding some of them (one for a read
+                of one message, however deep the lineage; PostgreSQL plans an ``OR`` of 300
+                terms in about 14 ms).  Rows outside the range may or may not be selected.
+            end: see ``start``.
         """
+        kept = [
+            index
+            for index, seg in enumerate(self.segments)
+            if (seg.end is None or seg.end > seg.start)  # else a descendant forked below its own rows
+            and (start is None or end is None or (seg.start < end and (seg.end is None or seg.end > start)))
+        ]
+        # the kept segments are a run of the lineage (their seq ranges are disjoint and
+        # descending), so its ends name the condition; a store object reading many ranges
+        # keeps at most _MEMO_SIZE of them
+        key = ("rows", alias, str(kept[0]) if kept else "", str(kept[-1]) if kept else "")
         memo = self._memo()
-        if ("rows", alias) in memo:
-            return memo[("rows", alias)], []
-        parts: list[str] = []
-        args: list[int] = []
-        for seg in self.segments:
-            if seg.end is not None and seg.end <= seg.start:
-                continue  # a descendant forked below this conversation's own rows
-            # seq >= 0 holds for every row; saying it anyway makes SQLite's planner take it as
-            # the index range's lower bound over a caller's own (a scan from seq 0 on each read).
-            part = f"{alias}conversation_id = {int(seg.conversation_id)}"
-            if seg.start > 0:
-                part += f" AND {alias}seq >= {int(seg.start)}"
-            if seg.end is not None:
-                part += f" AND {alias}seq < {int(seg.end)}"
-            parts.append(f"({part})")
-        memo[("rows", alias)] = _joined(parts, "OR") if parts else "(1 = 0)"
-        return memo[("rows", alias)], args
+        text = memo.get(key)
+        if text is None:
+            parts: list[str] = []
+            for index in kept:
+                seg = self.segments[index]
+                # seq >= 0 holds for every row; saying it anyway makes SQLite's planner take it as
+                # the index range's lower bound over a caller's own (a scan from seq 0 on each read).
+                part = f"{alias}conversation_id = {int(seg.conversation_id)}"
+                if seg.start > 0:
+                    part += f" AND {alias}seq >= {int(seg.start)}"
+                if seg.end is not None:
+                    part += f" AND {alias}seq < {int(seg.end)}"
+                parts.append(f"({part})")
+            text = _joined(parts, "OR") if parts else "(1 = 0)"
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[key] = text
+        return text, []
 
     def _memo(self) -> dict[tuple[str, ...], str]:
         """Return this lineage's conditions built so far, by what was asked (built once each).

@@ -341,7 +341,8 @@ class CommonQueries(ConversationScope):
     def _message_query(self, start: int, end: int) -> list[Any]:
         """Return the stored rows ``(seq, role, content, source_id, meta, import_key)`` of ``[start, end)``, in order."""
         m = self._mark
-        where, args = self._rows("m.")
+        self._refresh()
+        where, args = self._lineage.rows("m.", m, start, end)  # only the conversations holding [start, end)
         return list(
             self._db.execute(
                 "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
