@@ -115,7 +115,7 @@ def test_tool_ids_reused_through_the_api_are_sent_unique(fmt: str) -> None:
         kinds = [r.kind for r in compiled.request.replacements]
         assert kinds == ["renamed_tool_id"]
         text = json.dumps(body)
-        assert '"x~2"' in text and text.count('"x~2"') == 2  # the second call and its result
+        assert '"x_2"' in text and text.count('"x_2"') == 2  # the second call and its result
         assert store.messages()[3].content[0]["id"] == "x"  # the store keeps the original
     finally:
         store.close()
