@@ -36,6 +36,10 @@ __all__ = ["ExtractiveSummarizer", "MIN_SUMMARY_TOKENS", "DEFAULT_SUMMARY_TOKENS
 MIN_SUMMARY_TOKENS = 32
 
 
+#: Tokens a stitch's bound adds to its error entries' for the rest of its frame: the goal,
+#: headings and left-out lines.
+STITCH_FRAME = 48
+
 #: The summary bound when a request carries no output cap (tokens).
 DEFAULT_SUMMARY_TOKENS = 400
 
@@ -100,25 +104,28 @@ class ExtractiveSummarizer:
             raise SummarizerError(
                 f"unknown summary kind {kind!r}; expected 'l1', 'split', 'merge' or 'stitch'"
             )
-        text = render(record, self._bound(request, kind, max_tokens), self.encoding, self._focus_words)
+        text = render(record, self._bound(request, kind, max_tokens, record), self.encoding, self._focus_words)
         if not text.strip():
             raise SummarizerError(f"the {kind} request held nothing to summarize")
         digest = hashlib.sha256(request.payload).hexdigest()[:16]
         return SummaryResult(text, {"summarizer": self.name, "request_sha256": digest, "kind": kind})
 
-    def _bound(self, request: GatedRequest, kind: str, max_tokens: int) -> int:
+    def _bound(self, request: GatedRequest, kind: str, max_tokens: int, record: Record) -> int:
         """Return the summary's token bound: ``max_tokens``, and well below what it covers.
 
         A record as long as its source saves nothing: an L1 or split record gets at most a
-        quarter of the material's tokens, a merge half of its records' (never below
+        quarter of the material's tokens, a merge or stitch half of its records' (never below
         :data:`MIN_SUMMARY_TOKENS`).  A stitch joins the records of the parts of one stretch
-        too large for one request, each already held to a quarter of its part: it gets its
-        records' tokens, so the stretch's raw material is shortened once, not once per part
-        and again when joined (halving three part records of 100 tokens dropped the one
-        error of a 9,000-token pip output).
+        too large for one request, so it stands for that stretch's raw material, as an L1
+        does: it gets at least the tokens its error entries take (and :data:`STITCH_FRAME`
+        for the goal, headings and left-out lines).  Halving three part records of 100
+        tokens left a bound of 90 and dropped the one error of a 9,000-token pip output.
         """
         material = request.tokens - (count_text(request.system, self.encoding) if request.system else 0)
-        share = {"l1": material // 4, "split": material // 4, "stitch": material}.get(kind, material // 2)
+        share = material // 4 if kind in ("l1", "split") else material // 2
+        if kind == "stitch" and record.errors:
+            errors = count_text("\n".join(f"- {error.line()}" for error in record.errors), self.encoding)
+            share = max(share, errors + STITCH_FRAME)
         return min(max_tokens, max(MIN_SUMMARY_TOKENS, share))
 
     # -- level 1 ---------------------------------------------------------------------------
