@@ -36,7 +36,7 @@ from .tokens.counting import (
     count_text,
     message_overhead,
 )
-from .wire import repaired_message_tokens
+from .wire import final_message_blocks, repaired_message_tokens
 
 __all__ = [
     "WindowPlanner",
@@ -275,6 +275,8 @@ class WindowPlanner:
         self._turn = 0
         self._turn_role: str | None = None
         self._renaming: dict[int, int] = {}
+        #: no message other than a system one read yet (the first read is the request's last)
+        self._before_newest_shown = True
 
     def ledger(self, cut: int) -> str | None:
         """Return the ask ledger block's text for a live window from ``cut`` (``None``: no ledger)."""
@@ -504,6 +506,11 @@ class WindowPlanner:
         if fact.role == "system":
             return 0
         sites, text_tokens = fact.images, fact.text_tokens
+        if self._before_newest_shown:  # the request's last message: counted as it ships there
+            self._before_newest_shown = False
+            final = self._final_text_tokens(fact)
+            if final is not None:
+                text_tokens = self.text_tokens[fact.seq] = final
         if fact.seq < self.mask_before and fact.tool_results:
             masked = self.view.masked(fact.seq)
             if masked is not None:
@@ -519,6 +526,20 @@ class WindowPlanner:
         cost = text_tokens + images
         self._depth += cost
         return cost
+
+
+    def _final_text_tokens(self, fact: MessageFacts) -> int | None:
+        """Return the text tokens of the window's last message as the format ships it last, or ``None``
+        when that is its stored count (:func:`compaction.wire.final_message_blocks`, which the
+        gate counts it by too: Anthropic strips a final assistant turn's trailing whitespace).
+
+        Only an assistant message in a format that changes it is read (itself alone).
+        """
+        if fact.role != "assistant" or self.format.name != "anthropic":
+            return None
+        message = self.store.messages(fact.seq, fact.seq + 1)[0]
+        final = final_message_blocks(fact.role, message.content, self.format)
+        return None if final is None else self.format.text_tokens(final, self.encoding)
 
 
 def refine_cover(

@@ -34,11 +34,11 @@ from .blocks import KNOWN_BLOCK_TYPES, Block, escape_lone_surrogates
 from .errors import InvalidArgument, InvariantViolation, OverBudget, found
 from .images import ImageDecider, apply_decisions, decide_and_price, find_image_sites
 from .outputs import RequestFormat, request_format
-from .outputs.anthropic_messages import CACHE_CONTROL
+from .outputs.anthropic_messages import ANTHROPIC_BLOCK_TYPES, CACHE_CONTROL, final_assistant_content
 from .outputs.base import message_shape
 from .pairing import repair_tool_pairing
 from .policy import Decision, ImageSettings
-from .tokens.counting import block_text_tokens
+from .tokens.counting import UNSIGNED_THINKING, block_text_tokens, shipped_blocks
 from .tools import tools_tokens
 from .types import Purpose, RequestFormatName
 
@@ -50,6 +50,7 @@ __all__ = [
     "count_wire_images",
     "unknown_blocks_shipped",
     "repaired_message_tokens",
+    "final_message_blocks",
 ]
 
 
@@ -218,6 +219,66 @@ def repaired_message_tokens(blocks: Sequence[Block], fmt: RequestFormat, model: 
     return fmt.text_tokens(blocks, encoding) + _image_tokens_of(blocks, fmt, model)
 
 
+#: What :func:`final_message_blocks` puts in place of a block the Anthropic renderer ships as
+#: text of its own before it strips the turn (a block of a type Anthropic does not take, an
+#: unanswered call, an assistant's image placeholder): that text ends in no whitespace, and the
+#: strip stops at it.
+_SHIPPED_AS_TEXT: Block = {"type": "text", "text": "[stand-in]"}
+
+
+def final_message_blocks(role: str, blocks: Sequence[Block], fmt: RequestFormat) -> list[Block] | None:
+    """Return the blocks a request's last message ships as when its format changes them there.
+
+    Anthropic ships a final assistant turn through
+    :func:`~compaction.outputs.anthropic_messages.final_assistant_content`: each signed
+    ``thinking`` block as loud text, and the turn's last text right-stripped (a stored
+    ``"ok"`` and 2,000 line breaks ships as ``"ok"``).  A store caches each message's count
+    as stored, so the planner and the gate both recount the request's last message from
+    these blocks (only that one: a strip reaching back into an earlier message of the turn,
+    when the last holds no text, stays counted as stored, over what ships, never under).  An
+    unsigned thinking block, which the renderer sends as text already, is given its thinking
+    as it ships (right-stripped when it is last).  Blocks of a type Anthropic does not take,
+    calls (unanswered in a final turn, shipped as text by the repair) and images (an
+    assistant's ship as placeholders) ship as text the strip cannot shorten, so it stops at
+    them, in the planner's stored blocks as in the gate's repaired ones.
+
+    Args:
+        role: the role of the request's last message other than a system one.
+        blocks: its blocks (stored, or as the gate left them).
+        fmt: the request format.
+
+    Returns:
+        The blocks as they ship (blank texts left out, see
+        :func:`~compaction.tokens.counting.shipped_blocks`), or ``None`` when the format
+        ships them as counted (any format but Anthropic, a user turn, nothing stripped).
+    """
+    if role != "assistant" or fmt.name != "anthropic":
+        return None
+    shipped = shipped_blocks(blocks, fmt.dropped_block_types)
+    probe: list[Block] = []
+    for block in shipped:
+        kind = block.get("type")
+        if kind == "thinking" and not block.get("signature"):
+            probe.append({"type": "text", "text": UNSIGNED_THINKING + str(block.get("thinking", ""))})
+        elif kind in ("tool_use", "image") or kind not in ANTHROPIC_BLOCK_TYPES:
+            probe.append(_SHIPPED_AS_TEXT)
+        else:
+            probe.append(block)
+    final = final_assistant_content(probe)
+    out: list[Block] = []
+    changed = False
+    for block, before, after in zip(shipped, probe, final, strict=True):
+        if after is before:
+            out.append(block)
+            continue
+        changed = True
+        if block.get("type") == "thinking" and not block.get("signature"):
+            out.append({**block, "thinking": str(after.get("text", ""))[len(UNSIGNED_THINKING) :]})
+        else:
+            out.append(after)
+    return out if changed else None
+
+
 def gate(
     request: OutboundRequest,
     settings: ImageSettings,
@@ -311,6 +372,11 @@ def gate(
     repaired = [i for i, (_role, blocks) in enumerate(rebuilt) if blocks != unpaired[i][1]]
     for index in repaired:
         message_tokens[index] = repaired_message_tokens(rebuilt[index][1], fmt, model, encoding)
+    # the last message as the format ships it there (Anthropic strips a final assistant turn)
+    last = next((i for i in range(len(rebuilt) - 1, -1, -1) if rebuilt[i][0] != "system"), None)
+    final = final_message_blocks(*rebuilt[last], fmt) if last is not None else None
+    if last is not None and final is not None:
+        message_tokens[last] = repaired_message_tokens(final, fmt, model, encoding)
 
     marking = cache_breakpoints and request.purpose == "live"  # a summarizer's request never writes the agent's cache
     if marking and fmt.cache_markers:

@@ -11,8 +11,7 @@ trailing whitespace").  What ships instead:
   :data:`~compaction.tokens.counting.EMPTY_ERROR_RESULT`; counted as it ships, in every format
   (OpenAI Chat and Responses render it as an empty text, which they take);
 * the last text of a final assistant turn ships right-stripped in the Anthropic body only,
-  never in the store; the count keeps the stored text's tokens (over by the whitespace's
-  tokens, never under).
+  never in the store; the planner and the gate count it as it ships.
 
 The checks of the shipped body here are written apart from the engine's grammar.
 """
@@ -82,14 +81,6 @@ def _cleaned(messages: list[Message], *, strip_final: bool) -> list[Message]:
             blocks[texts[-1]] = {**blocks[texts[-1]], "text": blocks[texts[-1]]["text"].rstrip()}
         out[-1] = Message("assistant", tuple(blocks))
     return out
-
-
-def _final_whitespace_tokens(messages: list[Message]) -> int:
-    """Tokens the stored last text of a final assistant message has beyond its stripped text."""
-    if not messages or messages[-1].role != "assistant":
-        return 0
-    texts = [b["text"] for b in messages[-1].content if b.get("type") == "text" and not _blank(b.get("text"))]
-    return count_text(texts[-1], ENCODING) - count_text(texts[-1].rstrip(), ENCODING) if texts else 0
 
 
 def assert_anthropic_takes(body: dict[str, Any]) -> None:
@@ -224,8 +215,9 @@ def test_a_final_assistant_turn_ships_without_trailing_whitespace_and_the_store_
         [history[0], Message("assistant", ({"type": "text", "text": "done."},))], "anthropic"
     )
     assert payload == stripped
-    # counted as stored: over by the whitespace's tokens (" \n" after "done." is 1 token)
-    assert tokens - stripped_tokens == count_text("done. \n", ENCODING) - count_text("done.", ENCODING) == 1
+    # counted as shipped, not as stored (" \n" after "done." is 1 token more)
+    assert tokens == stripped_tokens
+    assert count_text("done. \n", ENCODING) - count_text("done.", ENCODING) == 1
     # OpenAI takes trailing whitespace: its body keeps the text as stored
     _tokens, chat, _ = _compiled(history, "openai")
     assert payload_json(chat)["messages"][-1]["content"] == "done. \n"
@@ -339,21 +331,20 @@ def test_what_ships_of_a_message_holds_no_blank_and_ships_as_itself(messages: li
     messages=blank_histories(max_turns=6), fmt=st.sampled_from(["anthropic", "openai", "openai-responses"])
 )
 def test_blanks_ship_and_count_as_their_cleaned_history(messages: list[Message], fmt: str) -> None:
-    """A history with blanks compiles to the body of its cleaned form, counted the same, except
-    the final whitespace Anthropic's count keeps; never below the body's independent count."""
+    """A history with blanks compiles to the body of its cleaned form, counted the same (the
+    final whitespace Anthropic strips is not counted); never below the body's independent count."""
     tokens, payload, model = _compiled(messages, fmt)
     strip = fmt == "anthropic"
     clean = _cleaned(messages, strip_final=strip)
     clean_tokens, clean_payload, _ = _compiled(clean, fmt)
     assert payload == clean_payload
-    over = _final_whitespace_tokens(messages) if strip else 0
-    assert tokens == clean_tokens + over
+    assert tokens == clean_tokens
     body = payload_json(payload)
     check_provider_grammar(body, fmt)
     if fmt == "anthropic":
         assert_anthropic_takes(body)
     independent = independent_tokens(body, model)
-    assert independent <= tokens <= independent * 1.01 + _slack(clean, fmt) + over
+    assert independent <= tokens <= independent * 1.01 + _slack(clean, fmt)
 
 
 @settings(

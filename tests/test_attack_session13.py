@@ -256,15 +256,6 @@ def test_a_renamed_tool_id_keeps_openai_id_length() -> None:
 # -- a final assistant turn's trailing whitespace ----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the final assistant turn's trailing whitespace is stripped from the Anthropic body but "
-        "still counted (the planner and gate count the stored message, cached per message); "
-        "a long run is counted hundreds of tokens over the body, past DESIGN.md's 1%; the fix "
-        "needs the planner and the gate to recount the request's last message"
-    ),
-)
 def test_a_final_assistant_turn_s_stripped_whitespace_is_not_counted_past_one_percent() -> None:
     # an assistant message that degenerated into a run of newlines, the store's newest: the
     # body ships "ok" (13 tokens by the independent count) and was reported as 138 tokens
