@@ -43,6 +43,8 @@ __all__ = [
     "ToolSlot",
     "repair_tool_pairing",
     "renamed_tool_ids",
+    "orphan_tool_slots",
+    "with_stand_ins",
     "tool_ids_of",
     "tool_id_fits",
     "turns_of",
@@ -287,6 +289,80 @@ def renamed_tool_ids(
     return _renames(messages, _pairs(messages, turns), format)
 
 
+def orphan_tool_slots(messages: Sequence[ToolIds], turns: Sequence[int] | None = None) -> list[ToolSlot]:
+    """Return the tool blocks :func:`repair_tool_pairing` ships as loud text stand-ins, in request order.
+
+    A ``tool_use`` is an orphan when no ``tool_result`` of the turn right after it answers it
+    (its call unanswered: an agent stopped mid-call, or a window that ends before the result),
+    a ``tool_result`` when it answers no call of the turn right before it (its call outside
+    the request, summarized away or never stored); calls and results are paired as
+    :func:`renamed_tool_ids` pairs them (the k-th result of an id answers the k-th call).  A
+    ``tool_use`` outside an assistant message and a ``tool_result`` outside a user message
+    are orphans too.  Like :func:`renamed_tool_ids`, this reads roles and tool ids alone, so
+    the compile planner prices the stand-ins from a store's cached facts.
+
+    Args:
+        messages: what pairing reads of the request's messages, in order.  Messages without
+            tool blocks may be left out when ``turns`` is given.
+        turns: each message's turn number (see :func:`turns_of`); default: computed from the
+            roles of ``messages``, all of them.
+
+    Returns:
+        The orphan slots (indexing ``messages``), sorted; empty when every call is answered
+        and every result answers a call (the usual case).
+    """
+    turns = turns_of([m.role for m in messages]) if turns is None else turns
+    return _orphans(messages, _pairs(messages, turns))
+
+
+def _orphans(messages: Sequence[ToolIds], pairs: Mapping[ToolSlot, ToolSlot]) -> list[ToolSlot]:
+    """Return the slots of ``messages`` in no pair of ``pairs`` (calls and results), sorted."""
+    answered = set(pairs.values())
+    out: list[ToolSlot] = []
+    for index, message in enumerate(messages):
+        out.extend(
+            (index, "tool_use", k)
+            for k in range(len(message.tool_uses))
+            if (index, "tool_use", k) not in pairs
+        )
+        out.extend(
+            (index, "tool_result", k)
+            for k in range(len(message.tool_results))
+            if (index, "tool_result", k) not in answered
+        )
+    return sorted(out)
+
+
+def with_stand_ins(blocks: Sequence[Block], orphans: set[tuple[str, int]]) -> list[Block]:
+    """Return one message's ``blocks`` with its orphan tool blocks as the repair ships them (the input is not modified).
+
+    An orphan ``tool_use`` becomes one text block (``[tool call NAME (id ID) with input
+    JSON; no result was recorded for it]``), an orphan ``tool_result`` a text block
+    (``[result of tool call ID, whose call is not in this request]`` and a line break before
+    its text) followed by its images; other blocks are kept.
+
+    Args:
+        blocks: one message's blocks (ids as sent, see :func:`with_sent_ids`).
+        orphans: ``{(block type, ordinal)}`` of this message's orphan slots
+            (:func:`orphan_tool_slots`).
+    """
+    out: list[Block] = []
+    ordinals = {"tool_use": 0, "tool_result": 0}
+    for block in blocks:
+        kind = block.get("type")
+        if kind in ordinals:
+            slot = (str(kind), ordinals[str(kind)])
+            ordinals[str(kind)] += 1
+            if slot in orphans:
+                if kind == "tool_use":
+                    out.append({"type": "text", "text": _call_text(block)})
+                else:
+                    out.extend(_result_blocks(block))
+                continue
+        out.append(block)
+    return out
+
+
 def with_sent_ids(blocks: Sequence[Block], sent: Mapping[tuple[str, int], str]) -> list[Block]:
     """Return ``blocks`` with the tool ids of :func:`renamed_tool_ids` applied (the input is not modified).
 
@@ -316,11 +392,16 @@ def _call_text(block: Block) -> str:
 
 def _result_blocks(block: Block) -> list[Block]:
     content: Any = block.get("content", "")
-    text = content if isinstance(content, str) else "\n".join(
-        b.get("text", "") for b in content if b.get("type") == "text"
+    text = (
+        content
+        if isinstance(content, str)
+        else "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
     )
     out: list[Block] = [
-        {"type": "text", "text": f"[result of tool call {block['tool_use_id']}, whose call is not in this request]\n{text}"}
+        {
+            "type": "text",
+            "text": f"[result of tool call {block['tool_use_id']}, whose call is not in this request]\n{text}",
+        }
     ]
     if isinstance(content, list):
         out.extend(b for b in content if b.get("type") == "image")
@@ -342,11 +423,11 @@ def repair_tool_pairing(
 
     Returns:
         New messages (the input is not modified).  The renamed ids are
-        :func:`renamed_tool_ids`'s.
+        :func:`renamed_tool_ids`'s, the stand-ins :func:`orphan_tool_slots`'s
+        (:func:`with_stand_ins`).
     """
     ids = tool_ids_of(messages)
     pairs = _pairs(ids, turns_of([m.role for m in ids]))
-    answered = set(pairs.values())
     renamed = _renames(ids, pairs, format)
     first_use: dict[str, ToolSlot] = {}
     for call in pairs:
@@ -362,26 +443,23 @@ def repair_tool_pairing(
                 else "repeats an earlier call's"
             )
             report("renamed_tool_id", f"tool id {tool_id} {why}; sent as {new_id}", index)
+    orphans: dict[int, set[tuple[str, int]]] = {}  # message index -> its orphan slots
+    for index, kind, ordinal in _orphans(ids, pairs):
+        orphans.setdefault(index, set()).add((kind, ordinal))
     out: list[tuple[str, list[Block]]] = []
     for index, (role, blocks) in enumerate(messages):
-        if not ids[index].tool_uses and not ids[index].tool_results:
-            out.append((role, list(blocks)))
-            continue
-        new_blocks: list[Block] = []
-        ordinals = {"tool_use": 0, "tool_result": 0}
-        for block in with_sent_ids(blocks, sent[index]) if index in sent else blocks:
-            block_type = str(block.get("type"))
-            if block_type in ordinals:
-                slot = (index, block_type, ordinals[block_type])
-                ordinals[block_type] += 1
-                if block_type == "tool_use" and slot not in pairs:
-                    report("orphan_tool_use", "its tool_result is not in the turn after it", index)
-                    new_blocks.append({"type": "text", "text": _call_text(block)})
-                    continue
-                if block_type == "tool_result" and slot not in answered:
-                    report("orphan_tool_result", "its tool_use is not in the turn before it", index)
-                    new_blocks.extend(_result_blocks(block))
-                    continue
-            new_blocks.append(block)
+        new_blocks = with_sent_ids(blocks, sent[index]) if index in sent else list(blocks)
+        if index in orphans:
+            ordinals = {"tool_use": 0, "tool_result": 0}
+            for block in blocks:  # reported in block order
+                kind = str(block.get("type"))
+                if kind in ordinals:
+                    if (kind, ordinals[kind]) in orphans[index]:
+                        if kind == "tool_use":
+                            report("orphan_tool_use", "its tool_result is not in the turn after it", index)
+                        else:
+                            report("orphan_tool_result", "its tool_use is not in the turn before it", index)
+                    ordinals[kind] += 1
+            new_blocks = with_stand_ins(new_blocks, orphans[index])
         out.append((role, new_blocks))
     return out
