@@ -123,7 +123,7 @@ def _check_request(messages: list[Message], expected: list[tuple[str, str]], fmt
 # ids of any script, empty, long, and data: URIs left out (a separate bug: the body's image
 # count finds such an id; see tests/test_plan_renamed_ids.py)
 _ANY_ID = st.text(max_size=70).filter(lambda t: not DATA_URI_RE.search(t)) | st.sampled_from(
-    ["", "toolu_01", "call_" + "a" * 35, "c" * 64, "a.b:c|d", "调用", "x_2", "x_2_2"]
+    ["", "toolu_01", "call_" + "a" * 35, "c" * 64, "a.b:c|d", "调用", "x_2", "x_2_2", "\ud83d", "🙂" * 30]
 )
 
 
@@ -252,3 +252,13 @@ def test_the_import_renames_a_reused_id_with_a_valid_separator() -> None:
         ("x", "B"),
         ("x_3", "C"),
     ]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_lone_surrogate_id_ships_valid_and_paired(fmt: str) -> None:
+    # a lone surrogate has no UTF-8 form: its hash is taken over its surrogatepass bytes
+    messages, expected = _history([["\ud83d"], ["\ud83d", "\ud83d"]])
+    ids = _check_request(messages, expected, fmt)
+    first = wire_tool_id("\ud83d", fmt)
+    assert ids == [first, f"{first}_2", f"{first}_3"]
+    assert (first == "\ud83d") == (fmt != "anthropic")
