@@ -123,6 +123,26 @@ def _scan_of(store: HistoryStore) -> _Scan:
     return scan
 
 
+def _missing_runs(per_message: dict[int, tuple[str, ...]], start: int, end: int) -> list[tuple[int, int]]:
+    """Return the runs ``[low, high)`` of seqs in ``[start, end)`` whose names are not kept yet, in order.
+
+    Each message is read and scanned for names once per store object (messages are
+    append-only, so a seq's names never change); a later cut reads only the seqs it adds.
+    """
+    runs: list[tuple[int, int]] = []
+    low = None
+    for seq in range(start, end):
+        if seq in per_message:
+            if low is not None:
+                runs.append((low, seq))
+                low = None
+        elif low is None:
+            low = seq
+    if low is not None:
+        runs.append((low, end))
+    return runs
+
+
 def _window(store: HistoryStore, cut: int) -> tuple[Counter[str], dict[str, int]]:
     """Return the names of ``[cut - WINDOW, cut)`` with how many messages use each, and where each is first."""
     scan = _scan_of(store)
@@ -130,19 +150,21 @@ def _window(store: HistoryStore, cut: int) -> tuple[Counter[str], dict[str, int]
     if cut in scan.at:
         return scan.at[cut]
     start = max(0, cut - WINDOW)
-    for page in range(start, cut, _PAGE):
-        end = min(cut, page + _PAGE)
-        if all(seq in scan.per_message for seq in range(page, end)):
-            continue
-        for offset, message in enumerate(store.messages(page, end)):
-            scan.per_message.setdefault(page + offset, message_names(message))
+    per_message = scan.per_message
+    for low, high in _missing_runs(per_message, start, cut):
+        for page in range(low, high, _PAGE):
+            end = min(high, page + _PAGE)
+            for offset, message in enumerate(store.messages(page, end)):
+                per_message[page + offset] = message_names(message)
     counts: Counter[str] = Counter()
     first: dict[str, int] = {}
     for seq in range(start, cut):
-        names = scan.per_message[seq]
-        counts.update(names)
-        for name in names:
-            first.setdefault(name, seq)
+        names = per_message[seq]
+        if names:
+            counts.update(names)
+            for name in names:
+                if name not in first:
+                    first[name] = seq
     if len(scan.at) >= _KEPT_CUTS:
         scan.at.pop(min(scan.at))
     scan.at[cut] = (counts, first)
