@@ -581,7 +581,7 @@ def read_case(directory: str | Path) -> Case:
 
     The messages are read from ``transcript.json`` as written, not through a transcript
     format: a format's loader repairs what the fuzz draws on purpose (the Anthropic loader
-    renames a reused tool id ``toolu_0001`` to ``toolu_0001#2``), and a repaired history is
+    renames a reused tool id ``toolu_0001`` to ``toolu_0001_2``), and a repaired history is
     another case (its ids cost more tokens, so its rounds are cut elsewhere): the saved
     failure would replay clean.
 

@@ -27,7 +27,7 @@ is a new module and one line in that list.
 Rules every format shares (``_common.finish``): unknown block types are kept verbatim;
 messages with no content are dropped, tool results never; consecutive user messages made only
 of ``tool_result`` blocks merge into one; tool ids are unique within a transcript (reused ids
-are renamed ``<id>#2`` ... consistently on both sides); messages come out in order with
+are renamed ``<id>_2`` ... consistently on both sides); messages come out in order with
 ``seq=None``, ``source_id`` from the source and small ``meta`` (timestamp, model).
 
 Limits every format shares: a line or document nested deeper than

@@ -20,7 +20,7 @@ the model conversation:
 Streaming deltas (``*_streaming_*``), ``system`` log lines, run and plan markers and any other
 type are ignored.  Agent TARS reuses one tool-call id across turns (the example uses one id
 for all six calls); ``_common.uniquify_tool_ids`` renames the later uses and their results
-consistently (``<id>#2`` ...).
+consistently (``<id>_2`` ...).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ History events are actions (``action``) or observations (``observation``) with `
 
 A call with no observation in the source (the final ``finish`` of a run) stays unanswered.
 OpenHands numbers tool calls ``toolu_01``, ``toolu_02`` ... afresh in each run;
-``_common.uniquify_tool_ids`` makes the concatenation unique (``toolu_01#2`` ...).
+``_common.uniquify_tool_ids`` makes the concatenation unique (``toolu_01_2`` ...).
 """
 
 from __future__ import annotations
