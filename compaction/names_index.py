@@ -102,6 +102,7 @@ class _Scan:
     per_message: dict[int, tuple[str, ...]] = field(default_factory=dict)
     upto: int = 0  # the store's next seq when last read (a smaller one means another history)
     at: dict[int, tuple[Counter[str], dict[str, int]]] = field(default_factory=dict)
+    shown: dict[str, frozenset[str]] = field(default_factory=dict)  # names of each paragraph of a ledger
 
 
 _SCANS: weakref.WeakKeyDictionary[object, _Scan] = weakref.WeakKeyDictionary()
@@ -121,6 +122,30 @@ def _scan_of(store: HistoryStore) -> _Scan:
             pass
     scan.upto = n
     return scan
+
+
+#: Paragraphs whose names are kept per store (the asks of a ledger, its notes).
+_KEPT_PARAGRAPHS = 4096
+
+
+def _shown_names(scan: _Scan, shown: str) -> frozenset[str]:
+    """Return the names :func:`compaction.evidence.identifiers` finds in ``shown``, each paragraph scanned once per store.
+
+    No name spans a line break (none of the patterns matches one, and a break is no word
+    character), so the names of ``shown`` are those of its paragraphs (split at blank lines).
+    The ledger above the index repeats its asks' paragraphs from cut to cut, so each is read
+    once instead of once per candidate cut.
+    """
+    kept = scan.shown
+    if len(kept) > _KEPT_PARAGRAPHS:
+        kept.clear()
+    names: set[str] = set()
+    for paragraph in shown.split("\n\n"):
+        found = kept.get(paragraph)
+        if found is None:
+            found = kept[paragraph] = frozenset(identifiers(paragraph))
+        names |= found
+    return frozenset(names)
 
 
 def _missing_runs(per_message: dict[int, tuple[str, ...]], start: int, end: int) -> list[tuple[int, int]]:
@@ -213,7 +238,7 @@ def names_text(
     if share_tokens < MIN_SHARE_TOKENS:
         return None
     counts, first = _window(store, cut)
-    already = set(identifiers(shown)) if shown else set()
+    already = _shown_names(_scan_of(store), shown) if shown else frozenset()
     ranked = sorted(
         (name for name, n in counts.items() if n >= MIN_MESSAGES and name not in already),
         key=lambda name: (-counts[name], first[name], name),

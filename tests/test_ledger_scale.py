@@ -264,3 +264,15 @@ def test_a_names_index_of_a_long_stretch_reads_each_message_once(monkeypatch: py
         assert text is not None and "fetch_rows" in text
     finally:
         store.close()
+
+
+@given(
+    st.lists(
+        st.sampled_from([*"abcdAZ_-09 .:/\n", "\n\n", "def ", "def", "http://", "deadbeef1"]), max_size=40
+    ).map("".join)
+)
+def test_the_names_of_a_text_are_those_of_its_paragraphs(text: str) -> None:
+    """Invariant the names index's paragraph cache rests on: no name spans a blank line."""
+    whole = set(identifiers(text))
+    assert whole == set().union(*(set(identifiers(part)) for part in text.split("\n\n")))
+    assert names_index._shown_names(names_index._Scan(), text) == whole
