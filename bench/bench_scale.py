@@ -321,3 +321,71 @@ def _turn_table(request: pytest.FixtureRequest):
     if not request.config.pluginmanager.is_registered(plugin):
         request.config.pluginmanager.register(plugin, "bench-turn-summary")
     yield
+
+
+LARGE_BUDGETS = (32_000, 200_000, 1_000_000)
+LARGE_BUDGET_STORE = int(os.environ.get("COMPACTION_BENCH_LARGE_BUDGET_STORE", "100000"))
+LARGE: dict[int, dict[str, float]] = {}
+
+
+class _LargeBudgetSummary:
+    """Print the compile time at large budgets, with each budget's ratio to the smallest, after the run."""
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001
+        if not LARGE:
+            return
+        write = terminalreporter.write_line
+        smallest = LARGE[min(LARGE)]["seconds"]
+        write("")
+        write(f"compile at large budgets, {LARGE_BUDGET_STORE}-message bench store, a new Store object per round (s)")
+        write(f"{'budget':>9s} {'seconds':>8s} {'ledger':>7s} {'live':>7s} {'ratio':>6s}")
+        for budget, row in sorted(LARGE.items()):
+            write(
+                f"{budget:>9d} {row['seconds']:8.2f} {int(row['ledger_tokens']):>7d} {int(row['live']):>7d} "
+                f"{row['seconds'] / smallest:6.2f}"
+            )
+        budgets = sorted(LARGE)
+        for low, high in zip(budgets, budgets[1:], strict=False):
+            write(
+                f"{high} / {low}: {LARGE[high]['seconds'] / LARGE[low]['seconds']:.2f}x time for "
+                f"{high / low:.2f}x budget"
+            )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _large_budget_table(request: pytest.FixtureRequest):
+    plugin = _LargeBudgetSummary()
+    if not request.config.pluginmanager.is_registered(plugin):
+        request.config.pluginmanager.register(plugin, "bench-large-budget-summary")
+    yield
+
+
+@pytest.mark.parametrize("budget", LARGE_BUDGETS, ids=lambda b: f"{b // 1000}k")
+def test_compile_large_budget(benchmark, budget: int) -> None:
+    """Compile time of the bench store at budgets of 32k, 200k and 1M tokens (the ask ledger's scale).
+
+    Each round opens a new :class:`Store` on the bench store (``COMPACTION_BENCH_LARGE_BUDGET_STORE``
+    messages, default 100,000), so the ledger's per-store caches start empty as in a process's first
+    compile; the summary prints the fastest round's seconds per budget and the ratio between
+    budgets (linear in the summarized stretch: time grows at most like the budget).
+    """
+    built = build_store(LARGE_BUDGET_STORE)
+    opened: list[Store] = []
+
+    def fresh() -> tuple[tuple[Store, Recipe], dict]:
+        opened.append(Store(built.path))
+        return (opened[-1], Recipe()), {"budget": budget}
+
+    try:
+        compiled = benchmark.pedantic(compile_request, setup=fresh, rounds=2)
+    finally:
+        for store in opened:
+            store.close()
+    assert compiled.tokens <= budget
+    row = {
+        "seconds": benchmark.stats.stats.min,
+        "ledger_tokens": compiled.ledger_tokens,
+        "live": compiled.total_messages - compiled.live_start,
+    }
+    benchmark.extra_info.update(row)
+    LARGE[budget] = row
