@@ -23,8 +23,8 @@ from .images import ImageDecider, apply_decisions, decide_and_price, find_image_
 from .ledger import ledger_for, ledger_tokens
 from .masking import mask_blocks, tool_calls
 from .outputs import RequestFormat
-from .outputs.base import TurnJoins
-from .pairing import ToolIds, renamed_tool_ids, tool_id_fits, with_sent_ids
+from .outputs.base import TurnJoins, message_shape
+from .pairing import ToolIds, orphan_tool_slots, renamed_tool_ids, tool_id_fits, with_sent_ids, with_stand_ins
 from .policy import Decision, ImageSettings, image_settings
 from .recipe import Recipe
 from .store import HistoryStore, MessageFacts, StoredSummary
@@ -220,7 +220,9 @@ class WindowPlanner:
     Messages before ``mask_before`` are priced masked (their long tool outputs as
     placeholders, see :class:`MaskedView`); the summary message is priced with the ask
     ledger of the stretch it covers (:mod:`compaction.ledger`).  A window that repeats a tool
-    id is priced with the ids the gate's pairing repair sends (:meth:`renaming_tokens`).
+    id is priced with the ids the gate's pairing repair sends (:meth:`renaming_tokens`), and
+    one with an unanswered call or a result without its call with the stand-ins it ships in
+    their place (:meth:`orphan_tokens`).
     """
 
     PAGE = 256
@@ -266,6 +268,8 @@ class WindowPlanner:
         # non-system message with tool blocks, and -seq of each (ascending, for bisect).
         self._tool_messages: list[tuple[int, ToolIds]] = []
         self._tool_seqs: list[int] = []
+        #: seqs of the messages read that hold a ``tool_result`` (not framed, see ``message_shape``)
+        self._results_at: set[int] = set()
         self._call_ids: set[str] = set()
         #: a window from this seq or before repeats a call id (-1: none read does)
         self._repeats_from = -1
@@ -275,6 +279,13 @@ class WindowPlanner:
         self._turn = 0
         self._turn_role: str | None = None
         self._renaming: dict[int, int] = {}
+        # per cut: the renamed slots of each window message ({seq: {(kind, ordinal): id}}) and
+        # what renaming adds to each (tokens), for the messages that also hold an orphan
+        self._sent: dict[int, dict[int, dict[tuple[str, int], str]]] = {}
+        self._renamed_by_seq: dict[int, dict[int, int]] = {}
+        #: per cut: what the orphan stand-ins add (tokens), and the window's turn joins as the
+        #: repaired messages ship (``None``: as planned)
+        self._orphans: dict[int, tuple[int, TurnJoins | None]] = {}
         #: no message other than a system one read yet (the first read is the request's last)
         self._before_newest_shown = True
 
@@ -362,10 +373,11 @@ class WindowPlanner:
         in the system text; another pinned message in the window is priced here, in its place).
 
         Each message is priced as the gate counts it; a window that repeats a tool id also
-        counts the ids the pairing repair sends in their place (:meth:`renaming_tokens`).
+        counts the ids the pairing repair sends in their place (:meth:`renaming_tokens`), and a
+        window with orphan calls or results the stand-ins it ships (:meth:`orphan_tokens`).
         """
         self._read(seq)
-        return self._suffix[seq] + self.renaming_tokens(seq)
+        return self._suffix[seq] + self.renaming_tokens(seq) + self.orphan_tokens(seq)
 
     def message_cost(self, seq: int) -> int:
         """Return the planned price of message ``seq`` of the window alone (tokens): its text and
@@ -394,6 +406,8 @@ class WindowPlanner:
     def _note_tool_ids(self, fact: MessageFacts) -> None:
         """Keep the tool ids of a window message with tool blocks (read newest first), and whether a call id repeats."""
         self._tool_messages.append((fact.seq, ToolIds(fact.role, fact.tool_uses, fact.tool_results)))
+        if fact.tool_results:
+            self._results_at.add(fact.seq)
         self._tool_seqs.append(-fact.seq)
         for tool_id in fact.tool_uses:
             # a repeated id, or one the format refuses, is sent under another id
@@ -428,18 +442,20 @@ class WindowPlanner:
             renamed = renamed_tool_ids(
                 [ids for _seq, ids in window], [turns[seq] for seq, _ids in window], self.format.name
             )
-            total = 0
-            with_images: dict[int, dict[tuple[str, int], str]] = {}
+            by_seq: dict[int, int] = {}
+            sent: dict[int, dict[tuple[str, int], str]] = {}
             for (index, kind, ordinal), new_id in renamed.items():
                 seq, ids = window[index]
-                if seq in self._decisions:
-                    with_images.setdefault(seq, {})[(kind, ordinal)] = new_id
-                else:
+                sent.setdefault(seq, {})[(kind, ordinal)] = new_id
+                if seq not in self._decisions:
                     old_id = (ids.tool_uses if kind == "tool_use" else ids.tool_results)[ordinal]
-                    total += self._id_change(kind, old_id, new_id)
-            for seq, sent in with_images.items():
-                total += self._renamed_message_cost(seq, sent) - self.message_cost(seq)
-            self._renaming[cut] = total
+                    by_seq[seq] = by_seq.get(seq, 0) + self._id_change(kind, old_id, new_id)
+            for seq, slots in sent.items():
+                if seq in self._decisions:  # a message with images: counted whole
+                    by_seq[seq] = self._repaired_message_cost(seq, slots) - self.message_cost(seq)
+            self._sent[cut] = sent
+            self._renamed_by_seq[cut] = by_seq
+            self._renaming[cut] = sum(by_seq.values())
         return self._renaming[cut]
 
     def _turns(self, cut: int) -> dict[int, int]:
@@ -463,7 +479,7 @@ class WindowPlanner:
         (:func:`~compaction.tokens.counting.blocks_text_tokens`), and an id counts only in its
         own block's: a call's id as ``max(TOOL_CALL_OVERHEAD, tokens of the id)``, a result's
         as the tokens of its ``tool_use_id`` (a result with images, whose note names the id
-        too, is counted whole by :meth:`_renamed_message_cost`).  An id holding a ``data:``
+        too, is counted whole by :meth:`_repaired_message_cost`).  An id holding a ``data:``
         URI (counted apart from its text) is priced as a bare block of the kind with either id.
         """
         if ";base64," in old_id or ";base64," in new_id:
@@ -476,15 +492,91 @@ class WindowPlanner:
             return max(TOOL_CALL_OVERHEAD, new) - max(TOOL_CALL_OVERHEAD, old)
         return new - old
 
-    def _renamed_message_cost(self, seq: int, sent: dict[tuple[str, int], str]) -> int:
-        """Return what message ``seq`` costs with the tool ids ``sent`` as the gate counts it (tokens)."""
+    def _repaired_message_cost(
+        self, seq: int, sent: dict[tuple[str, int], str], orphans: set[tuple[str, int]] | None = None
+    ) -> int:
+        """Return what message ``seq`` costs with the tool ids ``sent`` and the stand-ins of its
+        ``orphans`` slots as the gate counts it (tokens)."""
+        blocks = self._repaired_blocks(seq, sent, orphans)
+        if seq == self._newest_shown():  # the request's last message, as the format ships it there
+            final = final_message_blocks(self.roles[seq], blocks, self.format)
+            blocks = blocks if final is None else final
+        return repaired_message_tokens(blocks, self.format, self.model, self.encoding)
+
+    def _repaired_blocks(
+        self, seq: int, sent: dict[tuple[str, int], str], orphans: set[tuple[str, int]] | None = None
+    ) -> list[Block]:
+        """Return message ``seq``'s blocks as the gate ships them: masked when priced masked, its
+        images as decided, its tool ids as ``sent`` and its ``orphans`` slots as stand-ins."""
         blocks: Sequence[Block] | None = self.masked_blocks.get(seq)
         if blocks is None:
             blocks = self.view.message(seq).content
         decisions = self._decisions.get(seq)
         if decisions:  # the images as the gate ships them, shown or as placeholders
             blocks = apply_decisions(blocks, find_image_sites(blocks), decisions)
-        return repaired_message_tokens(with_sent_ids(blocks, sent), self.format, self.model, self.encoding)
+        out = with_sent_ids(blocks, sent)
+        return with_stand_ins(out, orphans) if orphans else out
+
+    def _newest_shown(self) -> int | None:
+        """Return the seq of the newest message other than a system one (the request's last), or ``None``."""
+        return next((seq for seq in range(self.n - 1, self._low - 1, -1) if self.roles[seq] != "system"), None)
+
+    def orphan_tokens(self, cut: int) -> int:
+        """Return what the pairing repair's orphan stand-ins add to the raw window ``[cut, n)`` (tokens).
+
+        The gate ships a call that no result of the next turn answers, and a result that
+        answers no call of the turn before, as loud text (:func:`compaction.pairing.orphan_tool_slots`
+        decides which, :func:`~compaction.pairing.with_stand_ins` writes them: the very
+        functions the repair applies), and counts each message it changed as it now reads
+        (:func:`compaction.wire.repaired_message_tokens`, with its renamed ids); this is that
+        count less the message's planned price and renaming, summed over the window.  Which
+        blocks are orphans depends on the cut (a result whose call is summarized away is one),
+        so it is decided per ``cut`` from the window's tool ids and turns, once; 0 without
+        pairing anything when the window holds no tool block.  A stand-in that leaves a
+        message without ``tool_result`` blocks changes how it merges with its neighbours
+        (:func:`~compaction.outputs.base.message_shape`): :meth:`merge_saving` then folds the
+        window's joins again as the gate does.
+        """
+        return self._orphan_repair(cut)[0]
+
+    def _orphan_repair(self, cut: int) -> tuple[int, TurnJoins | None]:
+        """Return :meth:`orphan_tokens` of ``cut`` and the window's joins as shipped (``None``: as planned)."""
+        self._read(cut)
+        if cut in self._orphans:
+            return self._orphans[cut]
+        count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
+        if not count:
+            self._orphans[cut] = (0, None)
+            return self._orphans[cut]
+        window = self._tool_messages[count - 1 :: -1]
+        turns = self._turns(cut)
+        slots = orphan_tool_slots([ids for _seq, ids in window], [turns[seq] for seq, _ids in window])
+        if not slots:
+            self._orphans[cut] = (0, None)
+            return self._orphans[cut]
+        self.renaming_tokens(cut)
+        sent = self._sent.get(cut, {})
+        renamed = self._renamed_by_seq.get(cut, {})
+        orphans: dict[int, set[tuple[str, int]]] = {}
+        for index, kind, ordinal in slots:
+            orphans.setdefault(window[index][0], set()).add((kind, ordinal))
+        total = 0
+        reshaped: dict[int, bool] = {}  # seq -> framed, for the messages whose shape the repair changed
+        for seq, own in orphans.items():
+            slots_sent = sent.get(seq, {})
+            total += self._repaired_message_cost(seq, slots_sent, own) - self.message_cost(seq) - renamed.get(seq, 0)
+            _role, framed = message_shape(self.roles[seq], self._repaired_blocks(seq, slots_sent, own))
+            if framed != (seq not in self._results_at):
+                reshaped[seq] = framed
+        joins = None
+        if reshaped:
+            joins = TurnJoins()
+            for seq in range(self.n - 1, cut - 1, -1):
+                role = self.roles[seq]
+                if role != "system":
+                    joins = joins.before(role, reshaped.get(seq, seq not in self._results_at), self._per_join)
+        self._orphans[cut] = (total, joins)
+        return self._orphans[cut]
 
     def merge_saving(self, cut: int, cover: Sequence[StoredSummary] = ()) -> int:
         """Return what the request with a live window from ``cut`` saves by merging turns (tokens).
@@ -496,7 +588,8 @@ class WindowPlanner:
         (:meth:`suffix`, :meth:`summary_message_cost`, framing, tools) less this.
         """
         self._read(cut)
-        joins = self._joins[cut]
+        shipped = self._orphan_repair(cut)[1]  # stand-ins that change a message's shape
+        joins = self._joins[cut] if shipped is None else shipped
         if cover:
             joins = joins.before("user", True, self._per_join)  # the summary message: text, framed
         return joins.saving

@@ -4,7 +4,8 @@ On generated stores (tool rounds with nested images, URL images, data URIs in te
 tool results and tool arguments, cut data URIs) crossed with every image policy, count cap,
 byte cap and depth cap, in both request formats:
 
-* the planner's price of the compiled request equals the gate's count of what it ships;
+* the planner's price of the compiled request equals the gate's count of what it ships,
+  tool repairs included (renamed ids and orphan stand-ins);
 * a history that fits raw compiles to exactly the raw figure (``tokens_before``);
 * an independent count of the shipped body never exceeds the reported tokens.
 """
@@ -42,21 +43,26 @@ image_recipes = st.builds(
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(messages=histories(max_turns=8), recipe=image_recipes)
 def test_planner_price_equals_gate_count(messages: list[Message], recipe: Recipe) -> None:
     store = Store(":memory:")
     try:
         store.append(messages)
         compiled = compile_request(store, recipe)
-        event(f"images shown {min(compiled.request.images_shown, 2)}, replaced {min(compiled.request.images_replaced, 2)}")
-        orphans = any(r.kind != "image" for r in compiled.request.replacements)
-        if not orphans:
-            assert compiled.planned_tokens == compiled.tokens
+        event(
+            f"images shown {min(compiled.request.images_shown, 2)}, replaced {min(compiled.request.images_replaced, 2)}"
+        )
+        repairs = sorted({r.kind for r in compiled.request.replacements if r.kind != "image"})
+        event(f"tool repairs: {', '.join(repairs) or 'none'}")
+        assert compiled.planned_tokens == compiled.tokens
         # nothing was summarized: the whole history fits raw and ships exactly as priced
         assert compiled.live_start == 0 and not compiled.summaries
-        if not orphans:
-            assert compiled.tokens == raw_history_tokens(store, recipe)
+        assert compiled.tokens == raw_history_tokens(store, recipe)
         body = payload_json(compiled.request.payload)
         assert independent_tokens(body, recipe.target_model) <= compiled.tokens
     finally:
@@ -64,7 +70,11 @@ def test_planner_price_equals_gate_count(messages: list[Message], recipe: Recipe
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(messages=histories(max_turns=10), recipe=recipes())
 def test_planner_price_equals_gate_count_with_summaries(messages: list[Message], recipe: Recipe) -> None:
     """The same holds for requests that show summaries and a shortened live window."""
@@ -77,8 +87,9 @@ def test_planner_price_equals_gate_count_with_summaries(messages: list[Message],
             event(f"over budget ({err.stage})")
             return
         event(f"summaries shown: {min(len(compiled.summaries), 2)}")
-        if all(r.kind == "image" for r in compiled.request.replacements):
-            assert compiled.planned_tokens == compiled.tokens
+        repairs = sorted({r.kind for r in compiled.request.replacements if r.kind != "image"})
+        event(f"tool repairs: {', '.join(repairs) or 'none'}")
+        assert compiled.planned_tokens == compiled.tokens
         assert compiled.tokens <= recipe.budget_tokens  # type: ignore[operator]
         body = payload_json(compiled.request.payload)
         assert independent_tokens(body, recipe.target_model) <= compiled.tokens
