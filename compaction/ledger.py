@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -124,7 +125,11 @@ def asks_before(store: HistoryStore, cut: int) -> list[Ask]:
             scan.seen.add(key)
             scan.asks.append(Ask(seq, text))
         scan.upto = cut
-    return [ask for ask in scan.asks if ask.seq < cut]
+    return scan.asks[: bisect_left(scan.asks, cut, key=_seq_of)]
+
+
+def _seq_of(ask: Ask) -> int:
+    return ask.seq
 
 
 def _uri_note(match: re.Match[str]) -> str:
