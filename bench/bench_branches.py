@@ -67,6 +67,40 @@ the parse costs the sum of the paths' lengths (what the branches show, 1.2 milli
 messages at 1,100 deep), though the store appends only each branch's own messages and the
 parsed paths share their equal messages in memory.  Before, 1,100 nested rewinds could not
 finish at all: SQLite refuses a lineage condition past 1,000 terms (fixed: balanced).
+
+**Depth.**  :func:`depth_scaling` times, per depth, ``import --branches`` of
+:func:`nested_session` (a fresh process), building a chain of branches as
+tests/test_deep_branch_compile.py does (one message a conversation, a summary every 50th,
+each forking the next; SQLite, and PostgreSQL with ``--postgres URL``) and compiling its
+deepest at 200,000 tokens; each figure's ratio to the depth before is in brackets (2 when
+linear, 4 when quadratic)::
+
+    python bench/bench_branches.py depth --postgres postgresql://postgres@127.0.0.1:54331/compaction_test
+
+Measured on 2026-12-01 on the shared 2-core machine, heavily loaded by other work (the
+figures wander by 2x from run to run); "before" is commit ae0de08, "after" 87478ed (each
+tree first on ``PYTHONPATH``), seconds::
+
+    before  depth  import        chain         compile      pg chain       pg compile
+              100    4.50          1.20          0.06          4.32          0.10
+              200    7.03 (x1.6)   4.91 (x4.1)   0.14 (x2.4)  15.54 (x3.6)   0.29 (x2.9)
+              400   32.43 (x4.6)  18.58 (x3.8)   0.72 (x5.1)  63.08 (x4.1)   1.19 (x4.1)
+              800  154.84 (x4.8)  63.95 (x3.4)   3.04 (x4.2) 219.20 (x3.5)   3.25 (x2.7)
+    after   depth  import        chain         compile      pg chain       pg compile
+              100    1.70          1.46          0.05          6.39          0.13
+              200   11.69 (x6.9)   6.73 (x4.6)   0.22 (x4.0)  22.41 (x3.5)   0.43 (x3.2)
+              400   41.27 (x3.5)  16.23 (x2.4)   0.53 (x2.5)  38.33 (x1.7)   0.74 (x1.7)
+              800  105.29 (x2.6)  46.01 (x2.8)   1.07 (x2.0)  91.82 (x2.4)   0.66 (x0.9)
+
+A chain's own cost per level, measured apart (python, SQLite, one store object per step
+as above; ms per level over each hundred levels of an 800-deep chain): before 33, 31, 39,
+52, 70, 109, 120, 143 (a lookup of an import key planned an OR of one term per
+conversation: 23 ms 700 deep); after 4.8, 5.9, 16, 10, 12, 15, 17, 19 (what still grows
+is reading the lineage itself on opening each branch, one row per ancestor, and the
+shadowing probe of a summary count).  Importing nested rewinds still grows with the
+square of the depth: the parse of every path (see above) is most of it.  An earlier
+run of ffce301 (all but the ranged message read) gave, at 100, 200, 400 and 800: import
+1.54, 5.47, 16.99, 100.87 s; chain 2.92, 4.94, 11.26, 46.98 s.
 """
 
 from __future__ import annotations
