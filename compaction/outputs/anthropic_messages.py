@@ -12,12 +12,13 @@ whitespace ("final assistant content cannot end with trailing whitespace", the A
 quoted in https://github.com/tailcallhq/forgecode/issues/1872 and
 https://github.com/anomalyco/opencode/issues/1295), so that turn's last text ships without
 its trailing whitespace (:func:`final_assistant_content`), in the body only: the store keeps
-it, and the count keeps counting it (over what ships, never under).  Nor does Anthropic take
-a ``thinking`` block in that turn when the request does not enable thinking (it never does
-here): "When thinking is disabled, an `assistant` message in the final position cannot contain
-`thinking`" (quoted in https://github.com/anthropics/claude-code/issues/7946; "The final block
-in an assistant message cannot be `thinking`", tailcallhq/forgecode#2107), so a signed one
-ships there as loud text (:data:`FINAL_THINKING` and its text), counted within its signed count.
+it; the planner and the gate count that message as it ships (``wire.final_message_blocks``).
+Nor does Anthropic take a ``thinking`` block in that turn when the request does not enable
+thinking (it never does here): "When thinking is disabled, an `assistant` message in the final
+position cannot contain `thinking`" (quoted in
+https://github.com/anthropics/claude-code/issues/7946; "The final block in an assistant message
+cannot be `thinking`", tailcallhq/forgecode#2107), so a signed one ships there as loud text
+(:data:`FINAL_THINKING` and its text), counted as that text.
 """
 
 from __future__ import annotations
