@@ -34,6 +34,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .asks import ask_from_texts
 from .blocks import DATA_URI_RE
@@ -202,6 +203,27 @@ def _short(ask: Ask, encoding: str) -> str:
     return head if head == ask.text.strip() else f"{head.rstrip()} […]"
 
 
+# A compile prices the ledger at every candidate cut, each holding the asks of the cuts
+# before it: an ask's entries are made once (an Ask is frozen, its text never changes), not
+# once per cut, so the ledger's cost grows with the asks, not with asks times cuts.
+_ENTRIES_KEPT = 1 << 16
+
+
+@lru_cache(maxsize=_ENTRIES_KEPT)
+def _whole_entry(ask: Ask, cap: int, encoding: str) -> str:
+    return _entry(ask, head_tail(ask.text, cap, encoding, ask.seq))
+
+
+@lru_cache(maxsize=_ENTRIES_KEPT)
+def _short_entry(ask: Ask, encoding: str) -> str:
+    return _entry(ask, _short(ask, encoding))
+
+
+@lru_cache(maxsize=_ENTRIES_KEPT)
+def _ask_tokens(ask: Ask, encoding: str) -> int:
+    return count_text(ask.text, encoding)
+
+
 def _seq_range(asks: Sequence[Ask]) -> str:
     return f"message {asks[0].seq}" if len(asks) == 1 else f"messages {asks[0].seq}–{asks[-1].seq}"
 
@@ -226,7 +248,7 @@ def room_caps(cap: int, room: int) -> list[int]:
 
 
 def _render_whole(asks: Sequence[Ask], cap: int, encoding: str) -> str:
-    return "\n\n".join([LEDGER_INTRO, *(_entry(a, head_tail(a.text, cap, encoding, a.seq)) for a in asks)])
+    return "\n\n".join([LEDGER_INTRO, *(_whole_entry(a, cap, encoding) for a in asks)])
 
 
 def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str | None:
@@ -236,7 +258,7 @@ def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str
     when not even the smallest of those caps fits (the share is short of room: the caller
     cuts at ``cap`` and shortens the oldest).
     """
-    sizes = [count_text(a.text, encoding) for a in asks]
+    sizes = [_ask_tokens(a, encoding) for a in asks]
     longest = max(sizes)
     if longest <= cap:
         return None
@@ -275,8 +297,8 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
     roomy = _within_room(asks, cap, room, encoding)
     if roomy is not None:
         return roomy
-    whole = [_entry(a, head_tail(a.text, cap, encoding, a.seq)) for a in asks]
-    short = [_entry(a, _short(a, encoding)) for a in asks]
+    whole = [_whole_entry(a, cap, encoding) for a in asks]
+    short = [_short_entry(a, encoding) for a in asks]
 
     def render(n_left_out: int, n_short: int) -> str:
         lines = [LEDGER_INTRO]
