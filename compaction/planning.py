@@ -286,6 +286,7 @@ class WindowPlanner:
         #: per cut: what the orphan stand-ins add (tokens), and the window's turn joins as the
         #: repaired messages ship (``None``: as planned)
         self._orphans: dict[int, tuple[int, TurnJoins | None]] = {}
+        self._stand_in_costs: dict[tuple[int, frozenset[tuple[str, int]], frozenset[object]], tuple[int, bool]] = {}
         #: no message other than a system one read yet (the first read is the request's last)
         self._before_newest_shown = True
 
@@ -517,6 +518,20 @@ class WindowPlanner:
         out = with_sent_ids(blocks, sent)
         return with_stand_ins(out, orphans) if orphans else out
 
+    def _stand_in_cost(
+        self, seq: int, sent: dict[tuple[str, int], str], orphans: set[tuple[str, int]]
+    ) -> tuple[int, bool]:
+        """Return what message ``seq``'s repairs add to its planned price (tokens) and whether it
+        ships framed (:func:`~compaction.outputs.base.message_shape`), kept per slots: most cuts
+        of one compile leave a message the same orphans and ids."""
+        key = (seq, frozenset(orphans), frozenset(sent.items()))
+        if key not in self._stand_in_costs:
+            blocks = self._repaired_blocks(seq, sent, orphans)
+            _role, framed = message_shape(self.roles[seq], blocks)
+            cost = self._repaired_message_cost(seq, sent, orphans) - self.message_cost(seq)
+            self._stand_in_costs[key] = (cost, framed)
+        return self._stand_in_costs[key]
+
     def _newest_shown(self) -> int | None:
         """Return the seq of the newest message other than a system one (the request's last), or ``None``."""
         return next((seq for seq in range(self.n - 1, self._low - 1, -1) if self.roles[seq] != "system"), None)
@@ -564,8 +579,8 @@ class WindowPlanner:
         reshaped: dict[int, bool] = {}  # seq -> framed, for the messages whose shape the repair changed
         for seq, own in orphans.items():
             slots_sent = sent.get(seq, {})
-            total += self._repaired_message_cost(seq, slots_sent, own) - self.message_cost(seq) - renamed.get(seq, 0)
-            _role, framed = message_shape(self.roles[seq], self._repaired_blocks(seq, slots_sent, own))
+            cost, framed = self._stand_in_cost(seq, slots_sent, own)
+            total += cost - renamed.get(seq, 0)
             if framed != (seq not in self._results_at):
                 reshaped[seq] = framed
         joins = None
