@@ -247,8 +247,35 @@ def room_caps(cap: int, room: int) -> list[int]:
     return caps
 
 
-def _render_whole(asks: Sequence[Ask], cap: int, encoding: str) -> str:
-    return "\n\n".join([LEDGER_INTRO, *(_whole_entry(a, cap, encoding) for a in asks)])
+def _render_whole(asks: Sequence[Ask], cap: int, encoding: str) -> list[str]:
+    return [LEDGER_INTRO, *(_whole_entry(a, cap, encoding) for a in asks)]
+
+
+#: Encodings whose pre-tokenizer always cuts after a line break that a ``[`` follows (see
+#: :func:`_lines_tokens`).
+_BRACKET_CUT_ENCODINGS = frozenset({"o200k_base", "cl100k_base"})
+
+
+@lru_cache(maxsize=_ENTRIES_KEPT)
+def _joined_tokens(part: str, encoding: str) -> int:
+    return count_text(part + "\n\n", encoding)
+
+
+def _lines_tokens(lines: Sequence[str], encoding: str) -> int:
+    """Return ``count_text("\\n\\n".join(lines), encoding)`` (tokens), from counts kept per line.
+
+    Exact: in o200k_base and cl100k_base every pattern alternative that can match a line
+    break ends with whitespace, line breaks or ``/`` (see
+    :func:`compaction.tokens.counting._count_segments`), so a piece holding the join's line
+    breaks ends right before a ``[`` that follows, and the patterns look only ahead; a
+    joined text whose lines after the first all start with ``[`` (every ledger entry and
+    note does) counts as the sum of each line with its join and the last line alone.  Each
+    line's count is kept, so a ledger priced at many cuts counts each entry once.  Other
+    encodings (``hf:``) and other lines are counted whole.
+    """
+    if encoding not in _BRACKET_CUT_ENCODINGS or not all(line.startswith("[") for line in lines[1:]):
+        return count_text("\n\n".join(lines), encoding)
+    return sum(_joined_tokens(line, encoding) for line in lines[:-1]) + count_text(lines[-1], encoding)
 
 
 def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str | None:
@@ -266,9 +293,9 @@ def _within_room(asks: Sequence[Ask], cap: int, room: int, encoding: str) -> str
     for size in caps:
         if size >= longest and size != caps[0]:
             continue  # the same block as a larger cap, already found too big
-        text = _render_whole(asks, size, encoding)
-        if count_text(text, encoding) <= room:
-            return text
+        lines = _render_whole(asks, size, encoding)
+        if _lines_tokens(lines, encoding) <= room:
+            return "\n\n".join(lines)
     return None
 
 
@@ -300,7 +327,7 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
     whole = [_whole_entry(a, cap, encoding) for a in asks]
     short = [_short_entry(a, encoding) for a in asks]
 
-    def render(n_left_out: int, n_short: int) -> str:
+    def render(n_left_out: int, n_short: int) -> list[str]:
         lines = [LEDGER_INTRO]
         left, shortened = asks[:n_left_out], asks[n_left_out : n_left_out + n_short]
         if left:
@@ -316,20 +343,20 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
             )
         lines.extend(short[n_left_out : n_left_out + n_short])
         lines.extend(whole[n_left_out + n_short :])
-        return "\n\n".join(lines)
+        return lines
 
     # Fewest changes first: shorten the oldest asks one by one, then leave the oldest out.
     # The sizes fall along that order (bar the one-line notes), so a binary search finds
     # the first that fits in O(log n) counts.
     n = len(asks)
 
-    def step(index: int) -> str:
+    def step(index: int) -> list[str]:
         return render(0, index) if index <= n else render(index - n, 2 * n - index)
 
-    if count_text(step(0), encoding) <= room:
-        return step(0)
+    if _lines_tokens(step(0), encoding) <= room:
+        return "\n\n".join(step(0))
     low, high = 1, 2 * n
-    if count_text(step(high), encoding) > room:
+    if _lines_tokens(step(high), encoding) > room:
         # Not even the note fits the share: the note alone, so the request still says so.
         return (
             LEDGER_INTRO
@@ -341,11 +368,11 @@ def ledger_text(asks: Sequence[Ask], *, cap: int, share_tokens: int, encoding: s
         )
     while low < high:
         mid = (low + high) // 2
-        if count_text(step(mid), encoding) <= room:
+        if _lines_tokens(step(mid), encoding) <= room:
             high = mid
         else:
             low = mid + 1
-    return step(low)
+    return "\n\n".join(step(low))
 
 
 def ledger_for(store: HistoryStore, cut: int, *, cap: int, share_tokens: int, encoding: str) -> str | None:

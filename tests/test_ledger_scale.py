@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import compaction.ledger as ledger_module
 import compaction.names_index as names_index
 from compaction import Message, Store
 from compaction.asks import ask_from_texts
@@ -276,3 +277,24 @@ def test_the_names_of_a_text_are_those_of_its_paragraphs(text: str) -> None:
     whole = set(identifiers(text))
     assert whole == set().union(*(set(identifiers(part)) for part in text.split("\n\n")))
     assert names_index._shown_names(names_index._Scan(), text) == whole
+
+
+_line = st.lists(
+    st.sampled_from([*"aZ09 .)]/'\n\t\r-…", "[", "'s", "  ", "\n\n", "é", "日本", "[Message 3] ", "def x"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_line, min_size=1, max_size=6),
+    st.sampled_from(["o200k_base", "cl100k_base"]),
+    st.booleans(),
+)
+def test_a_joined_ledger_counts_as_its_lines_counted_with_their_joins(
+    lines: list[str], encoding: str, bracketed: bool
+) -> None:
+    """Invariant of ledger._lines_tokens: the kept per-line counts equal the joined text's count."""
+    if bracketed:
+        lines = [lines[0], *("[" + line for line in lines[1:])]
+    assert ledger_module._lines_tokens(lines, encoding) == count_text("\n\n".join(lines), encoding)
