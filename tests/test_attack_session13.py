@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_coverage
 from store_backends import store_location
 from strategies import (
     CapturingSummarizer,
@@ -35,24 +36,11 @@ from compaction.formats import parse_messages
 from compaction.outputs import request_format
 from compaction.outputs.anthropic_messages import FINAL_THINKING
 from compaction.pairing import ToolIds, ToolSlot, renamed_tool_ids, turns_of, wire_tool_id
-from compaction.store import HistoryStore, open_store
+from compaction.store import open_store
 
 
 def _text(value: str) -> dict[str, str]:
     return {"type": "text", "text": value}
-
-
-def _check_coverage(store: HistoryStore, compiled: CompiledRequest) -> None:
-    """Every message of the store is shown raw or under exactly one shown summary, in order."""
-    position = 0
-    for summary in compiled.summaries:
-        assert summary.start_seq == position < summary.end_seq
-        position = summary.end_seq
-    assert position == compiled.live_start
-    raw = set(compiled.raw_seqs)
-    for seq in range(store.next_seq()):
-        covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
-        assert (seq in raw) + covering == 1, f"seq {seq}: raw={seq in raw}, summaries={covering}"
 
 
 # -- a branch's frame after its parent edits a shared message ----------------------------------
@@ -98,7 +86,7 @@ def test_a_parent_edit_of_a_shared_message_does_not_break_the_branch_frame(forke
             body = payload_json(compiled.request.payload)
             assert "EDITED in the parent" in compiled.request.payload.decode("utf-8")
             assert all(s.end_seq <= 1 for s in compiled.summaries)  # the stale summary is not shown
-            _check_coverage(branch, compiled)
+            assert_coverage(branch, compiled)
             check_tool_pairing(body, recipe.output_format)
             check_provider_grammar(body, recipe.output_format)
             assert compiled.tokens <= 3000
@@ -380,7 +368,7 @@ def test_a_tool_id_reused_by_every_round_still_leaves_a_live_window() -> None:
         with Store(":memory:") as store:
             store.append(history(ids))
             compiled, _ticks = compress_and_compile(store, recipe, summarizer=CapturingSummarizer())
-            _check_coverage(store, compiled)
+            assert_coverage(store, compiled)
             shown.append(len(compiled.raw_seqs))
     assert shown[0] > 100
     assert shown[1] > 100, shown

@@ -31,14 +31,9 @@ import pytest
 from agent_turns import strip_markers, turns_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_request
 from store_backends import store_location
-from strategies import (
-    CapturingSummarizer,
-    check_provider_grammar,
-    check_tool_pairing,
-    independent_tokens,
-    payload_json,
-)
+from strategies import CapturingSummarizer, payload_json
 
 from compaction import Message, Recipe
 from compaction.compile import CompiledRequest, plan_compile
@@ -118,24 +113,7 @@ def _check_request(
     store: HistoryStore, compiled: CompiledRequest, recipe: Recipe, fork: int | None = None
 ) -> None:
     """Budget, coverage, pairing and grammar of one request; with ``fork``, no parent message past it."""
-    budget = recipe.budget_tokens
-    assert budget is not None
-    body = payload_json(compiled.request.payload)
-    assert compiled.tokens <= budget
-    assert independent_tokens(body, recipe.target_model) <= budget
-    position = 0
-    for summary in compiled.summaries:
-        assert summary.start_seq == position < summary.end_seq
-        position = summary.end_seq
-    assert position == compiled.live_start
-    raw = set(compiled.raw_seqs)
-    total = store.next_seq()
-    assert compiled.total_messages == total
-    for seq in range(total):
-        covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
-        assert (seq in raw) + covering == 1, f"seq {seq}: raw={seq in raw}, summaries={covering}"
-    check_tool_pairing(body, recipe.output_format)
-    check_provider_grammar(body, recipe.output_format)
+    assert_request(store, compiled, recipe)
     if fork is not None:
         text = compiled.request.payload.decode("utf-8")
         shown = [seq for seq in range(fork, fork + 400) if _parent_marker(seq) in text]

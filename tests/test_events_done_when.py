@@ -36,6 +36,7 @@ import pytest
 from agent_turns import strip_markers, turns_of
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_request
 from strategies import (
     CapturingSummarizer,
     check_provider_grammar,
@@ -46,7 +47,6 @@ from strategies import (
 )
 
 from compaction import Message, OverBudget, Recipe, open_store
-from compaction.compile import CompiledRequest
 from compaction.events import compile_in_events
 from compaction.store import HistoryStore
 
@@ -219,31 +219,6 @@ def _assert_extends(before: dict[str, Any], after: dict[str, Any]) -> None:
     assert (grown.get("tool_calls") or [])[: len(calls)] == calls
 
 
-def _assert_request(store: HistoryStore, compiled: CompiledRequest, recipe: Recipe) -> dict[str, Any]:
-    """Check budget, coverage, pairing and grammar of one request; return its body."""
-    budget = recipe.budget_tokens
-    assert budget is not None
-    body = payload_json(compiled.request.payload)
-    assert compiled.tokens <= budget
-    assert independent_tokens(body, recipe.target_model) <= budget
-    # coverage: summaries contiguous from 0 to the live window; each message shown once
-    position = 0
-    for summary in compiled.summaries:
-        assert summary.start_seq == position < summary.end_seq
-        position = summary.end_seq
-    assert position == compiled.live_start
-    raw = set(compiled.raw_seqs)
-    for seq in range(store.next_seq()):
-        covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
-        if seq in raw and seq < compiled.live_start:  # a pinned system message, raw before the window
-            assert covering <= 1
-            continue
-        assert (seq in raw) + covering == 1, f"seq {seq}: raw={seq in raw}, summaries={covering}"
-    check_tool_pairing(body, recipe.output_format)
-    check_provider_grammar(body, recipe.output_format)
-    return body
-
-
 Last = tuple[int, dict[str, Any], bytes]
 
 
@@ -260,7 +235,7 @@ def _replay(
                 store.pin(short[0])
                 event("pinned")
         compiled, _ticks = compile_in_events(store, recipe, CapturingSummarizer)
-        body = _assert_request(store, compiled, recipe)
+        body = assert_request(store, compiled, recipe, pins_before_window=True)
         events = len(store.events())
         if compiled.masked_seqs:
             event("masked")
