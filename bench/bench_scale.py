@@ -337,7 +337,9 @@ class _LargeBudgetSummary:
         write = terminalreporter.write_line
         smallest = LARGE[min(LARGE)]["seconds"]
         write("")
-        write(f"compile at large budgets, {LARGE_BUDGET_STORE}-message bench store, a new Store object per round (s)")
+        write(
+            f"compile at large budgets, {LARGE_BUDGET_STORE}-message bench store, a new Store object per round (s)"
+        )
         write(f"{'budget':>9s} {'seconds':>8s} {'ledger':>7s} {'live':>7s} {'ratio':>6s}")
         for budget, row in sorted(LARGE.items()):
             write(
