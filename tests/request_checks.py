@@ -10,13 +10,15 @@ it was compiled from (DESIGN.md: coverage, the budget, the provider's grammar) a
 * :func:`assert_summaries_contiguous` -- the shown summaries run from seq 0 to the live window
   without gap or overlap, none empty;
 * :func:`assert_coverage` -- the request holds every stored message, each shown raw or under
-  exactly one shown summary (optionally a pinned message raw before the window as well);
+  exactly one shown summary (a pinned message raw before the window as well);
+  :func:`assert_coverage_pinning_system` pins the store's system messages;
 * :func:`assert_request` -- all of the above, then tool pairing and the provider's grammar
   (``strategies.check_tool_pairing`` and ``strategies.check_provider_grammar``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from strategies import check_provider_grammar, check_tool_pairing, independent_tokens, payload_json
@@ -60,28 +62,57 @@ def assert_summaries_contiguous(compiled: CompiledRequest) -> None:
 
 
 def assert_coverage(
-    store: HistoryStore, compiled: CompiledRequest, *, pins_before_window: bool = False
+    store: HistoryStore,
+    compiled: CompiledRequest,
+    *,
+    pinned: Collection[int] = (),
+    pins_before_window: bool = False,
 ) -> None:
     """Assert every message of ``store`` is shown raw or under exactly one shown summary, in order.
 
     The summaries are contiguous (:func:`assert_summaries_contiguous`), the request counts the
-    store's ``next_seq()`` messages, and each seq in ``[0, next_seq())`` is in
-    ``compiled.raw_seqs`` or inside one summary's ``[start_seq, end_seq)``, not both.  With
-    ``pins_before_window`` a message shown raw before the live window (a pinned one, such as a
-    system message) is allowed, under at most one summary.
+    store's ``next_seq()`` messages, no seq is in ``compiled.raw_seqs`` twice, and each seq in
+    ``[0, next_seq())`` is in ``compiled.raw_seqs`` or inside one summary's
+    ``[start_seq, end_seq)``, not both.  Two kinds of message are shown raw before the live
+    window beside the summary that covers them (DESIGN.md, pins):
+
+    * ``pinned``: seqs that must be shown raw wherever they stand (the caller's pins, or its
+      system messages);
+    * with ``pins_before_window``, any message shown raw before the window is taken for a pin
+      the caller does not know, and allowed under at most one summary.
     """
     assert_summaries_contiguous(compiled)
     total = store.next_seq()
     assert compiled.total_messages == total, (
         f"the request counts {compiled.total_messages} messages, the store {total}"
     )
+    assert len(compiled.raw_seqs) == len(set(compiled.raw_seqs)), "a message shown raw twice"
     raw = set(compiled.raw_seqs)
+    pins = set(pinned)
     for seq in range(total):
         covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
+        if seq in pins:
+            assert seq in raw, f"seq {seq}: pinned but not shown raw"
+            assert covering <= 1, f"seq {seq}: pinned and under {covering} summaries"
+            continue
         if pins_before_window and seq in raw and seq < compiled.live_start:
             assert covering <= 1, f"seq {seq}: pinned raw and under {covering} summaries"
             continue
         assert (seq in raw) + covering == 1, f"seq {seq}: raw={seq in raw}, summaries={covering}"
+
+
+def assert_coverage_pinning_system(store: HistoryStore, compiled: CompiledRequest) -> None:
+    """Assert :func:`assert_coverage` with every system message of ``store`` pinned (shown raw).
+
+    Also that the request counts ``len(store.messages())`` messages (the conversation's
+    lineage, as the store reads it).
+    """
+    stored = store.messages()
+    assert compiled.total_messages == len(stored), (
+        f"the request counts {compiled.total_messages} messages, the store holds {len(stored)}"
+    )
+    system = [m.seq for m in stored if m.role == "system" and m.seq is not None]
+    assert_coverage(store, compiled, pinned=system)
 
 
 def assert_request(

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_coverage_pinning_system
 from store_backends import fresh_store
 from strategies import CapturingSummarizer, check_tool_pairing, histories, payload_json
 
@@ -57,24 +58,11 @@ def renamed(messages: list[Message], prefix: str) -> list[Message]:
 
 
 def check_coverage(store: Any, compiled: CompiledRequest) -> None:
-    """Each message shown once (raw in the live window or inside one summary); summaries contiguous from 0."""
-    stored = store.messages()
-    assert compiled.total_messages == len(stored)
-    position = 0
-    for summary in compiled.summaries:
-        assert summary.start_seq == position, f"summaries leave a gap or overlap at seq {position}"
-        assert summary.end_seq > summary.start_seq
-        position = summary.end_seq
-    assert position == compiled.live_start
-    raw = set(compiled.raw_seqs)
-    for message in stored:
-        seq = message.seq
-        assert seq is not None
-        covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
-        if message.role == "system":
-            assert seq in raw
-            continue
-        assert (seq in raw) + covering == 1, f"seq {seq}: raw={seq in raw}, summaries={covering}"
+    """Each message shown once (raw in the live window or inside one summary); summaries contiguous from 0.
+
+    A system message is pinned: shown raw wherever it stands.
+    """
+    assert_coverage_pinning_system(store, compiled)
 
 
 def compress_and_check(store: Any, keep_tail: int) -> CompiledRequest:

@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_coverage_pinning_system
 from strategies import (
     CapturingSummarizer,
     b64_tolerant,
@@ -106,26 +107,9 @@ def test_coverage(messages: list[Message], recipe: Recipe, keep_tail: int, close
             _over_budget_is_typed(outcome)
             return
         compiled = outcome.compiled
-        stored = outcome.store.messages()
-        n = len(stored)
-        assert compiled.total_messages == n
-        # summaries contiguous, in order, from 0 up to the live window
-        position = 0
-        for summary in compiled.summaries:
-            assert summary.start_seq == position
-            assert summary.end_seq > summary.start_seq
-            position = summary.end_seq
-        assert position == compiled.live_start
-        raw = set(compiled.raw_seqs)
-        for message in stored:
-            seq = message.seq
-            covering = [s for s in compiled.summaries if s.start_seq <= seq < s.end_seq]
-            if message.role == "system":
-                assert seq in raw  # pinned
-                continue
-            shown_raw = seq in raw
-            assert shown_raw + len(covering) == 1, f"seq {seq}: raw={shown_raw}, summaries={len(covering)}"
-            assert shown_raw == (seq >= compiled.live_start)
+        # summaries contiguous from 0 up to the live window; each message raw or under one
+        # summary, a system message (pinned) raw wherever it stands
+        assert_coverage_pinning_system(outcome.store, compiled)
         # the body carries each shown summary once
         text = compiled.request.payload.decode("utf-8")
         for summary in compiled.summaries:

@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_coverage
 from strategies import CapturingSummarizer, check_tool_pairing, histories, payload_json
 
 from compaction import Message, OverBudget, Recipe, Store, compile_request, compress_and_compile
@@ -37,7 +38,7 @@ def pinned_cases(draw: Any) -> tuple[list[Message], list[int], int]:
     return messages, pins, draw(st.integers(min_value=1200, max_value=8000))
 
 
-def _check(messages: list[Message], pins: list[int], compiled: CompiledRequest) -> None:
+def _check(store: Store, messages: list[Message], pins: list[int], compiled: CompiledRequest) -> None:
     payload = (
         compiled.request.payload.decode("utf-8")
         if isinstance(compiled.request.payload, bytes)
@@ -51,21 +52,9 @@ def _check(messages: list[Message], pins: list[int], compiled: CompiledRequest) 
         assert payload.count(marker) - quoted == 1, (
             f"pinned message {seq} shown raw {payload.count(marker) - quoted} times"
         )
-    assert len(compiled.raw_seqs) == len(set(compiled.raw_seqs)), "a message shown raw twice"
-    position = 0
-    for summary in compiled.summaries:
-        assert summary.start_seq == position
-        position = summary.end_seq
-    assert position == compiled.live_start
-    raw = set(compiled.raw_seqs)
-    for seq, message in enumerate(messages):
-        covering = sum(1 for s in compiled.summaries if s.start_seq <= seq < s.end_seq)
-        in_window = seq >= compiled.live_start
-        assert in_window + covering == 1, f"seq {seq}: window={in_window}, summaries={covering}"
-        if seq in pins or message.role == "system":
-            assert seq in raw
-        else:
-            assert (seq in raw) == in_window
+    assert len(messages) == store.next_seq()
+    system = [seq for seq, message in enumerate(messages) if message.role == "system"]
+    assert_coverage(store, compiled, pinned=[*pins, *system])
     check_tool_pairing(payload_json(compiled.request.payload), Recipe().output_format)
 
 
@@ -83,14 +72,14 @@ def test_a_pinned_message_is_shown_once_wherever_the_window_starts(
         for seq in pins:
             store.pin(seq)
         everything = compile_request(store, recipe.replace(budget_tokens=10**7))  # all in the window
-        _check(messages, pins, everything)
+        _check(store, messages, pins, everything)
         assert everything.planned_tokens == raw_history_tokens(store, recipe)  # each pin priced once
         try:
             compiled, _ticks = compress_and_compile(store, recipe, summarizer=CapturingSummarizer())
         except OverBudget as err:
             assert err.budget == budget and err.needed > budget
             return
-        _check(messages, pins, compiled)
+        _check(store, messages, pins, compiled)
         assert compiled.tokens <= budget
         if not any(r.kind != "image" for r in compiled.request.replacements):
             assert compiled.planned_tokens == compiled.tokens  # plan == gate: the pin priced once
