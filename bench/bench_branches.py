@@ -459,32 +459,23 @@ DEPTHS = (100, 200, 400, 800)
 
 
 def chain_seconds(location: str, depth: int) -> tuple[float, float]:
-    """Build a chain of ``depth`` branches as tests/test_deep_branch_compile.py does; return the
-    seconds it took and those of a compile of the deepest at 200,000 tokens.
+    """Build a chain of ``depth`` branches as tests/test_deep_branch_compile.py does
+    (``store_backends.branch_chain``); return the seconds it took and those of a compile of the
+    deepest at 200,000 tokens.
 
     Each conversation appends one message, every 50th summarizes what it shows past the
     frontier, and each forks the next at its end (a fresh store object per step, as an
     agent opening its branch does).
     """
+    from store_backends import branch_chain
+
     from compaction import Message
 
     def text(role: str, body: str) -> Message:
         return Message(role=role, content=[{"type": "text", "text": body}])
 
     started = time.perf_counter()
-    with open_store(location, conversation="c0", create=True) as store:
-        store.append([text("user", "root")])
-    name = "c0"
-    for level in range(1, depth + 1):
-        with open_store(location, conversation=name) as store:
-            store.append([text("assistant", f"a{level}")])
-            if level % 50 == 0:
-                start = store.summary_frontier(1)
-                store.add_summary(
-                    1, start, store.next_seq(), f"messages {start} to {store.next_seq() - 1}", {}
-                )
-            store.branch(f"c{level}", store.next_seq())
-        name = f"c{level}"
+    name = branch_chain(location, depth)
     built = time.perf_counter() - started
     with open_store(location, conversation=name) as store:
         store.append([text("user", "last")])

@@ -137,3 +137,34 @@ def every_backend_location(request: pytest.FixtureRequest, tmp_path: Path) -> It
     """Where a new store lives, per backend: an SQLite file path or a PostgreSQL URL (reopen it with ``open_store``)."""
     with store_location(request.param, tmp_path) as where:
         yield where
+
+
+def branch_chain(location: str, depth: int, summary_every: int = 50) -> str:
+    """Build a chain of ``depth`` branches at ``location`` (a store path or URL); return the deepest's name.
+
+    ``c0`` holds one user message, ``root``.  Then for each level ``n`` from 1 to ``depth`` the
+    conversation ``c{n-1}`` is opened in a fresh store object (as an agent opening its branch
+    does), appends the assistant message ``a{n}``, at every ``summary_every``-th level adds a
+    level-1 summary of what it shows past its level-1 frontier, and is forked at its end as
+    ``c{n}``.  So ``c{depth}`` (the name returned) shows ``depth + 1`` messages and
+    ``depth // summary_every`` summaries; shared by tests/test_deep_branch_compile.py and
+    bench/bench_branches.py.
+    """
+    from compaction import Message
+
+    def text(role: str, body: str) -> Message:
+        return Message(role=role, content=[{"type": "text", "text": body}])
+
+    with open_store(location, conversation="c0", create=True) as store:
+        store.append([text("user", "root")])
+    name = "c0"
+    for level in range(1, depth + 1):
+        with open_store(location, conversation=name) as store:
+            store.append([text("assistant", f"a{level}")])
+            if level % summary_every == 0:
+                start = store.summary_frontier(1)
+                summary = f"messages {start} to {store.next_seq() - 1}"
+                store.add_summary(1, start, store.next_seq(), summary, {})
+            store.branch(f"c{level}", store.next_seq())
+        name = f"c{level}"
+    return name

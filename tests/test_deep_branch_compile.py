@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_backends import BACKENDS, admin_connection
+from store_backends import BACKENDS, admin_connection, branch_chain
 
 from compaction import Message, Recipe, compile_request
 from compaction.store import open_store
@@ -34,19 +34,7 @@ def _text(role: str, text: str) -> Message:
 def test_a_branch_400_deep_compiles(tmp_path: Path) -> None:
     """Each 50th conversation summarizes what it shows past the frontier, so the deepest shows 8 summaries."""
     location = str(tmp_path / "deep.db")
-    with open_store(location, conversation="c0", create=True) as store:
-        store.append([_text("user", "root")])
-    name = "c0"
-    for depth in range(1, 401):
-        with open_store(location, conversation=name) as store:
-            store.append([_text("assistant", f"a{depth}")])
-            if depth % 50 == 0:
-                start = store.summary_frontier(1)
-                store.add_summary(
-                    1, start, store.next_seq(), f"messages {start} to {store.next_seq() - 1}", {}
-                )
-            store.branch(f"c{depth}", store.next_seq())
-        name = f"c{depth}"
+    name = branch_chain(location, 400)
     with open_store(location, conversation=name) as store:
         store.append([_text("user", "last")])
         request = compile_request(store, Recipe(budget_tokens=200_000))
