@@ -286,6 +286,12 @@ class WindowPlanner:
         #: per cut: what the orphan stand-ins add (tokens), and the window's turn joins as the
         #: repaired messages ship (``None``: as planned)
         self._orphans: dict[int, tuple[int, TurnJoins | None]] = {}
+        # the orphan slots of all the messages read (see _settled_orphans), their turns, and how
+        # many tool messages had been read when they were paired
+        self._settled: list[tuple[int, str, int]] = []
+        self._settled_turns: list[int] = []
+        self._settled_count = 0
+        self._settled_low_turn = 0
         self._stand_in_costs: dict[tuple[int, frozenset[tuple[str, int]], frozenset[object]], tuple[int, bool]] = {}
         #: no message other than a system one read yet (the first read is the request's last)
         self._before_newest_shown = True
@@ -518,6 +524,70 @@ class WindowPlanner:
         out = with_sent_ids(blocks, sent)
         return with_stand_ins(out, orphans) if orphans else out
 
+    def _window_orphans(self, cut: int) -> list[tuple[int, str, int]]:
+        """Return the orphan slots of the raw window ``[cut, n)`` as ``(seq, block type, ordinal)``.
+
+        Pairing joins a turn's calls to the next turn's results only, so a block's fate reads
+        its own turn and the turns on either side.  The blocks of the window's turns after its
+        second read only whole turns: they are the orphans of everything read
+        (:meth:`_settled_orphans`, paired once per page read); the blocks of its first two
+        turns (the first may be cut short) are paired here from those turns and the third.
+        Cost: a bisection and the tool blocks of three turns.
+        """
+        count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
+        if not count:
+            return []
+        turns = self._turns(self._low)
+        first = self._tool_messages[count - 1][0]
+        edge = turns[first] + 2  # turns from here on pair as in everything read
+        local: list[tuple[int, ToolIds]] = []
+        for index in range(count - 1, -1, -1):  # oldest first
+            seq, ids = self._tool_messages[index]
+            if turns[seq] > edge:
+                break
+            local.append((seq, ids))
+        out = [
+            (local[index][0], kind, ordinal)
+            for index, kind, ordinal in orphan_tool_slots([ids for _seq, ids in local], [turns[s] for s, _ids in local])
+            if turns[local[index][0]] < edge
+        ]
+        settled, settled_turns = self._settled_orphans()
+        out.extend(settled[bisect.bisect_left(settled_turns, edge) :])
+        return out
+
+    def _settled_orphans(self) -> tuple[list[tuple[int, str, int]], list[int]]:
+        """Return the orphan slots of all the messages read, oldest first, and each one's turn.
+
+        Brought up to date when more tool messages were read: the slots of the oldest two
+        turns read before may change once the turn before them is read, so those turns and
+        the new ones are paired again (with the turn after them), the rest kept; the slots of
+        the oldest two turns read may still change, and :meth:`_window_orphans` takes none
+        of them.  Cost: the tool blocks read since, three turns more, and the orphans kept.
+        """
+        total = len(self._tool_messages)
+        if self._settled_count != total:
+            turns = self._turns(self._low)
+            edge = self._settled_low_turn + 2 if self._settled_count else 1 << 62
+            local: list[tuple[int, ToolIds]] = []
+            for index in range(total - 1, -1, -1):  # oldest first
+                seq, ids = self._tool_messages[index]
+                if turns[seq] > edge:
+                    break
+                local.append((seq, ids))
+            fresh = [
+                (local[index][0], kind, ordinal)
+                for index, kind, ordinal in orphan_tool_slots(
+                    [ids for _seq, ids in local], [turns[s] for s, _ids in local]
+                )
+                if turns[local[index][0]] < edge
+            ]
+            kept = bisect.bisect_left(self._settled_turns, edge)
+            self._settled = fresh + self._settled[kept:]
+            self._settled_turns = [turns[seq] for seq, _kind, _ordinal in fresh] + self._settled_turns[kept:]
+            self._settled_low_turn = turns[self._tool_messages[-1][0]]
+            self._settled_count = total
+        return self._settled, self._settled_turns
+
     def _stand_in_cost(
         self, seq: int, sent: dict[tuple[str, int], str], orphans: set[tuple[str, int]]
     ) -> tuple[int, bool]:
@@ -546,8 +616,9 @@ class WindowPlanner:
         (:func:`compaction.wire.repaired_message_tokens`, with its renamed ids); this is that
         count less the message's planned price and renaming, summed over the window.  Which
         blocks are orphans depends on the cut (a result whose call is summarized away is one),
-        so it is decided per ``cut`` from the window's tool ids and turns, once; 0 without
-        pairing anything when the window holds no tool block.  A stand-in that leaves a
+        so it is decided per ``cut`` from the window's tool ids and turns, once (its first
+        turns paired apart, the rest as paired for everything read: :meth:`_window_orphans`);
+        0 without pairing anything when the window holds no tool block.  A stand-in that leaves a
         message without ``tool_result`` blocks changes how it merges with its neighbours
         (:func:`~compaction.outputs.base.message_shape`): :meth:`merge_saving` then folds the
         window's joins again as the gate does.
@@ -559,13 +630,7 @@ class WindowPlanner:
         self._read(cut)
         if cut in self._orphans:
             return self._orphans[cut]
-        count = bisect.bisect_right(self._tool_seqs, -cut)  # tool messages at or after cut
-        if not count:
-            self._orphans[cut] = (0, None)
-            return self._orphans[cut]
-        window = self._tool_messages[count - 1 :: -1]
-        turns = self._turns(cut)
-        slots = orphan_tool_slots([ids for _seq, ids in window], [turns[seq] for seq, _ids in window])
+        slots = self._window_orphans(cut)
         if not slots:
             self._orphans[cut] = (0, None)
             return self._orphans[cut]
@@ -573,8 +638,8 @@ class WindowPlanner:
         sent = self._sent.get(cut, {})
         renamed = self._renamed_by_seq.get(cut, {})
         orphans: dict[int, set[tuple[str, int]]] = {}
-        for index, kind, ordinal in slots:
-            orphans.setdefault(window[index][0], set()).add((kind, ordinal))
+        for seq, kind, ordinal in slots:
+            orphans.setdefault(seq, set()).add((kind, ordinal))
         total = 0
         reshaped: dict[int, bool] = {}  # seq -> framed, for the messages whose shape the repair changed
         for seq, own in orphans.items():

@@ -202,14 +202,15 @@ def orphan_histories(draw: Any) -> list[Message]:
     messages = [Message("user", [_text("go")])]
     for number in range(draw(st.integers(min_value=1, max_value=5))):
         calls = draw(st.lists(st.sampled_from(POOL), max_size=3))
-        note = draw(st.sampled_from(["", f"round {number}", "thinking  \n\n"]))
+        note = draw(st.sampled_from(["", "", f"round {number}", "thinking  \n\n"]))
         blocks: list[dict[str, Any]] = ([_text(note)] if note else []) + [
             _call(t, draw(st.sampled_from(_WORDS))) for t in calls
         ]
         if not blocks:
             blocks = [_text("ok")]
         if draw(st.booleans()) and len(blocks) > 1:  # one turn in two assistant messages
-            messages += [Message("assistant", blocks[:1]), Message("assistant", blocks[1:])]
+            split = draw(st.integers(min_value=1, max_value=len(blocks) - 1))
+            messages += [Message("assistant", blocks[:split]), Message("assistant", blocks[split:])]
         else:
             messages.append(Message("assistant", blocks))
         if draw(st.integers(min_value=0, max_value=5)) == 0:
@@ -268,3 +269,55 @@ def test_plan_equals_gate_with_orphans_at_every_cut(
             for shape in _shapes(messages, cut):
                 event(shape)
             _check(compiled, exact)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(messages=orphan_histories(), fmt=st.sampled_from(FORMATS), order=st.randoms(use_true_random=False))
+def test_one_planner_asked_cut_after_cut_prices_the_orphans_of_a_fresh_one(
+    messages: list[Message], fmt: str, order: Any
+) -> None:
+    """A planner that reads further back cut after cut (as compile's candidate scan does, or in
+    any order) prices each window's stand-ins and joins as a planner that reads it at once."""
+    with Store(":memory:") as store:
+        store.append(messages)
+        recipe = _recipe(fmt)
+        target = resolve_target(recipe)
+        cuts = list(range(len(messages) - 1, -1, -1))
+        if order.random() < 0.5:
+            order.shuffle(cuts)
+        shared = WindowPlanner(store, recipe, ROOMY, *target)
+        for cut in cuts:
+            fresh = WindowPlanner(store, recipe, ROOMY, *target)
+            assert shared.orphan_tokens(cut) == fresh.orphan_tokens(cut), cut
+            assert shared.suffix(cut) == fresh.suffix(cut)
+            assert shared.merge_saving(cut) == fresh.merge_saving(cut)
+        event(
+            "an orphan in the whole history" if shared.orphan_tokens(0) else "no orphan in the whole history"
+        )
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cut_inside_a_turn_of_calls_is_planned_as_shipped(fmt: str) -> None:
+    # one assistant turn in two messages: a cut between them leaves the first call's result
+    # without its call, and the planner, having read further back, must not pair it
+    messages = [
+        Message("user", [_text("go")]),
+        Message("assistant", [_call("toolu_01")]),
+        Message("assistant", [_text("and"), _call("toolu_02")]),
+        Message("user", [_result("toolu_01"), _result("toolu_02")]),
+        Message("assistant", [_text("both read")]),
+    ]
+    with Store(":memory:") as store:
+        store.append(messages)
+        _summarize_each(store, len(messages))
+        recipe = _recipe(fmt)
+        shared = WindowPlanner(store, recipe, ROOMY, *resolve_target(recipe))
+        assert shared.orphan_tokens(0) == 0  # read from the start: every call answered
+        assert shared.orphan_tokens(2) > 0  # toolu_01's call summarized away
+        assert shared.orphan_tokens(2) == WindowPlanner(
+            store, recipe, ROOMY, *resolve_target(recipe)
+        ).orphan_tokens(2)
+        compiled, exact = _frame(store, recipe, 2)
+        assert _check(compiled, exact) == ["orphan_tool_result"]
