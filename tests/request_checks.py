@@ -13,7 +13,9 @@ it was compiled from (DESIGN.md: coverage, the budget, the provider's grammar) a
   exactly one shown summary (a pinned message raw before the window as well);
   :func:`assert_coverage_pinning_system` pins the store's system messages;
 * :func:`assert_request` -- all of the above, then tool pairing and the provider's grammar
-  (``strategies.check_tool_pairing`` and ``strategies.check_provider_grammar``).
+  (``strategies.check_tool_pairing`` and ``strategies.check_provider_grammar``);
+* :func:`compact_checking_summarizer_grammar` -- one compaction tick whose every summarizer
+  request keeps the OpenAI chat grammar.
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from strategies import check_provider_grammar, check_tool_pairing, independent_tokens, payload_json
+from strategies import (
+    CapturingSummarizer,
+    check_provider_grammar,
+    check_tool_pairing,
+    independent_tokens,
+    payload_json,
+)
 
-from compaction import Recipe
+from compaction import Compactor, Recipe
 from compaction.compile import CompiledRequest
 from compaction.store import HistoryStore
 
@@ -129,3 +137,20 @@ def assert_request(
     check_tool_pairing(body, recipe.output_format)
     check_provider_grammar(body, recipe.output_format)
     return body
+
+
+def compact_checking_summarizer_grammar(
+    store: HistoryStore, recipe: Recipe, keep_tail_tokens: int
+) -> CapturingSummarizer:
+    """Run one ``Compactor`` tick over ``store`` (tail closed) and check every summarizer request.
+
+    ``keep_tail_tokens`` (tokens) is passed to ``Compactor.tick`` with ``close_tail=True``; the
+    summarizer is a ``strategies.CapturingSummarizer``, returned with the requests it captured,
+    each of which must keep the OpenAI chat grammar (``check_provider_grammar``, which raises
+    ``InvariantViolation``, an ``AssertionError``, otherwise).
+    """
+    summarizer = CapturingSummarizer()
+    Compactor(store, recipe, summarizer).tick(keep_tail_tokens=keep_tail_tokens, close_tail=True)
+    for _kind, payload in summarizer.requests:
+        check_provider_grammar(payload_json(payload), "openai")
+    return summarizer

@@ -24,10 +24,10 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from request_checks import assert_coverage_pinning_system, compact_checking_summarizer_grammar
 from strategies import (
     BLANKS,
     TRAILING,
-    CapturingSummarizer,
     blank_histories,
     check_provider_grammar,
     independent_tokens,
@@ -35,10 +35,9 @@ from strategies import (
     recipes,
     store_snapshot,
 )
-from test_branches import check_coverage
 from test_count_ships import _slack
 
-from compaction import Compactor, Message, OverBudget, Recipe, Store, compile_request
+from compaction import Message, OverBudget, Recipe, Store, compile_request
 from compaction.blocks import unknown_block_text
 from compaction.outputs import request_format
 from compaction.tokens.counting import EMPTY_ERROR_RESULT, count_text, shipped_blocks
@@ -359,15 +358,12 @@ def test_blank_histories_compress_and_compile_to_bodies_anthropic_takes(
     store = Store(":memory:")
     with store:
         store.append(messages)
-        summarizer = CapturingSummarizer()
-        Compactor(store, recipe, summarizer).tick(keep_tail_tokens=keep, close_tail=True)
-        for _kind, payload in summarizer.requests:
-            check_provider_grammar(payload_json(payload), "openai")
+        compact_checking_summarizer_grammar(store, recipe, keep)
         try:
             compiled = compile_request(store, recipe)
         except OverBudget:
             return
-        check_coverage(store, compiled)
+        assert_coverage_pinning_system(store, compiled)
         body = payload_json(compiled.request.payload)
         check_provider_grammar(body, "anthropic")
         assert_anthropic_takes(body)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from request_checks import compact_checking_summarizer_grammar
 from strategies import CapturingSummarizer, check_provider_grammar, histories, payload_json, png_b64, recipes
 
 from compaction import (
@@ -190,10 +191,7 @@ def test_every_request_keeps_the_provider_grammar(messages: list[Message], recip
     store = Store(":memory:")
     try:
         store.append(messages)
-        summarizer = CapturingSummarizer()
-        Compactor(store, recipe, summarizer).tick(keep_tail_tokens=keep, close_tail=True)
-        for _kind, payload in summarizer.requests:
-            check_provider_grammar(payload_json(payload), "openai")
+        compact_checking_summarizer_grammar(store, recipe, keep)
         try:
             compiled = compile_request(store, recipe)
         except OverBudget as err:
