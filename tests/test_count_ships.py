@@ -294,6 +294,8 @@ def _slack(messages: list[Message], fmt: str) -> int:
     slack = 7 * len(calls) + 4 * (images + uris) + notes
     if fmt != "openai":  # texts ship as parts of a list, never joined: each join we count is over
         slack += len(blocks) + sum(len(r["content"]) for r in results if isinstance(r.get("content"), list))
+    else:  # texts ship joined by a blank line, whose whitespace tiktoken may merge with theirs
+        slack += len(blocks)
     if fmt == "anthropic":
         # the body count reads an input's strings only; Claude reads its JSON text, which we count
         structure = sum(
@@ -335,6 +337,9 @@ def test_reported_tokens_bound_the_body(messages: list[Message], fmt: str, visio
     * Anthropic only: a tool call's JSON punctuation and keys (the body count reads only the
       input's strings), 9 per result (the frame each result counts, 4, and the error prefix
       Anthropic does not send, it sends ``is_error``);
+    * OpenAI Chat, 1 per block: a message's texts ship joined by a blank line, and tiktoken may
+      merge the join's whitespace with a text's own (``"the "`` and ``"the "`` joined by
+      ``"\n\n"`` count one token fewer than apart); on a large body the 1% below covers it;
     * 1% of the body for joins tiktoken merges into the whitespace next to them.
     """
     store = Store(":memory:")
