@@ -364,9 +364,17 @@ def _caption_images(store: HistoryStore, recipe: Recipe) -> CaptionReport | None
         summarizer.close()
 
 
+def _write_out(out: str, payload: bytes) -> None:
+    """Write a request body to ``out``; a path that cannot be written fails in one line."""
+    try:
+        Path(out).write_bytes(payload)
+    except OSError as err:
+        _fail(Exception(f"cannot write --out {out}: {err.strerror or err}"))
+
+
 def _write_request(compiled: CompiledRequest, out: str | None) -> None:
     if out:
-        Path(out).write_bytes(compiled.request.payload)
+        _write_out(out, compiled.request.payload)
     else:
         sys.stdout.buffer.write(compiled.request.payload + b"\n")
 
@@ -556,7 +564,7 @@ def run(
         )
     compiled = result.compiled
     if out:
-        Path(out).write_bytes(compiled.request.payload)
+        _write_out(out, compiled.request.payload)
     shown_levels: dict[int, int] = {}
     for summary in compiled.summaries:
         shown_levels[summary.level] = shown_levels.get(summary.level, 0) + 1
