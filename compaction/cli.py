@@ -626,7 +626,7 @@ def run(
     ]
     rows += [
         ("live window", _live_window(compiled)),
-        ("ask ledger", f"{compiled.ledger_tokens:,} tokens" if compiled.ledger_tokens else "none (no asks summarized)"),
+        ("ask ledger", f"{compiled.ledger_tokens:,} tokens (asks and names index)" if compiled.ledger_tokens else "none (no asks summarized)"),
         ("images shown / replaced", f"{request.images_shown} / {request.images_replaced}"),
     ]
     if unknown_shipped:

@@ -23,7 +23,10 @@ from .replay_strategies import STRATEGIES
 
 __all__ = ["replay_command", "plot_replay", "print_replay_table", "MATPLOTLIB_MISSING"]
 
-MATPLOTLIB_MISSING = "install matplotlib (pip install 'compaction[plot]') to write --plot"
+MATPLOTLIB_MISSING = (
+    "install matplotlib to write --plot: pip install -e '.[plot]' in a clone of the repository,"
+    " pip install 'compaction[plot]' otherwise"
+)
 
 
 def _require_matplotlib() -> None:
