@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .pairing import ToolIds, _pairs
+from .pairing import ToolIds, tool_pairs
 from .store import MessageFacts
 
 __all__ = ["safe_boundaries", "Chunk", "close_chunks", "split_point"]
@@ -53,7 +53,7 @@ def safe_boundaries(facts: Sequence[MessageFacts]) -> list[bool]:
     """
     n = len(facts)
     ids = [ToolIds(f.role, f.tool_uses, f.tool_results) for f in facts]
-    pairs = _pairs(ids, _turns(facts))
+    pairs = tool_pairs(ids, _turns(facts))
     delta = [0] * (n + 2)
     for call, result in pairs.items():
         if result[0] > call[0]:

@@ -194,8 +194,13 @@ def tool_ids_of(messages: Sequence[tuple[str, Sequence[Block]]]) -> list[ToolIds
     return out
 
 
-def _pairs(messages: Sequence[ToolIds], turns: Sequence[int]) -> dict[ToolSlot, ToolSlot]:
+def tool_pairs(messages: Sequence[ToolIds], turns: Sequence[int]) -> dict[ToolSlot, ToolSlot]:
     """Return the kept pairs, each answered call's slot -> its result's, in call order.
+
+    ``messages`` are the tool ids of a request's messages (or of a store's stretch) and
+    ``turns`` each one's turn number (:func:`turns_of`); a slot is ``(message index,
+    "tool_use" | "tool_result", ordinal among that message's blocks of the type)``.  The rule
+    the pairing repair, the planner and :func:`compaction.chunking.safe_boundaries` share.
 
     A result answers the first call of the turn before with its id that no earlier result
     answered, so a turn that calls one id twice (parallel calls whose ids a provider left
@@ -286,7 +291,7 @@ def renamed_tool_ids(
         call order; empty when every id is valid and none repeats (the usual case).
     """
     turns = turns_of([m.role for m in messages]) if turns is None else turns
-    return _renames(messages, _pairs(messages, turns), format)
+    return _renames(messages, tool_pairs(messages, turns), format)
 
 
 def orphan_tool_slots(messages: Sequence[ToolIds], turns: Sequence[int] | None = None) -> list[ToolSlot]:
@@ -312,7 +317,7 @@ def orphan_tool_slots(messages: Sequence[ToolIds], turns: Sequence[int] | None =
         and every result answers a call (the usual case).
     """
     turns = turns_of([m.role for m in messages]) if turns is None else turns
-    return _orphans(messages, _pairs(messages, turns))
+    return _orphans(messages, tool_pairs(messages, turns))
 
 
 def _orphans(messages: Sequence[ToolIds], pairs: Mapping[ToolSlot, ToolSlot]) -> list[ToolSlot]:
@@ -427,7 +432,7 @@ def repair_tool_pairing(
         (:func:`with_stand_ins`).
     """
     ids = tool_ids_of(messages)
-    pairs = _pairs(ids, turns_of([m.role for m in ids]))
+    pairs = tool_pairs(ids, turns_of([m.role for m in ids]))
     renamed = _renames(ids, pairs, format)
     first_use: dict[str, ToolSlot] = {}
     for call in pairs:
