@@ -540,20 +540,28 @@ class WindowPlanner:
         turns = self._turns(self._low)
         first = self._tool_messages[count - 1][0]
         edge = turns[first] + 2  # turns from here on pair as in everything read
+        out = self._orphans_before(count, turns, edge)
+        settled, settled_turns = self._settled_orphans()
+        out.extend(settled[bisect.bisect_left(settled_turns, edge) :])
+        return out
+
+    def _orphans_before(self, count: int, turns: dict[int, int], edge: int) -> list[tuple[int, str, int]]:
+        """Return the orphan slots of the ``count`` newest tool messages read whose turn (``turns``: seq -> turn) is below ``edge``.
+
+        The messages up to turn ``edge`` are paired (oldest first, the turn at ``edge`` only as
+        the one answering the turn before it); slots are ``(seq, kind, ordinal)``.
+        """
         local: list[tuple[int, ToolIds]] = []
         for index in range(count - 1, -1, -1):  # oldest first
             seq, ids = self._tool_messages[index]
             if turns[seq] > edge:
                 break
             local.append((seq, ids))
-        out = [
+        return [
             (local[index][0], kind, ordinal)
             for index, kind, ordinal in orphan_tool_slots([ids for _seq, ids in local], [turns[s] for s, _ids in local])
             if turns[local[index][0]] < edge
         ]
-        settled, settled_turns = self._settled_orphans()
-        out.extend(settled[bisect.bisect_left(settled_turns, edge) :])
-        return out
 
     def _settled_orphans(self) -> tuple[list[tuple[int, str, int]], list[int]]:
         """Return the orphan slots of all the messages read, oldest first, and each one's turn.
@@ -568,19 +576,7 @@ class WindowPlanner:
         if self._settled_count != total:
             turns = self._turns(self._low)
             edge = self._settled_low_turn + 2 if self._settled_count else 1 << 62
-            local: list[tuple[int, ToolIds]] = []
-            for index in range(total - 1, -1, -1):  # oldest first
-                seq, ids = self._tool_messages[index]
-                if turns[seq] > edge:
-                    break
-                local.append((seq, ids))
-            fresh = [
-                (local[index][0], kind, ordinal)
-                for index, kind, ordinal in orphan_tool_slots(
-                    [ids for _seq, ids in local], [turns[s] for s, _ids in local]
-                )
-                if turns[local[index][0]] < edge
-            ]
+            fresh = self._orphans_before(total, turns, edge)
             kept = bisect.bisect_left(self._settled_turns, edge)
             self._settled = fresh + self._settled[kept:]
             self._settled_turns = [turns[seq] for seq, _kind, _ordinal in fresh] + self._settled_turns[kept:]
