@@ -21,34 +21,21 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import WORDS, independent_tokens, payload_json, png_b64
+from tool_histories import FORMATS, ROOMY
+from tool_histories import call as _call
+from tool_histories import frame as _frame
+from tool_histories import recipe as _recipe
+from tool_histories import result as _result
+from tool_histories import text as _text
 
-from compaction import Message, Recipe, Store, compile_request
-from compaction.compile import CompiledRequest, compile_frame, raw_history_tokens, resolve_target
+from compaction import Message, Store, compile_request
+from compaction.compile import CompiledRequest, raw_history_tokens, resolve_target
 from compaction.pairing import orphan_tool_slots, repair_tool_pairing, tool_ids_of
 from compaction.planning import WindowPlanner
 
-FORMATS = ["openai", "anthropic", "openai-responses"]
-ROOMY = 10_000_000
 #: a small pool, so ids repeat and results meet calls they do not answer
 POOL = ["toolu_01", "toolu_02", "call_3"]
 _WORDS = list(WORDS)
-
-
-def _recipe(fmt: str, **changes: Any) -> Recipe:
-    model = "claude-sonnet-4-5" if fmt == "anthropic" else None
-    return Recipe(budget_tokens=ROOMY, output_format=fmt, model=model, **changes)  # type: ignore[arg-type]
-
-
-def _call(tool_id: str, path: str = "src/app.py") -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {"path": path}}
-
-
-def _result(tool_id: str, content: Any = "ok") -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": tool_id, "content": content, "is_error": False}
-
-
-def _text(text: str) -> dict[str, str]:
-    return {"type": "text", "text": text}
 
 
 def _image(number: int) -> dict[str, Any]:
@@ -66,19 +53,6 @@ def _summarize_each(store: Store, n: int) -> None:
     """Store an L1 summary of each message alone, so a live window may start at any seq."""
     for seq in range(n):
         store.add_summary(1, seq, seq + 1, f"Done: message {seq}.", {})
-
-
-def _frame(
-    store: Store, recipe: Recipe, cut: int, mask_before: int = 0
-) -> tuple[CompiledRequest, CompiledRequest]:
-    """Compile the window from ``cut`` roomily, then at a budget of exactly its planned price."""
-    planner = WindowPlanner(store, recipe, ROOMY, *resolve_target(recipe))
-    ranges = [(s.level, s.start_seq, s.end_seq) for s in planner.cover(cut)]
-    roomy = compile_frame(store, recipe, cut, ranges, budget=ROOMY, mask_before=mask_before).compiled
-    assert roomy is not None
-    exact = compile_frame(store, recipe, cut, ranges, budget=roomy.planned_tokens, mask_before=mask_before)
-    assert exact.compiled is not None, exact.shortfall
-    return roomy, exact.compiled
 
 
 def _check(compiled: CompiledRequest, exact: CompiledRequest | None = None) -> list[str]:

@@ -22,36 +22,23 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import WORDS, independent_tokens, payload_json, png_b64
+from tool_histories import FORMATS, ROOMY
+from tool_histories import call as _call
+from tool_histories import frame as _frame
+from tool_histories import recipe as _recipe
+from tool_histories import result as _result
+from tool_histories import text as _text
 
 from compaction import Message, OverBudget, Recipe, Store, compile_request
 from compaction.blocks import DATA_URI_RE
-from compaction.compile import CompiledRequest, compile_frame, raw_history_tokens
+from compaction.compile import CompiledRequest, raw_history_tokens
 from compaction.inspect import inspect_compiled
 from compaction.pairing import ToolIds, renamed_tool_ids, repair_tool_pairing, tool_id_fits, tool_ids_of
 from compaction.planning import WindowPlanner
 
-FORMATS = ["openai", "anthropic", "openai-responses"]
-ROOMY = 10_000_000
 #: Tool ids an agent loop might reuse; ``toolu_01_2`` is what a renamed ``toolu_01`` would be sent as.
 POOL = ["toolu_01", "toolu_02", "toolu_01_2", "1", "调用"]
 _WORDS = list(WORDS)
-
-
-def _recipe(fmt: str, **changes: Any) -> Recipe:
-    model = "claude-sonnet-4-5" if fmt == "anthropic" else None
-    return Recipe(budget_tokens=ROOMY, output_format=fmt, model=model, **changes)  # type: ignore[arg-type]
-
-
-def _call(tool_id: str, path: str = "src/app.py") -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {"path": path}}
-
-
-def _result(tool_id: str, content: Any = "ok") -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": tool_id, "content": content, "is_error": False}
-
-
-def _text(text: str) -> dict[str, str]:
-    return {"type": "text", "text": text}
 
 
 def _round(ids: list[str], note: str = "") -> list[Message]:
@@ -64,19 +51,6 @@ def _summarize(store: Store, boundaries: list[int]) -> None:
     """Store an L1 summary of each stretch between consecutive ``boundaries`` (seqs)."""
     for start, end in zip(boundaries, boundaries[1:], strict=False):
         store.add_summary(1, start, end, f"Done: messages {start} to {end - 1}.", {})
-
-
-def _frame(
-    store: Store, recipe: Recipe, cut: int, mask_before: int = 0
-) -> tuple[CompiledRequest, CompiledRequest]:
-    """Compile the window from ``cut`` (its coarsest cover shown) roomily, then at exactly the planned price."""
-    planner = WindowPlanner(store, recipe, ROOMY, *_target(recipe))
-    ranges = [(s.level, s.start_seq, s.end_seq) for s in planner.cover(cut)]
-    roomy = compile_frame(store, recipe, cut, ranges, budget=ROOMY, mask_before=mask_before).compiled
-    assert roomy is not None
-    exact = compile_frame(store, recipe, cut, ranges, budget=roomy.planned_tokens, mask_before=mask_before)
-    assert exact.compiled is not None, exact.shortfall
-    return roomy, exact.compiled
 
 
 def _target(recipe: Recipe) -> tuple[Any, str]:
