@@ -231,7 +231,7 @@ def final_message_blocks(role: str, blocks: Sequence[Block], fmt: RequestFormat)
 
     Anthropic ships a final assistant turn through
     :func:`~compaction.outputs.anthropic_messages.final_assistant_content`: each signed
-    ``thinking`` block as loud text, and the turn's last text right-stripped (a stored
+    ``thinking`` block and each ``redacted_thinking`` block as loud text, and the turn's last text right-stripped (a stored
     ``"ok"`` and 2,000 line breaks ships as ``"ok"``).  A store caches each message's count
     as stored, so the planner and the gate both recount the request's last message from
     these blocks (only that one: a strip reaching back into an earlier message of the turn,

@@ -37,6 +37,7 @@ from compaction.outputs import request_format
 from compaction.outputs.anthropic_messages import FINAL_THINKING
 from compaction.pairing import ToolIds, ToolSlot, renamed_tool_ids, turns_of, wire_tool_id
 from compaction.store import open_store
+from compaction.tokens.counting import REDACTED_THINKING
 
 
 def _text(value: str) -> dict[str, str]:
@@ -443,15 +444,30 @@ def test_a_final_thinking_block_shipped_as_text_never_counts_below_the_body(
     assert independent_tokens(body, compiled.request.model) <= compiled.tokens
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a redacted_thinking block in the final assistant turn still ships (Anthropic refuses "
-        "thinking there when thinking is disabled); a loud text stand-in can count more than "
-        "its data's tokens (the block's whole count) for short data, so the fix needs a count "
-        "floor for redacted_thinking (a COUNTING_VERSION change), left to the lead"
-    ),
-)
 def test_a_final_assistant_turn_ships_no_redacted_thinking_block() -> None:
-    _compiled_request, body = _final_thinking([{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}])
-    assert all(b["type"] != "redacted_thinking" for b in body["messages"][-1]["content"])
+    # It shipped verbatim in the final assistant turn, which Anthropic refuses with thinking
+    # disabled; it ships as a loud line (its ciphertext is no text a model reads), the last
+    # message counted as it ships (test_final_redacted_thinking covers an earlier message of
+    # the turn, which needs the count floor)
+    compiled, body = _final_thinking([{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}])
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": REDACTED_THINKING}]
+    assert not request_format("anthropic").grammar_problems(body)
+    assert compiled.planned_tokens == compiled.tokens
+    assert independent_tokens(body, compiled.request.model) <= compiled.tokens
+
+
+def test_the_anthropic_grammar_refuses_a_final_turn_holding_redacted_thinking() -> None:
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": [_text("go")]},
+            {"role": "assistant", "content": [redacted]},
+        ],
+    }
+    assert request_format("anthropic").grammar_problems(body) == [
+        "message 1: the final assistant turn holds a redacted_thinking block"
+    ]
+    body["messages"].append({"role": "user", "content": [_text("next")]})  # not final: taken
+    assert request_format("anthropic").grammar_problems(body) == []

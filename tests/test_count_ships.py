@@ -360,6 +360,6 @@ def test_formats_that_share_a_cache_key_count_every_message_alike(messages: list
     """OpenAI Chat and Responses share cached counts (one key): their counts must be the same fact."""
     chat, responses, anthropic = (request_format(n) for n in ("openai", "openai-responses", "anthropic"))
     assert chat.count_key(ENCODING) == responses.count_key(ENCODING) != anthropic.count_key(ENCODING)
-    assert chat.count_key(ENCODING).startswith(f"{ENCODING}@13")  # counts of COUNTING_VERSION 12 are not reused
+    assert chat.count_key(ENCODING).startswith(f"{ENCODING}@14")  # counts of COUNTING_VERSION 13 are not reused
     for message in messages:
         assert chat.text_tokens(message.content, ENCODING) == responses.text_tokens(message.content, ENCODING)

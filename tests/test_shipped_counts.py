@@ -84,9 +84,9 @@ def test_openai_chat_does_not_count_the_thinking_it_drops() -> None:
 
 def test_counts_that_drop_different_blocks_are_cached_apart() -> None:
     openai, anthropic = request_format("openai"), request_format("anthropic")
-    assert cache_key(ENCODING) == "o200k_base@13"
-    assert anthropic.count_key(ENCODING) == "o200k_base@13-encrypted_reasoning"
-    assert openai.count_key(ENCODING) == "o200k_base@13-encrypted_reasoning+redacted_thinking+thinking"
+    assert cache_key(ENCODING) == "o200k_base@14"
+    assert anthropic.count_key(ENCODING) == "o200k_base@14-encrypted_reasoning"
+    assert openai.count_key(ENCODING) == "o200k_base@14-encrypted_reasoning+redacted_thinking+thinking"
     assert openai.count_key("cl100k_base") != openai.count_key(ENCODING)
 
 

@@ -18,7 +18,13 @@ thinking (it never does here): "When thinking is disabled, an `assistant` messag
 position cannot contain `thinking`" (quoted in
 https://github.com/anthropics/claude-code/issues/7946; "The final block in an assistant message
 cannot be `thinking`", tailcallhq/forgecode#2107), so a signed one ships there as loud text
-(:data:`FINAL_THINKING` and its text), counted as that text.
+(:data:`FINAL_THINKING` and its text), counted as that text.  A ``redacted_thinking`` block
+ships there as text too: that error names ``thinking`` only, but the API holds the two kinds
+to the same rules in that turn ("`thinking` or `redacted_thinking` blocks in the latest
+assistant message cannot be modified", quoted in anthropics/claude-code#19539), and no
+evidence says it takes a redacted one there with thinking disabled.  Its data is ciphertext no
+model reads as text, so it ships as the loud line
+:data:`~compaction.tokens.counting.REDACTED_THINKING`, which its count never falls below.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..blocks import KNOWN_BLOCK_TYPES, canonical_json, replace_data_uris, unknown_block_text
-from ..tokens.counting import UNSIGNED_THINKING, blocks_text_tokens, shipped_blocks
+from ..tokens.counting import REDACTED_THINKING, UNSIGNED_THINKING, blocks_text_tokens, shipped_blocks
 from ..types import RequestFormatName
 from .base import RequestFormat, WireMessage
 
@@ -117,11 +123,23 @@ def _without_data_uris(block: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _final_block(block: dict[str, Any]) -> dict[str, Any]:
+    """Return one block of a final assistant turn as Anthropic takes it there (thinking as text)."""
+    kind = block.get("type")
+    if kind == "thinking":
+        return {"type": "text", "text": FINAL_THINKING + str(block.get("thinking", ""))}
+    if kind == "redacted_thinking":
+        return {"type": "text", "text": REDACTED_THINKING}
+    return block
+
+
 def final_assistant_content(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return a final assistant turn's blocks as Anthropic takes them: no thinking block, no trailing whitespace.
 
     Each ``thinking`` block (signed: an unsigned one is text already) becomes a text block of
-    :data:`FINAL_THINKING` and its thinking, and then the last text block is right-stripped
+    :data:`FINAL_THINKING` and its thinking, each ``redacted_thinking`` block a text block of
+    :data:`~compaction.tokens.counting.REDACTED_THINKING` (its ciphertext is not sent), and
+    then the last text block is right-stripped
     (see the module docstring; Python's ``str.rstrip`` strips every Unicode whitespace
     character, at least what the API calls whitespace).  Only those blocks change (new
     dicts, a text's ``cache_control`` kept); the input list is not changed.  A text left
@@ -136,12 +154,7 @@ def final_assistant_content(content: list[dict[str, Any]]) -> list[dict[str, Any
         A new list of the blocks, its thinking as text, the last text block without
         trailing whitespace.
     """
-    out = [
-        {"type": "text", "text": FINAL_THINKING + str(b.get("thinking", ""))}
-        if b.get("type") == "thinking"
-        else b
-        for b in content
-    ]
+    out = [_final_block(b) for b in content]
     for position in range(len(out) - 1, -1, -1):
         block = out[position]
         if block.get("type") == "text":
@@ -316,11 +329,12 @@ class AnthropicMessages(RequestFormat):
             if text is not None and text != text.rstrip():
                 # the API: "final assistant content cannot end with trailing whitespace"
                 problems.append(f"message {len(messages) - 1}: the final assistant turn ends with whitespace")
-            if isinstance(last, list) and any(b.get("type") == "thinking" for b in last):
-                # the API: "an `assistant` message in the final position cannot contain `thinking`"
-                problems.append(
-                    f"message {len(messages) - 1}: the final assistant turn holds a thinking block"
-                )
+            for kind in ("thinking", "redacted_thinking"):
+                if isinstance(last, list) and any(b.get("type") == kind for b in last):
+                    # the API: "an `assistant` message in the final position cannot contain `thinking`"
+                    problems.append(
+                        f"message {len(messages) - 1}: the final assistant turn holds a {kind} block"
+                    )
         return problems
 
     def _has_image(self, content: list[dict[str, Any]]) -> bool:

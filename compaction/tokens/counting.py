@@ -42,6 +42,7 @@ __all__ = [
     "BLOCK_SEPARATOR",
     "THINKING_FRAME",
     "UNSIGNED_THINKING",
+    "REDACTED_THINKING",
     "DATA_URI_FRAMING",
     "TOOL_ERROR_PREFIX",
     "DROPPED_STAND_IN",
@@ -67,7 +68,9 @@ __all__ = [
 #: 12: an empty or whitespace text beside other blocks of its message is not shipped, not counted.
 #: 13: an empty or whitespace text in a tool result is not shipped, not counted; a tool result
 #: left with nothing ships without content, or as EMPTY_ERROR_RESULT when it is an error.
-COUNTING_VERSION = 13
+#: 14: a redacted_thinking block counts at least the tokens of the text it ships as in a final
+#: assistant turn (REDACTED_THINKING), where Anthropic refuses it.
+COUNTING_VERSION = 14
 
 
 def cache_key(encoding: str, dropped: frozenset[str] = frozenset()) -> str:
@@ -152,6 +155,14 @@ THINKING_FRAME = 8
 #: `thinking` block").  Counted as its own tokens, not a constant: 13 o200k tokens, more than
 #: THINKING_FRAME, which COUNTING_VERSION 7 charged and so under-counted the body.
 UNSIGNED_THINKING = "[earlier reasoning, not signed, sent as text] "
+#: What a ``redacted_thinking`` block ships as in a request's final assistant turn, where
+#: Anthropic refuses it when the request does not enable thinking (see
+#: :mod:`compaction.outputs.anthropic_messages`).  Its ``data`` is the provider's ciphertext,
+#: which no model reads as text, so the stand-in says what was there instead of carrying it.
+#: A redacted_thinking block counts the larger of its data's tokens and this text's (a floor,
+#: COUNTING_VERSION 14), so the stand-in never ships above the count of the block it replaces,
+#: whichever message of the final turn holds it.
+REDACTED_THINKING = "[redacted reasoning: encrypted by the provider, not sent in a final assistant turn]"
 #: The prefix OpenAI Chat puts before an error tool result's text.
 TOOL_ERROR_PREFIX = "[tool error] "
 
@@ -325,8 +336,9 @@ def _own_tokens(block: Block, encoding: str) -> int:
             return count_text(UNSIGNED_THINKING, encoding) + thinking
         return thinking + count_text(block.get("signature", ""), encoding) + THINKING_FRAME
     if kind == "redacted_thinking":
-        # Opaque ciphertext: providers bill it, we cannot read it; count its characters as text.
-        return count_text(block.get("data", ""), encoding)
+        # Opaque ciphertext: providers bill it, we cannot read it; count its characters as
+        # text, and never below the stand-in it ships as in a final assistant turn.
+        return max(count_text(str(block.get("data", "")), encoding), count_text(REDACTED_THINKING, encoding))
     # OpenAI Chat carries it as a text stand-in wrapping its JSON, never cheaper than the JSON
     return _string_tokens(unknown_block_text(block), encoding)
 
