@@ -94,6 +94,18 @@ def _recipe(path: str | None, **overrides: Any) -> Recipe:
     return recipe.replace(**changes) if changes else recipe
 
 
+def _require_budget(recipe: Recipe) -> Recipe:
+    """Return ``recipe``, or stop with a usage error (exit 2) when it names no token budget.
+
+    The commands that compile a request (run, compile, inspect, eval, replay) check this before
+    any work, so a missing ``--budget`` is a usage error like a missing required option, not
+    the library's :class:`~compaction.errors.OverBudget` after an import (exit 1).
+    """
+    if recipe.budget_tokens is None:
+        raise click.UsageError("a token budget is required: give --budget N, or budget_tokens in the --recipe file")
+    return recipe
+
+
 #: ``--encoding`` of run and compile (count has its own default).
 ENCODING_HELP = (
     "Encoding of the counts: o200k_base, cl100k_base, or hf:/path/to/tokenizer.json for a local "
@@ -406,8 +418,9 @@ def compile_command(
 ) -> None:
     """Compile the store into the next model request within the token budget."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
+    with _errors():
+        recipe = _require_budget(_recipe(recipe_path, **target, encoding=encoding))
     with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
-        recipe = _recipe(recipe_path, **target, encoding=encoding)
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
@@ -550,8 +563,9 @@ def run(
 ) -> None:
     """Import TRANSCRIPT, compress it and compile a request within --budget tokens."""
     target = _request_settings(budget, output_format, model, vision, max_live_images)
+    with _errors():
+        recipe = _require_budget(_recipe(recipe_path, **target, summary_focus=focus, encoding=encoding))
     with _errors(), _progress("compressing") as progress:
-        recipe = _recipe(recipe_path, **target, summary_focus=focus, encoding=encoding)
         result = run_pipeline(
             transcript,
             recipe,

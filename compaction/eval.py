@@ -368,13 +368,14 @@ def eval_command(
     """
     import json
 
-    from .cli import _errors, _progress
+    from .cli import _errors, _progress, _require_budget
 
     reports: list[EvalReport] = []
-    with _errors(), _progress("evaluating") as progress:
+    with _errors():
         recipe = load_recipe(recipe_path) if recipe_path else Recipe()
         changes = {k: v for k, v in {"budget_tokens": budget, "output_format": output_format}.items() if v}
-        recipe = recipe.replace(**changes) if changes else recipe
+        recipe = _require_budget(recipe.replace(**changes) if changes else recipe)
+    with _errors(), _progress("evaluating") as progress:
         for path in transcripts:
             reports.append(evaluate(path, recipe, format=input_format, lenient=lenient, progress=progress))
     if as_json:

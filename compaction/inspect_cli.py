@@ -61,16 +61,17 @@ def inspect_command(
     composition, whose parts add up to the request's tokens. The page has no script and
     loads nothing; hover a message for its token counts.
     """
-    from .cli import _errors, _load_tools, _recipe
+    from .cli import _errors, _load_tools, _recipe, _require_budget
     from .inspect_html import render_html
     from .store.factory import open_store
 
     if not html_path and not as_json:
         raise click.UsageError("say what to write: --html FILE, --json, or both")
-    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
-        recipe = _recipe(
-            recipe_path, budget_tokens=budget, output_format=output_format, model=model, vision=vision
+    with _errors():
+        recipe = _require_budget(
+            _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model, vision=vision)
         )
+    with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         data = inspect_store(store, recipe, tools=_load_tools(tools_path))
         if html_path:
             Path(html_path).write_text(render_html(data), encoding="utf-8")

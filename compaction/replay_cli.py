@@ -167,16 +167,16 @@ def replay_command(
     events, the share of request tokens in the cached prefix, cache-adjusted input cost,
     the largest request and per-turn time.
     """
-    from .cli import _errors, _load_tools, _progress, _recipe
+    from .cli import _errors, _load_tools, _progress, _recipe, _require_budget
 
     data: dict[str, Any]
     with _errors():
+        recipe = _require_budget(_recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model))
         if plot_path:
             _require_matplotlib()
             folder = Path(plot_path).resolve().parent
             if not folder.is_dir():
                 raise CompactionError(f"{plot_path}: cannot write the plot there: the folder {folder} does not exist")
-        recipe = _recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model)
         with _progress("replaying") as progress:
             report = replay(
                 transcript,
