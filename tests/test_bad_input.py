@@ -744,7 +744,7 @@ def test_budget_of_one_token_is_over_budget_and_changes_nothing(tmp_path: Path, 
 
 
 def test_missing_budget_and_invalid_recipe_values_from_the_api(tmp_path: Path) -> None:
-    user_error(cli("run", write(tmp_path / "good.json", GOOD)), "budget is required")
+    user_error(cli("run", write(tmp_path / "good.json", GOOD)), "budget is required", code=2)  # a usage error
     for bad in (
         {"budget_tokens": 0},
         {"budget_tokens": -1},

@@ -415,20 +415,25 @@ def test_cli_json_parses(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "says"),
+    ("args", "prefix", "says", "code"),
     [
-        (["--budget", "1000"], "cannot tell the transcript format"),
-        ([], "token budget is required"),
+        (["--budget", "1000"], "compaction: error: ", "cannot tell the transcript format", 1),
+        ([], "Error: ", "a token budget is required", 2),  # a usage error (test_cli_usage_errors)
     ],
 )
-def test_cli_bad_input_gives_one_clear_line(tmp_path: Path, args: list[str], says: str) -> None:
+def test_cli_bad_input_gives_one_clear_line(
+    tmp_path: Path, args: list[str], prefix: str, says: str, code: int
+) -> None:
     junk = tmp_path / "junk.txt"
     junk.write_bytes(b"\x00\x01 not a transcript" if args else b"[]")
     target = junk if args else SWE
     result = runner().invoke(main, ["eval", str(target), *args])
-    assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("compaction: error: ") and says in lines[0], result.stderr
+    assert result.exit_code == code
+    lines = [
+        line for line in result.stderr.splitlines() if line.startswith(("compaction: error: ", "Error: "))
+    ]
+    assert len(lines) == 1 and lines[0].startswith(prefix) and says in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_cli_over_budget_is_one_line() -> None:

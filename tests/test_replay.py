@@ -295,7 +295,6 @@ def test_cli_plot(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([str(SWE)], "a token budget is required"),
         ([str(CASES / "malformed-line.jsonl"), "--budget", "1000"], "malformed-line.jsonl"),
         ([str(CASES / "README.md"), "--budget", "1000"], "README.md"),
     ],
@@ -305,6 +304,14 @@ def test_cli_bad_input_is_one_clear_line(args: list[str], expected: str) -> None
     assert result.exit_code == 1, result.stdout
     assert result.stderr.startswith("compaction: error: ") and result.stderr.count("\n") == 1
     assert expected in result.stderr
+
+
+def test_cli_without_a_budget_is_a_usage_error() -> None:
+    result = runner().invoke(main, ["replay", str(SWE)])
+    assert result.exit_code == 2, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("Error:")] == [
+        "Error: a token budget is required: give --budget N, or budget_tokens in the --recipe file"
+    ]
 
 
 # -- real sessions, whole ---------------------------------------------------------------------
