@@ -31,7 +31,7 @@ import click
 
 from .compile import require_budget
 from .errors import InvalidTranscript
-from .eval_baselines import BASELINES, Baseline, masking, own_summary, truncation
+from .eval_baselines import BASELINES, Baseline, masking, own_summary, shown_note, truncation
 from .eval_probes import PROBE_KINDS, Probe, ProbeKind, RequestText, extract_probes, word_counts
 from .formats import FORMATS
 from .outputs import REQUEST_FORMATS
@@ -215,6 +215,9 @@ def evaluate(
         engine_started = time.perf_counter()
         compiled, _ticks = compress_and_compile(store, recipe, summarizer=summarizer, progress=progress, mode="replan")
         engine_seconds = time.perf_counter() - engine_started
+        # the live window's messages other than system ones: every system message is shown,
+        # and the note counts them apart, as the header and the baselines count them
+        window = sum(m.role != "system" for m in store.messages(compiled.live_start, compiled.total_messages))
     finally:
         store.close()
     messages = parsed.messages
@@ -226,7 +229,7 @@ def evaluate(
             compiled.request.body(),
             compiled.tokens,
             probes,
-            f"{shown} summaries and the newest {compiled.total_messages - compiled.live_start} messages",
+            f"{shown} summaries, {shown_note(window, messages, of_all=False)}",
         )
     ]
     baselines: list[Baseline] = [

@@ -39,7 +39,16 @@ from .recipe import Recipe
 from .tokens.counting import blocks_text_tokens
 from .wire import GatedRequest, OutboundRequest, gate
 
-__all__ = ["Baseline", "KEEP_ROUNDS", "BASELINES", "truncation", "masking", "own_summary", "agent_summary"]
+__all__ = [
+    "Baseline",
+    "KEEP_ROUNDS",
+    "BASELINES",
+    "truncation",
+    "masking",
+    "own_summary",
+    "agent_summary",
+    "shown_note",
+]
 
 #: Tool rounds whose results the masking baseline keeps raw (the newest ones).
 KEEP_ROUNDS = 3
@@ -71,6 +80,22 @@ def _system(messages: Sequence[Message]) -> str | None:
         if m.role == "system"
     ]
     return "\n\n".join(t for t in texts if t) or None
+
+
+def shown_note(shown: int, messages: Sequence[Message], *, of_all: bool = True) -> str:
+    """Return how many of the transcript's messages a baseline shows, counted as the eval's header counts.
+
+    The header counts every message of the transcript, system ones included (``EvalReport.messages``);
+    a request shows every system message (a baseline as its system text, the engine raw) and
+    the newest ``shown`` others, so the note names both.  ``of_all``: name the whole (``"the newest 5 of 12 messages"``), else only the
+    newest (``"the newest 5 messages"``, after an agent's own summary).
+    """
+    system = sum(1 for m in messages if m.role == "system")
+    whole = f" of {len(messages):,}" if of_all else ""
+    note = f"the newest {shown:,}{whole} messages"
+    if system:
+        note += f" and the {system:,} system message{'s' if system != 1 else ''}"
+    return note
 
 
 def _safe_cuts(window: Sequence[Turn]) -> list[int]:
@@ -189,7 +214,7 @@ def truncation(messages: Sequence[Message], recipe: Recipe, budget: int) -> Base
     if fitted is None:
         return Baseline("truncation", None, "not even the newest tool round fits the budget")
     request, cut = fitted
-    return Baseline("truncation", request, f"the newest {len(window) - cut} of {len(window)} messages")
+    return Baseline("truncation", request, shown_note(len(window) - cut, messages))
 
 
 def _result_size(content: Any) -> tuple[int, int]:
@@ -247,7 +272,7 @@ def masking(
     return Baseline(
         "masking",
         request,
-        f"the newest {len(window) - cut} of {len(window)} messages, results of the newest {keep_rounds} tool rounds raw",
+        f"{shown_note(len(window) - cut, messages)}, results of the newest {keep_rounds} tool rounds raw",
     )
 
 
@@ -297,5 +322,5 @@ def own_summary(messages: Sequence[Message], recipe: Recipe, budget: int) -> Bas
     return Baseline(
         "own-summary",
         request,
-        f"the {what} (before message {start}) and the newest {len(window) - cut} messages",
+        f"the {what} (before message {start}) and {shown_note(len(window) - cut, messages, of_all=False)}",
     )
