@@ -204,7 +204,7 @@ def test_inspect_command_writes_the_page_and_the_json(store_file: Path, tmp_path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["inspect", "--store", "{missing}", "--json"], "no store there"),
+        (["inspect", "--store", "{missing}", "--budget", "1000", "--json"], "no store there"),
         (["inspect", "--store", "{store}", "--budget", "10", "--json"], "cannot fit the budget of 10 tokens"),
         (["inspect", "--store", "{store}"], "say what to write: --html FILE, --json, or both"),
         (["inspect", "--store", "{store}", "--budget", "0", "--json"], "Invalid value for '--budget'"),

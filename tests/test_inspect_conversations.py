@@ -42,7 +42,8 @@ def test_inspect_and_show_read_the_conversation_named(tmp_path: Path) -> None:
 
 def test_without_a_name_a_store_of_several_conversations_is_one_clear_error(tmp_path: Path) -> None:
     path = _two_conversations(tmp_path)
-    for args in (["inspect", "--store", str(path), "--json"], ["show", "--store", str(path), "--seq", "0"]):
+    inspect = ["inspect", "--store", str(path), "--budget", "4000", "--json"]  # no budget: a usage error first
+    for args in (inspect, ["show", "--store", str(path), "--seq", "0"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1
         assert "alpha" in result.output and "beta" in result.output  # the choices are named
