@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported w
     from .compactor import Compactor, TickReport
     from .compile import CompiledRequest, compile_request
     from .errors import (
+        AssistantPrefillRefused,
         CompactionError,
         EncodingDataMissing,
         ImageError,
@@ -57,6 +58,7 @@ _LAZY: dict[str, str] = {
     "TickReport": ".compactor",
     "CompiledRequest": ".compile",
     "compile_request": ".compile",
+    "AssistantPrefillRefused": ".errors",
     "CompactionError": ".errors",
     "EncodingDataMissing": ".errors",
     "ImageError": ".errors",
@@ -123,6 +125,7 @@ __all__ = [
     "GatedRequest",
     "gate",
     "count_text",
+    "AssistantPrefillRefused",
     "CompactionError",
     "EncodingDataMissing",
     "ImageError",

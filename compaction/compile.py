@@ -38,6 +38,7 @@ from .planning import (
     summary_block,
 )
 from .policy import Decision
+from .prefill import check_assistant_prefill
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
 from .tokens.counting import count_text, message_overhead
@@ -57,6 +58,7 @@ __all__ = [
     "default_model",
     "resolve_target",
     "require_budget",
+    "check_prefill",
     "compile_frame",
     "extend_frame",
 ]
@@ -248,16 +250,43 @@ def compile_request(
         InvalidArgument: an argument of the wrong type (``budget="100"``, ``store=None``...).
         RecipeError: an unknown request format.
         InvalidMessage: the store is empty.
+        AssistantPrefillRefused: the request would end on an assistant turn (the store's newest
+            message is the assistant's) and ``recipe.assistant_prefill`` refuses it for the
+            model (:mod:`compaction.prefill`: Claude 4.6 and later refuse a prefill).
         OverBudget: even the pinned messages, the tool definitions, the unsummarized tail and
             the coarsest summaries exceed the budget; ``stage``, ``budget`` and ``needed``
             say which part and how many tokens it needs alone.
         InvariantViolation: coverage, pairing or a cap would break (an engine bug).
     """
+    check_prefill(store, recipe, format=format, model=model)
     plan = plan_compile(store, recipe, budget=budget, format=format, model=model, tools=tools)
     if plan.compiled is None:
         assert plan.shortfall is not None
         raise plan.shortfall.error()
     return plan.compiled
+
+
+def check_prefill(
+    store: HistoryStore,
+    recipe: Recipe,
+    *,
+    format: RequestFormatName | str | None = None,
+    model: str | None = None,
+) -> None:
+    """Raise before any work when a request of ``store`` may not end on the assistant turn it would end on.
+
+    The arguments are checked first (:class:`InvalidArgument`), then the store's final turn
+    against ``recipe.assistant_prefill`` for the model the request names
+    (:func:`compaction.prefill.check_assistant_prefill`).  :func:`plan_compile` does not
+    check: planning a request (``compaction compress --budget``) is not sending one.
+
+    Raises:
+        InvalidArgument: an argument of the wrong type.
+        AssistantPrefillRefused: the request would end on an assistant turn its model refuses.
+    """
+    _check_arguments(store, recipe, None, format, model, ())
+    _fmt, resolved = resolve_target(recipe, format, model)
+    check_assistant_prefill(store, recipe, resolved)
 
 
 def _planner(

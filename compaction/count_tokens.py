@@ -154,7 +154,9 @@ def probe_with_count_tokens(
     """
     from .compile import compile_request, raw_history_tokens
 
-    target = recipe.replace(output_format="anthropic", calibrate=False)
+    # counted, not answered: a store ending on the assistant's turn is counted too (the count
+    # endpoint takes it or says why not, compaction.prefill)
+    target = recipe.replace(output_format="anthropic", calibrate=False, assistant_prefill="allow")
     whole = raw_history_tokens(store, target) + 4096  # room for framing and the system text
     made: list[int] = []
     seen: set[bytes] = set()

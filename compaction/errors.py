@@ -29,6 +29,7 @@ __all__ = [
     "SummarizerUnavailable",
     "SummarizerRefused",
     "InvalidArgument",
+    "AssistantPrefillRefused",
 ]
 
 
@@ -112,6 +113,25 @@ class InvariantViolation(AssertionError, CompactionError):
 
     This is a bug in the engine, never a user error: it is raised instead of shipping.
     """
+
+
+class AssistantPrefillRefused(ValueError, CompactionError):
+    """The request would end on an assistant turn, which its model (or the recipe) refuses.
+
+    A request whose last message is the assistant's asks the model to continue that turn (a
+    prefill); Claude 4.6 models refuse it with HTTP 400 ("This model does not support
+    assistant message prefill. The conversation must end with a user message.").  Compile
+    never invents a user turn: it raises this instead (see :mod:`compaction.prefill`).
+
+    Attributes:
+        model: the model the request names.
+        seq: the store seq of the assistant message the request would end on.
+    """
+
+    def __init__(self, message: str, *, model: str, seq: int) -> None:
+        super().__init__(message)
+        self.model = model
+        self.seq = seq
 
 
 class RecipeError(ValueError, CompactionError):

@@ -207,6 +207,9 @@ def evaluate(
     """
     started = time.perf_counter()
     budget = require_budget(recipe.budget_tokens)
+    # what the request keeps is measured on a transcript as it ends, usually on the agent's
+    # answer, whatever the model's prefill policy (compaction.prefill)
+    recipe = recipe.replace(assistant_prefill="allow")
     store = Store(":memory:", encoding=recipe.encoding)
     try:
         parsed, _added = import_transcript(store, path, format=format, lenient=lenient)

@@ -39,6 +39,7 @@ from .compile import (
     CompiledRequest,
     CompilePlan,
     Shortfall,
+    check_prefill,
     compile_frame,
     extend_frame,
     plan_compile,
@@ -383,7 +384,10 @@ def compile_current(
 
     Raises:
         OverBudget: nothing fits the budget without summarizing more.
+        AssistantPrefillRefused: the request would end on an assistant turn its model refuses
+            (``recipe.assistant_prefill``, :mod:`compaction.prefill`).
     """
+    check_prefill(store, recipe)
     frame, _inherited = current_frame(store)
     if frame is not None:
         plan = frame.compile(store, recipe, tools=tools)
@@ -420,8 +424,11 @@ def compile_in_events(
 
     Raises:
         OverBudget: even the smallest rendering exceeds the budget (stage and sizes named).
+        AssistantPrefillRefused: the request would end on an assistant turn its model refuses
+            (checked before any summarizing).
     """
     budget = require_budget(recipe.budget_tokens)
+    check_prefill(store, recipe)
     high = min(budget, recipe.high_water_tokens or budget)
     done = _append_only(store, recipe, budget, high, tools)
     if done is not None:

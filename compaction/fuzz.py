@@ -365,6 +365,9 @@ def _recipe_strategy(recipe: Recipe | None) -> Any:
             chunk_target_tokens=draw(st.integers(min_value=50, max_value=400)),
             chunk_min_messages=draw(st.integers(min_value=1, max_value=4)),
             summarizer=None,
+            # the invariants are checked on every history, one ending on the assistant's turn
+            # included, whatever the model's prefill policy (compaction.prefill)
+            assistant_prefill="allow",
         )
 
     return drawn()

@@ -39,6 +39,7 @@ from .errors import CompactionError, InvalidArgument, InvariantViolation, found
 from .events import compile_current
 from .outputs import request_format
 from .planning import WindowPlanner
+from .prefill import prefill_refusal
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
 from .tokens.counting import count_text, message_overhead
@@ -240,6 +241,11 @@ class Inspection:
         masked_outputs: masked tool outputs per seq (the placeholder texts shown instead).
         messages: every stored message, in order.
         images_shown: image parts in the request.
+        ends_on_assistant_turn: the request's last message is the assistant's (the store's
+            newest message other than a system one): a model reads it as a prefill.
+        prefill_refused: why ``compaction compile`` refuses this request (it ends on an
+            assistant turn its model or the recipe refuses, :mod:`compaction.prefill`), or
+            ``None``; inspect shows the request all the same.
     """
 
     store: str
@@ -260,6 +266,8 @@ class Inspection:
     masked_outputs: dict[int, int] = field(default_factory=dict)
     messages: tuple[MessageRow, ...] = ()
     images_shown: int = 0
+    ends_on_assistant_turn: bool = False
+    prefill_refused: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the inspection as JSON-ready data (what ``compaction inspect --json`` prints)."""
@@ -301,6 +309,10 @@ def inspect_store(
     Returns:
         The :class:`Inspection`.
 
+    A request that ends on an assistant turn its model refuses (``compaction compile`` raises
+    :class:`~compaction.errors.AssistantPrefillRefused` for it) is inspected all the same:
+    :attr:`Inspection.prefill_refused` says why compile refuses it.
+
     Raises:
         InvalidArgument: ``store`` or ``recipe`` of the wrong type.
         OverBudget: nothing fits the budget without summarizing more, or no budget.
@@ -309,7 +321,7 @@ def inspect_store(
     """
     if not isinstance(recipe, Recipe):
         raise InvalidArgument(f"recipe must be a compaction.Recipe (or load_recipe(path)); found {found(recipe)}")
-    compiled = compile_current(store, recipe, tools=tools)
+    compiled = compile_current(store, recipe.replace(assistant_prefill="allow"), tools=tools)
     return inspect_compiled(store, recipe, compiled, tools=tools)
 
 
@@ -423,6 +435,8 @@ def inspect_compiled(
     stored: dict[int, int] = {}
     for summary in store.summaries():
         stored[summary.level] = stored.get(summary.level, 0) + 1
+    last_role = next((role for role, _blocks in reversed(request.messages) if role != "system"), None)
+    ends_on_assistant = last_role == "assistant"
     return Inspection(
         store=store.path,
         format=request.format,
@@ -442,6 +456,8 @@ def inspect_compiled(
         masked_outputs=masked_outputs,
         messages=tuple(rows),
         images_shown=request.images_shown,
+        ends_on_assistant_turn=ends_on_assistant,
+        prefill_refused=prefill_refusal(recipe, request.model) if ends_on_assistant else None,
     )
 
 

@@ -73,6 +73,12 @@ def inspect_command(
         )
     with _errors(), open_store(store_path, create=False, conversation=conversation) as store:
         data = inspect_store(store, recipe, tools=_load_tools(tools_path))
+    if data.prefill_refused is not None:
+        click.echo(
+            f"warning: the request ends on an assistant turn, which compaction compile refuses: {data.prefill_refused}",
+            err=True,
+        )
+    with _errors():
         if html_path:
             Path(html_path).write_text(render_html(data), encoding="utf-8")
     if as_json:

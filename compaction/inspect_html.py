@@ -207,6 +207,20 @@ def _summaries(data: Inspection) -> list[str]:
     return out
 
 
+def _prefill(data: Inspection) -> list[str]:
+    """Say when the request ends on an assistant turn, and why compile refuses it if it does."""
+    if not data.ends_on_assistant_turn:
+        return []
+    if data.prefill_refused is None:
+        return [
+            '<p class="muted" id="prefill">The request ends on an assistant turn (a prefill of the answer).</p>'
+        ]
+    return [
+        f'<p class="warn" id="prefill">The request ends on an assistant turn and compaction compile refuses it: '
+        f"{escape(data.prefill_refused)}.</p>"
+    ]
+
+
 def _ledger(data: Inspection) -> list[str]:
     out = ['<h2 id="ledger">Ask ledger</h2>']
     if data.ledger is None:
@@ -286,6 +300,7 @@ def render_html(data: Inspection) -> str:
         f"<title>compaction inspect: {escape(data.store)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Compiled context of {escape(data.store)}</h1>",
         f'<p id="summary-line">{escape(head)}</p>',
+        *_prefill(data),
         *_composition(data),
         *_timeline(data),
         *_ledger(data),

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from .calibration import Correction, calibrated_budget, correction_for
 from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, raw_history_tokens, require_budget
+from .compile import CompiledRequest, check_prefill, raw_history_tokens, require_budget
 from .errors import ImageError, InvalidArgument, OverBudget, RecipeError, found
 from .events import compact_to, compile_in_events, still_over
 from .formats import ParsedTranscript, load_transcript
@@ -232,6 +232,9 @@ def compress_and_compile(
             (:func:`calibrated_over_budget`).
         InvalidArgument: an argument of the wrong type.
         StoreError: the store refused a write, or its file was deleted or replaced meanwhile.
+        AssistantPrefillRefused: the request would end on an assistant turn (the store's
+            newest message is the assistant's) that ``recipe.assistant_prefill`` refuses for
+            the model; raised before any summarizer call (:mod:`compaction.prefill`).
     """
     _check_call(store, recipe, summarizer, tools)
     if store is None:
@@ -239,6 +242,7 @@ def compress_and_compile(
     if mode not in ("events", "replan"):
         raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
     budget = require_budget(recipe.budget_tokens)
+    check_prefill(store, recipe)  # before any summarizer call: a refused request would waste them
     correction = budget_correction(store, recipe)
     effective = calibrated_budget(budget, correction, raise_budget=recipe.calibrate_raise_budget)
     asked = budget

@@ -41,6 +41,7 @@ from typing import Any
 
 from .errors import InvalidArgument, RecipeError, found
 from .outputs import REQUEST_FORMATS
+from .prefill import ASSISTANT_PREFILL
 from .types import IMAGE_POLICIES as _IMAGE_POLICIES
 from .types import ImagePolicy, RequestFormatName
 
@@ -274,6 +275,12 @@ class Recipe:
         summary_max_tokens: the output cap of one summary (tokens).
         summarizer_context_tokens: the summarizer model's context window (tokens).
         output_format: the request format compile produces: ``"openai"`` or ``"anthropic"``.
+        assistant_prefill: what compile does when the request would end on an assistant turn
+            (the store's newest message is the assistant's), which a model reads as a prefill
+            and Claude 4.6 and later refuse: ``"auto"`` refuses it for the models known to
+            refuse it, ``"allow"`` always ships it, ``"refuse"`` never does; refused, compile
+            raises :class:`~compaction.errors.AssistantPrefillRefused` (never invents a user
+            turn, see :mod:`compaction.prefill`).
         low_water_ratio: a compaction event compacts the request down to this share of the
             budget, so that the following turns append to a stable prefix (0.05 to 1).
             Default 0.7: measured at 32k on the pi, aider and OpenHands transcripts, it keeps
@@ -334,6 +341,7 @@ class Recipe:
     summary_max_tokens: int = 400
     summarizer_context_tokens: int = 8000
     output_format: RequestFormatName = "openai"
+    assistant_prefill: str = "auto"
     low_water_ratio: float = 0.7
     high_water_tokens: int | None = None
     cache_breakpoints: bool = True
@@ -380,6 +388,7 @@ class Recipe:
                 f"({self.summarizer_context_tokens}): the summary has to fit the summarizer's window",
             )
         check.choice("output_format", self.output_format, OUTPUT_FORMATS)
+        check.choice("assistant_prefill", self.assistant_prefill, ASSISTANT_PREFILL)
         if (
             isinstance(self.low_water_ratio, bool)
             or not isinstance(self.low_water_ratio, (int, float))

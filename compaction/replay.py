@@ -300,6 +300,10 @@ def replay(
         RecipeError: an unknown strategy, or ``max_turns`` < 1.
     """
     budget = require_budget(recipe.budget_tokens)
+    # a turn's history ends on the assistant's message when the agent wrote two in a row (its
+    # text, then its calls): the replay measures every turn whatever the model's prefill policy
+    # (compaction.prefill), as the agent sent that turn as one
+    recipe = recipe.replace(assistant_prefill="allow")
     if max_turns is not None and max_turns < 1:
         raise RecipeError(f"max_turns must be >= 1; found {max_turns}")
     names = _strategy_names(strategies)

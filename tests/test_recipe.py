@@ -145,7 +145,7 @@ def test_to_dict_round_trips(tmp_path: Path) -> None:
             "[summarizer]\napi_key = 'OPENAI'\n",
             "key 'summarizer.api_key': unknown; did you mean 'summarizer.api_key_env'?",
         ),
-        ("zzz = 1\n", "key 'zzz': unknown; valid keys are ask_cap_tokens, ask_ledger, assumed_url_image_bytes"),
+        ("zzz = 1\n", "key 'zzz': unknown; valid keys are ask_cap_tokens, ask_ledger, assistant_prefill, assumed_url_image_bytes"),
     ],
 )
 def test_unknown_key_suggests_the_nearest(tmp_path: Path, text: str, fragment: str) -> None:

@@ -109,7 +109,12 @@ def compress_conversation(target: FleetTarget, settings: FleetSettings) -> Conve
                 before = len(store.summaries())
                 try:
                     if settings.use_budget:
-                        compiled, reports = compress_and_compile(store, recipe)
+                        # compressing to fit a budget is not sending the request: a conversation
+                        # that ends on the assistant's turn is compressed whatever its model's
+                        # prefill policy (compaction.prefill)
+                        compiled, reports = compress_and_compile(
+                            store, recipe.replace(assistant_prefill="allow")
+                        )
                         tokens = compiled.tokens
                     else:
                         summarizer = summarizer_from_recipe(recipe)

@@ -1,0 +1,155 @@
+"""Requests that end on an assistant turn, and the models that refuse them (assistant prefill).
+
+A compiled request ends with the store's newest message other than a system one (system
+messages ride in the system text).  When that message is the assistant's (an agent stopped
+after its own reply, a turn cut after its reasoning), the request ends on an assistant turn,
+which a provider reads as a *prefill*: the model is to continue that turn.  Claude 4.6 models
+refuse it: "Prefilling assistant messages returns a 400 error on Claude 4.6 models" (Anthropic's
+migration guide, https://platform.claude.com/docs/en/about-claude/models/migration-guide, and
+"What's new in Claude 4.6", section "Prefill removal"); the API answers "This model does not
+support assistant message prefill. The conversation must end with a user message." (quoted in
+ericc-ch/copilot-api#261, aaif-goose/goose#7425, anomalyco/opencode#13768, through the Anthropic
+API, GitHub Copilot and OpenRouter alike, so in every request format).
+
+Compile never invents a user turn to avoid it: a user's words are theirs, and a made-up "go
+on" would be read by the model as the user's.  The recipe's ``assistant_prefill`` says what
+to do instead:
+
+``"auto"`` (the default)
+    refuse the request when its model is one that refuses a prefill (:func:`refuses_prefill`:
+    Claude models of version 4.6 and later), ship it otherwise;
+``"allow"``
+    always ship it (a model that takes a prefill, or a caller that wants one);
+``"refuse"``
+    never ship a request that ends on an assistant turn.
+
+A refused request raises :class:`~compaction.errors.AssistantPrefillRefused` before any work
+(no summarizer is called), naming the model and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .errors import AssistantPrefillRefused
+
+if TYPE_CHECKING:
+    from .recipe import Recipe
+    from .store.base import HistoryStore
+
+__all__ = [
+    "ASSISTANT_PREFILL",
+    "PREFILL_REFUSED_FROM",
+    "refuses_prefill",
+    "final_turn",
+    "prefill_refusal",
+    "check_assistant_prefill",
+]
+
+#: The values of the recipe's ``assistant_prefill``.
+ASSISTANT_PREFILL = ("auto", "allow", "refuse")
+
+#: The first Claude version (major, minor) whose models refuse an assistant prefill.
+PREFILL_REFUSED_FROM = (4, 6)
+
+#: A Claude model of the current naming (``claude-opus-4-6``, ``claude-sonnet-4-5-20250929``,
+#: ``claude-opus-4-20250514``, ``anthropic/claude-sonnet-4.6``, ``us.anthropic.claude-opus-4-6-v1``,
+#: ``claude-opus-4-6@20260205``): the family, the major version and an optional minor one
+#: (one or two digits, so a date is never read as a minor version).  Names of the older form
+#: (``claude-3-5-sonnet-20241022``) do not match: all of them take a prefill.
+_CLAUDE = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:[-.](\d{1,2})(?!\d))?")
+
+
+def refuses_prefill(model: str) -> bool:
+    """Return whether ``model`` is known to refuse a request that ends on an assistant turn.
+
+    Claude models of version :data:`PREFILL_REFUSED_FROM` (4.6) and later do (see the module
+    docstring for the sources); any other model is taken to accept one (OpenAI's Chat models
+    answer after a final assistant message; Claude 4.5 and earlier read it as a prefill).
+
+    Args:
+        model: a model name as a request names it, any provider's spelling.
+
+    Returns:
+        ``True`` for ``claude-opus-4-6``, ``claude-sonnet-4.6``, ``claude-sonnet-5``...;
+        ``False`` for ``claude-sonnet-4-5``, ``claude-opus-4-20250514``, ``gpt-4o``...
+
+    Example:
+        >>> refuses_prefill("claude-opus-4-6"), refuses_prefill("claude-sonnet-4-5-20250929")
+        (True, False)
+    """
+    match = _CLAUDE.search(model.lower())
+    if match is None:
+        return False
+    version = (int(match.group(1)), int(match.group(2) or 0))
+    return version >= PREFILL_REFUSED_FROM
+
+
+def final_turn(store: HistoryStore) -> tuple[str, int] | None:
+    """Return the role and seq of the message a compiled request of ``store`` ends with.
+
+    That is the newest message other than a system one (compile shows the newest message raw,
+    and system messages ride in the system text); ``None`` when the store holds none.  Reads
+    the newest messages only.
+    """
+    end = len(store)
+    while end > 0:  # one message at a time: the newest is almost always the one
+        message = store.messages(end - 1, end)[0]
+        if message.role != "system":
+            return message.role, end - 1
+        end -= 1
+    return None
+
+
+def prefill_refusal(recipe: Recipe, model: str) -> str | None:
+    """Return why a request for ``model`` may not end on an assistant turn, or ``None`` when it may.
+
+    Args:
+        recipe: its ``assistant_prefill`` decides (see the module docstring).
+        model: the model the request names.
+    """
+    if recipe.assistant_prefill == "refuse":
+        return 'the recipe sets assistant_prefill = "refuse"'
+    if recipe.assistant_prefill == "auto" and refuses_prefill(model):
+        return (
+            f"{model} refuses an assistant prefill ('The conversation must end with a user message', "
+            "Claude 4.6 and later)"
+        )
+    return None
+
+
+def check_assistant_prefill(store: HistoryStore, recipe: Recipe, model: str) -> None:
+    """Raise when a request of ``store`` for ``model`` would end on an assistant turn it may not.
+
+    Args:
+        store: the history to compile.
+        recipe: its ``assistant_prefill`` decides.
+        model: the model the request names (resolved: the recipe's, else the format's default).
+
+    Raises:
+        AssistantPrefillRefused: the newest message other than a system one is the
+            assistant's and :func:`prefill_refusal` gives a reason; one line naming the model,
+            the message and what to do.
+    """
+    if recipe.assistant_prefill == "allow":
+        return
+    last = final_turn(store)
+    if last is None or last[0] != "assistant":
+        return
+    reason = prefill_refusal(recipe, model)
+    if reason is None:
+        return
+    seq = last[1]
+    fix = (
+        'append the user\'s next message first, or set assistant_prefill = "allow" in the recipe for a model '
+        "that takes a prefill"
+    )
+    if recipe.assistant_prefill == "refuse":
+        fix = 'append the user\'s next message first, or set assistant_prefill = "auto" or "allow" in the recipe'
+    raise AssistantPrefillRefused(
+        f"the request would end on an assistant turn (message {seq}, the newest, is the assistant's) "
+        f"and {reason}: {fix}",
+        model=model,
+        seq=seq,
+    )
