@@ -323,7 +323,9 @@ def compress(
         fitted = None
         captions = _caption_images(store, recipe)
         if budget is not None:
-            fitted, reports = compress_and_compile(store, recipe, progress=progress)
+            # compressing to fit a budget is not sending the request: a store that ends on the
+            # assistant's turn is compressed whatever its model's prefill policy (compaction.prefill)
+            fitted, reports = compress_and_compile(store, recipe.replace(assistant_prefill="allow"), progress=progress)
         else:
             summarizer = summarizer_from_recipe(recipe)
             try:

@@ -293,3 +293,22 @@ def test_the_proxy_answers_400_instead_of_forwarding_a_refused_prefill(
     error = answer.json()["error"]
     assert "claude-opus-4-6 refuses an assistant prefill" in error["message"], error
     assert upstream.seen == []  # nothing forwarded
+
+
+def test_cli_compress_to_a_budget_compresses_a_store_ending_on_the_assistant(tmp_path: Path) -> None:
+    # compressing is not sending: compress --budget planned with the refusing model would have
+    # raised before summarizing; it compresses, and compile then refuses
+    long = " ".join(f"line{i}" for i in range(300))
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.append(
+            [Message("user" if i % 2 == 0 else "assistant", [_text(f"{i} {long}")]) for i in range(40)]
+        )
+    args = ["--store", str(path), "--budget", "3000"]
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('model = "claude-opus-4-6"\noutput_format = "anthropic"\n', encoding="utf-8")
+    result = _runner().invoke(main, ["compress", *args, "--recipe", str(recipe), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["l1_added"] > 0
+    refused = _runner().invoke(main, ["compile", *args, "--recipe", str(recipe)])
+    assert refused.exit_code == 1 and "claude-opus-4-6 refuses an assistant prefill" in refused.stderr
