@@ -106,6 +106,21 @@ def _require_budget(recipe: Recipe) -> Recipe:
     return recipe
 
 
+def _refuse_both(budget: int | None, name: str) -> None:
+    """Stop with a usage error (exit 2) when an option that applies only without --budget is given with it.
+
+    ``name`` is the option's parameter name (``keep_tail_tokens``); given on the command line
+    beside ``--budget`` it would be ignored, silently.
+    """
+    context = click.get_current_context()
+    if budget is not None and context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+        option = "--" + name.replace("_", "-")
+        raise click.UsageError(
+            f"{option} applies only without --budget (with --budget, compress summarizes what a request "
+            "of that many tokens needs); give one of them"
+        )
+
+
 #: ``--encoding`` of run and compile (count has its own default).
 ENCODING_HELP = (
     "Encoding of the counts: o200k_base, cl100k_base, or hf:/path/to/tokenizer.json for a local "
@@ -318,6 +333,7 @@ def compress(
 
     With --budget, compress only as much as a request of that many tokens needs.
     """
+    _refuse_both(budget, "keep_tail_tokens")
     with _errors(), open_store(store_path, create=False, conversation=conversation) as store, compaction_claim(store), _progress("compressing") as progress:
         recipe = _recipe(recipe_path, vision=vision, budget_tokens=budget, summary_focus=focus)
         fitted = None

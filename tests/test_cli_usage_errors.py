@@ -113,3 +113,19 @@ def test_every_command_given_nothing_is_a_usage_error_of_one_line(command: str) 
     assert result.exit_code == 2, (command, result.exit_code, result.stderr)
     assert len(_error_lines(result)) == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["compress", "fleet compress"])
+def test_keep_tail_tokens_beside_a_budget_is_a_usage_error(command: str, tmp_path: Path) -> None:
+    # --keep-tail-tokens applies only without --budget: given with it, it was silently ignored
+    store = _store(tmp_path)
+    args = [*command.split(), "--store", str(store), "--budget", "4000", "--keep-tail-tokens", "300"]
+    result = _runner().invoke(main, args)
+    assert result.exit_code == 2, result.stderr
+    assert _error_lines(result) == [
+        "Error: --keep-tail-tokens applies only without --budget (with --budget, compress summarizes what "
+        "a request of that many tokens needs); give one of them"
+    ]
+    for alone in (["--budget", "4000"], ["--keep-tail-tokens", "300"]):  # either one alone is taken
+        taken = _runner().invoke(main, [*command.split(), "--store", str(store), *alone, "--json"])
+        assert taken.exit_code == 0, taken.stderr

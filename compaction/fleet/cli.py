@@ -81,13 +81,14 @@ def fleet_compress_command(
     short (a worker died, the machine went down) is finished by running it again.  The
     stored summaries are the same, byte for byte, whichever engine and worker count ran.
     """
-    from ..cli import _errors, _progress, _recipe
+    from ..cli import _errors, _progress, _recipe, _refuse_both
     from .engines import run_fleet
     from .targets import fleet_targets, select_targets
     from .task import FleetSettings
 
     if scheduler is not None and engine != "dask":
         raise click.UsageError("--scheduler needs --engine dask")
+    _refuse_both(budget, "keep_tail_tokens")
     with _errors():
         recipe = _recipe(recipe_path, budget_tokens=budget)
         targets = select_targets(fleet_targets(location), conversations)
