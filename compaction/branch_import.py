@@ -37,6 +37,7 @@ from typing import Any
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, parse_text
+from .formats._claude_code_paths import holds_messages, thread_messages
 from .formats._claude_code_tree import Thread, json_lines, path_lines, session_tree, split_lines
 from .store import ingest
 from .store.factory import open_store
@@ -148,13 +149,14 @@ class _PrefixTree:
     def __init__(self, chain_seed: str) -> None:
         self.root = _Node("", None, ingest.seed_key(chain_seed))
         self._order: dict[str, int] = {}
+        self._prints: dict[int, tuple[Message, str]] = {}  # id -> (message, its fingerprint), held
 
     def intern(self, messages: list[Message]) -> tuple[list[Message], list[str]]:
         """Return ``messages`` and their fingerprints, each message equal (meta too) to one on an
         earlier path at the same place replaced by that one, so equal prefixes are held once."""
         node, kept, prints = self.root, [], []
         for message in messages:
-            fingerprint = message.fingerprint()
+            fingerprint = self._fingerprint(message)
             child = self._child(node, fingerprint, message)
             held = child.message
             kept.append(
@@ -163,6 +165,15 @@ class _PrefixTree:
             prints.append(child.fingerprint)
             node = child
         return kept, prints
+
+    def _fingerprint(self, message: Message) -> str:
+        """``message.fingerprint()``, worked out once a message (paths parsed together share them)."""
+        known = self._prints.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        fingerprint = message.fingerprint()
+        self._prints[id(message)] = (message, fingerprint)
+        return fingerprint
 
     def add(self, name: str, prints: list[str]) -> None:
         """Record that conversation ``name`` shows the messages ``prints`` (an earlier record of it is a prefix)."""
@@ -490,44 +501,35 @@ def _claude_code_paths(
             out.append(
                 _interned(shared, _Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
             )
-    for thread in tree.threads:
-        lines = path_lines(all_lines, thread.lines, thread.sidechain_lines, thread.carried_lines)
-        if not _holds_messages(lines):
-            continue  # a thread of events that are no messages (a sub-agent's system events): nothing to import
-        try:
-            parsed = _parse_text(transcript, lines, "claude-code", lenient)
-        except InvalidTranscript as err:
-            if not lenient:
-                raise
-            notes.append(f"--lenient: the {thread.kind} starting at event {thread.start!r} is skipped: {err}")
-            continue
+    # each event read once: a thread continuing another resumes from that one's parse at its fork
+    read = thread_messages(text, tree, f"{transcript} (a branch of it)", lenient)
+    for thread, done in zip(tree.threads, read, strict=True):
+        if done.messages is not None:
+            messages = done.messages
+        else:
+            if not done.holds:
+                continue  # no event of it is a message (a sub-agent's system events): nothing to import
+            lines = path_lines(all_lines, thread.lines, thread.sidechain_lines, thread.carried_lines)
+            if not holds_messages(lines):
+                continue  # likewise
+            try:
+                messages = _parse_text(transcript, lines, "claude-code", lenient).messages
+            except InvalidTranscript as err:
+                if not lenient:
+                    raise
+                notes.append(
+                    f"--lenient: the {thread.kind} starting at event {thread.start!r} is skipped: {err}"
+                )
+                continue
         if thread.kind == "rewind":
-            out.append(_interned(shared, _Path(unique(thread.start), "rewind", parsed.messages)))
+            out.append(_interned(shared, _Path(unique(thread.start), "rewind", messages)))
             continue
         name = unique(f"sidechain-{thread.start}")
         path = _Path(
-            name, "sidechain", parsed.messages, own=not thread.shares_history, note=_why(thread, conversation)
+            name, "sidechain", messages, own=not thread.shares_history, note=_why(thread, conversation)
         )
         out.append(_interned(shared, path))
     return out
-
-
-def _holds_messages(text: str) -> bool:
-    """Whether a Claude Code text holds a user or assistant event the parser would take as a message."""
-    for line in split_lines(text):
-        if '"user"' not in line and '"assistant"' not in line:
-            continue  # a quick skip of blank and other lines before parsing
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(event, dict)
-            and event.get("type") in ("user", "assistant")
-            and event.get("isSidechain") is not True
-        ):
-            return True
-    return False
 
 
 def _uuid_at(text: str, lines: tuple[int, ...]) -> str | None:

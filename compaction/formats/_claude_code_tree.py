@@ -61,6 +61,12 @@ class Thread:
         carried_lines: lines of ``progress`` events that carry the sub-agent's messages
             (``data.message``, newer versions) instead of sidechain events; each is parsed
             as the event it carries.
+        fork_line: the line index of its first event, where it leaves what it continues
+            (``None`` when it shares no history): its ``lines`` before it are those of
+            what it continues, its own lines are from it on.
+        continues: the index in :attr:`SessionTree.threads` of the rewind it continues (its
+            lines before ``fork_line`` are that thread's), ``None`` when it continues the
+            conversation (they are :attr:`SessionTree.trunk`'s) or shares no history.
     """
 
     kind: str
@@ -71,6 +77,8 @@ class Thread:
     agent_id: str | None = None
     task_line: int | None = None
     carried_lines: frozenset[int] = frozenset()
+    fork_line: int | None = None
+    continues: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,15 @@ class SessionTree:
             events of rewound branches).
         abandoned: how many main-chain events are in rewound branches (left out of ``main``).
         threads: the rewinds, then the sidechains, each in file order of its first event.
+        trunk: the line indexes of the conversation's own events (the main chain's events
+            outside rewinds, first occurrences of each uuid): what a thread continuing the
+            conversation shares of it is those before its ``fork_line``.
     """
 
     main: tuple[int, ...]
     abandoned: int
     threads: tuple[Thread, ...]
+    trunk: tuple[int, ...] = ()
 
 
 def split_lines(text: str) -> list[str]:
@@ -222,6 +234,9 @@ def session_tree(text: str) -> SessionTree:
 
     rewound = {line_of[u] for u, s in segment.items() if s is not None}
     main = tuple(i for i in range(len(split_lines(text))) if i not in rewound)
+    roots = sorted(origin, key=lambda r: line_of[r])
+    index_of: dict[str | None, int | None] = {root: index for index, root in enumerate(roots)}
+    index_of[None] = None
     threads = [
         Thread(
             "rewind",
@@ -229,12 +244,14 @@ def session_tree(text: str) -> SessionTree:
             tuple(sorted(set(owned.get(root, ())) | shared(origin.get(root), line_of[root]))),
             frozenset(),
             True,
+            fork_line=line_of[root],
+            continues=index_of[origin.get(root)],
         )
-        for root in sorted(origin, key=lambda r: line_of[r])
+        for root in roots
     ]
-    threads += _sidechains(side_events, segment, line_of, shared, main_events)
+    threads += _sidechains(side_events, segment, line_of, shared, main_events, index_of)
     threads += _carried(entries, main_events)
-    return SessionTree(main, len(rewound), tuple(threads))
+    return SessionTree(main, len(rewound), tuple(threads), tuple(owned.get(None, ())))
 
 
 def _prompts_ahead(
@@ -265,8 +282,10 @@ def _sidechains(
     line_of: dict[str, int],
     shared: Any,
     main_events: list[tuple[int, dict[str, Any]]],
+    index_of: dict[str | None, int | None],
 ) -> list[Thread]:
-    """One thread per sub-agent: the sidechain events linked to one first event (see the module docstring)."""
+    """One thread per sub-agent: the sidechain events linked to one first event (see the module docstring);
+    ``index_of`` gives the index of each rewind's thread by its first event (``None``: the conversation)."""
     root_of: dict[str, str] = {}
     previous: str | None = None
     for _line, event in side_events:
@@ -304,6 +323,8 @@ def _sidechains(
                 shares,
                 agent,
                 answers.get(agent) if agent is not None else None,
+                fork_line=line_of[root] if shares else None,
+                continues=index_of[segment[fork]] if shares and fork is not None else None,
             )
         )
     return threads

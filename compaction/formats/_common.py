@@ -18,6 +18,7 @@ the item, counts it and records one ``"path:line: what"`` line.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -44,10 +45,13 @@ __all__ = [
     "Draft",
     "Item",
     "Malformed",
+    "FinishMemo",
     "convert_items",
+    "copy_draft",
     "finish",
     "iter_jsonl",
     "load_json_document",
+    "read_jsonl_line",
     "first_line_is_object",
     "image_from_url",
     "parse_arguments",
@@ -119,6 +123,14 @@ class Draft:
     meta: dict[str, Any] = field(default_factory=dict)
     line: int | None = None
     where: str | None = None
+
+
+def copy_draft(draft: Draft) -> Draft:
+    """Return a copy of ``draft`` that can be changed without changing it: its content list,
+    its meta and the lists in its meta (``source_ids``, kept sidechain records) are new; the
+    blocks and other values are shared (nothing changes them in place)."""
+    meta = {key: list(value) if isinstance(value, list) else value for key, value in draft.meta.items()}
+    return Draft(draft.role, list(draft.content), draft.source_id, meta, draft.line, draft.where)
 
 
 class Context:
@@ -288,30 +300,46 @@ def iter_jsonl(text: str | bytes | Iterable[bytes], ctx: Context) -> Iterator[tu
                 ) from err
         else:
             line = raw
-        if not line.strip():
-            continue
-        try:
-            value = loads(line)
-        except json.JSONDecodeError as err:
-            ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
-            continue
-        except RecursionError:
-            ctx.problem(
-                f"invalid JSON: nested too deeply to parse (more than {MAX_RECORD_DEPTH} levels are refused)",
-                line=number,
-            )
-            continue
-        except ValueError as err:  # an integer longer than Python converts
-            ctx.problem(f"invalid JSON: {err}", line=number)
-            continue
-        if not isinstance(value, dict):
-            ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
-            continue
-        deep = _too_deep(line, value)
-        if deep is not None:
-            ctx.problem(deep, line=number)
-            continue
-        yield number, value
+        value = read_jsonl_line(number, line, ctx, loads)
+        if value is not None:
+            yield number, value
+
+
+def read_jsonl_line(
+    number: int, line: str, ctx: Context, loads: Callable[[str], Any] = json.loads
+) -> dict[str, Any] | None:
+    """Return the JSON object of line ``number`` of a JSONL text, as :func:`iter_jsonl` reads it.
+
+    ``None`` for a blank line, and for one that is not a JSON object (invalid JSON, another
+    value, nested past :data:`MAX_RECORD_DEPTH`), which is reported through ``ctx``.
+
+    Raises:
+        InvalidTranscript: the line is malformed and ``ctx`` is strict.
+    """
+    if not line.strip():
+        return None
+    try:
+        value = loads(line)
+    except json.JSONDecodeError as err:
+        ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
+        return None
+    except RecursionError:
+        ctx.problem(
+            f"invalid JSON: nested too deeply to parse (more than {MAX_RECORD_DEPTH} levels are refused)",
+            line=number,
+        )
+        return None
+    except ValueError as err:  # an integer longer than Python converts
+        ctx.problem(f"invalid JSON: {err}", line=number)
+        return None
+    if not isinstance(value, dict):
+        ctx.problem(f"expected a JSON object, found {type(value).__name__} {_clip(value)}", line=number)
+        return None
+    deep = _too_deep(line, value)
+    if deep is not None:
+        ctx.problem(deep, line=number)
+        return None
+    return value
 
 
 def load_json_document(text: str, ctx: Context) -> Any:
@@ -397,7 +425,9 @@ def typed_parts(content: Any, where: str = "content", *, strings: bool = True) -
             parts.append(part)
         else:
             expected = "a string or an object" if strings else "an object"
-            raise Malformed(f"{where}[{index}] must be {expected} with a string 'type', found {type(part).__name__}")
+            raise Malformed(
+                f"{where}[{index}] must be {expected} with a string 'type', found {type(part).__name__}"
+            )
     return parts
 
 
@@ -465,24 +495,65 @@ def _is_tool_results_only(draft: Draft) -> bool:
     )
 
 
-def _merge_tool_result_runs(drafts: list[Draft]) -> list[Draft]:
+def _merge_tool_result_runs(drafts: list[Draft], memo: FinishMemo | None = None) -> list[Draft]:
+    """Return ``drafts`` with each run of tool-result-only user drafts merged into one; a draft
+    that changes is a copy (:func:`copy_draft`), so the drafts given are left as they are.
+    With ``memo``, a run merged before gives the same copy as then."""
+    if memo is not None:
+        return _merge_remembered(drafts, memo)
     merged: list[Draft] = []
+    fresh: set[int] = set()  # the indexes in merged of copies made here (changed in place after)
     for draft in drafts:
         previous = merged[-1] if merged else None
         if previous is not None and _is_tool_results_only(previous) and _is_tool_results_only(draft):
+            if len(merged) - 1 not in fresh:
+                previous = merged[-1] = copy_draft(previous)
+                fresh.add(len(merged) - 1)
             previous.content = previous.content + draft.content
             ids = previous.meta.setdefault("source_ids", [previous.source_id])
             ids.append(draft.source_id)
             continue
         merged.append(draft)
-    for draft in merged:
+    for index, draft in enumerate(merged):
         ids = draft.meta.get("source_ids")
         if ids is not None and not any(ids):
+            if index not in fresh:
+                draft = merged[index] = copy_draft(draft)
             del draft.meta["source_ids"]
     return merged
 
 
-def uniquify_tool_ids(drafts: list[Draft]) -> None:
+def _merge_remembered(drafts: list[Draft], memo: FinishMemo) -> list[Draft]:
+    """:func:`_merge_tool_result_runs` of ``drafts``, each run merged once: the drafts a run is
+    made of (their identities) name its merge in ``memo``."""
+    out: list[Draft] = []
+    run: list[Draft] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            single = run[0]
+            ids = single.meta.get("source_ids")
+            if ids is not None and not any(ids):
+                out.extend(_merge_tool_result_runs(run))  # its copy without source_ids
+            else:
+                out.append(single)
+        elif run:
+            key = tuple(id(d) for d in run)
+            done = memo.merged.get(key)
+            if done is None:
+                done = memo.merged[key] = _merge_tool_result_runs(run)[0]
+            out.append(done)
+        run.clear()
+
+    for draft in drafts:
+        if run and not (_is_tool_results_only(run[-1]) and _is_tool_results_only(draft)):
+            flush()
+        run.append(draft)
+    flush()
+    return out
+
+
+def uniquify_tool_ids(drafts: list[Draft], renamed: dict[tuple[Any, ...], Draft] | None = None) -> None:
     """Make tool ids unique within a transcript, consistently on both sides of each pair.
 
     The first ``tool_use`` with an id keeps it; a later ``tool_use`` reusing it gets
@@ -494,7 +565,9 @@ def uniquify_tool_ids(drafts: list[Draft]) -> None:
     the first such use in that message: a sequential reuse (``use, result, use, result``), a
     parallel one (``use, use, result, result``) and a reuse after a call that was never
     answered (an aborted turn, a run's final ``finish``) all pair up the way the source meant.
-    Blocks are replaced, never mutated.
+    Blocks are replaced, never mutated; so is a draft whose blocks change (in ``drafts``, by a
+    copy), so a draft shared with another list is left as it is.  With ``renamed``, a draft
+    renamed the same way before (its identity and new ids) gives the same copy as then.
     """
     taken = {
         block["id"]
@@ -541,7 +614,20 @@ def uniquify_tool_ids(drafts: list[Draft]) -> None:
                     content[index] = {**block, "tool_use_id": target}
                     changed = True
         if changed:
-            draft.content = content
+            if renamed is None:
+                drafts[position] = dataclasses.replace(draft, content=content)
+                continue
+            key = (
+                id(draft),
+                *(
+                    (block.get("id"), block.get("tool_use_id")) if block is not original_block else None
+                    for block, original_block in zip(content, draft.content, strict=True)
+                ),
+            )
+            copy = renamed.get(key)
+            if copy is None:
+                copy = renamed[key] = dataclasses.replace(draft, content=content)
+            drafts[position] = copy
 
 
 def _check_images(blocks: list[Block], where: str) -> None:
@@ -556,30 +642,85 @@ def _check_images(blocks: list[Block], where: str) -> None:
             _check_images(block["content"], f"{where}[{index}].content")
 
 
-def finish(drafts: list[Draft], ctx: Context) -> list[Message]:
-    """Validate, drop empty drafts (with a note saying so), merge tool-result runs, uniquify tool ids, build messages."""
+class FinishMemo:
+    """What :func:`finish` worked out for drafts it has seen, for parses that share drafts.
+
+    ``compaction import --branches`` finishes each path of a session from drafts most of
+    which an earlier path shared (:class:`~compaction.formats.claude_code.SessionReader`
+    forks): a draft seen before is not validated again, and one that comes out unchanged
+    (not merged, no tool id renamed) is the same :class:`~compaction.blocks.Message` as
+    before, not a new one.  Drafts are known by identity, and the memo holds each one it
+    knows, so an identity is never reused while it lives; a draft must not change after
+    it is first finished (the reader copies one before changing it).
+    """
+
+    def __init__(self) -> None:
+        self.checked: dict[int, tuple[Draft, str | None]] = {}  # id -> (draft, why it is malformed)
+        self.made: dict[int, tuple[Draft, Message]] = {}  # id -> (draft, its message)
+        self.merged: dict[tuple[int, ...], Draft] = {}  # the ids of a run's drafts -> their merge
+        self.renamed: dict[tuple[Any, ...], Draft] = {}  # a draft's id and its renamed tool ids -> the copy
+
+    def problem(self, draft: Draft) -> str | None:
+        """Return why ``draft``'s blocks are malformed (``None``: they are not), checked once."""
+        known = self.checked.get(id(draft))
+        if known is not None:
+            return known[1]
+        why = _malformed(draft)
+        self.checked[id(draft)] = (draft, why)
+        return why
+
+    def message(self, draft: Draft) -> Message:
+        """Return the message of ``draft``, made once."""
+        known = self.made.get(id(draft))
+        if known is not None:
+            return known[1]
+        message = _message(draft)
+        self.made[id(draft)] = (draft, message)
+        return message
+
+
+def _malformed(draft: Draft) -> str | None:
+    """Why a draft's blocks are malformed (as :func:`finish` reports it), or ``None``."""
+    try:
+        for index, block in enumerate(draft.content):
+            validate_block(block, where=f"content[{index}]")
+        _check_images(draft.content, "content")
+    except InvalidMessage as err:
+        return f"malformed {draft.role} message: {err}"
+    return None
+
+
+def _message(draft: Draft) -> Message:
+    return Message(role=draft.role, content=tuple(draft.content), source_id=draft.source_id, meta=draft.meta)
+
+
+def finish(drafts: list[Draft], ctx: Context, memo: FinishMemo | None = None) -> list[Message]:
+    """Validate, drop empty drafts (with a note saying so), merge tool-result runs, uniquify tool ids, build messages.
+
+    The drafts given are not changed (one that changes is copied).  With ``memo``, a draft
+    seen before is not checked or made into a message again (see :class:`FinishMemo`).
+
+    Raises:
+        InvalidTranscript: a draft is malformed and ``ctx`` is strict.
+    """
     valid: list[Draft] = []
     empty: list[Draft] = []
     for draft in drafts:
         if not draft.content:
             empty.append(draft)
             continue
-        try:
-            for index, block in enumerate(draft.content):
-                validate_block(block, where=f"content[{index}]")
-            _check_images(draft.content, "content")
-        except InvalidMessage as err:
-            ctx.problem(f"malformed {draft.role} message: {err}", line=draft.line, where=draft.where)
+        why = memo.problem(draft) if memo is not None else _malformed(draft)
+        if why is not None:
+            ctx.problem(why, line=draft.line, where=draft.where)
             continue
         valid.append(draft)
     if empty:
         ctx.note(empty_note(empty))
-    valid = _merge_tool_result_runs(valid)
-    uniquify_tool_ids(valid)
-    return [
-        Message(role=draft.role, content=tuple(draft.content), source_id=draft.source_id, meta=draft.meta)
-        for draft in valid
-    ]
+    valid = _merge_tool_result_runs(valid, memo)
+    uniquify_tool_ids(valid, memo.renamed if memo is not None else None)
+    if memo is None:
+        return [_message(draft) for draft in valid]
+    return [memo.message(draft) for draft in valid]
 
 
 def empty_note(empty: Sequence[Draft]) -> str:

@@ -59,10 +59,10 @@ from typing import Any
 from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
 from ._claude_code_tree import is_prompt
-from ._common import Context, Draft, Malformed, iter_jsonl
+from ._common import Context, Draft, Malformed, copy_draft, iter_jsonl
 from ._sniff import Sample, TranscriptFormat
 
-__all__ = ["FORMAT", "NAME", "parse", "sniff"]
+__all__ = ["FORMAT", "NAME", "SessionReader", "parse", "sniff"]
 
 NAME = "claude-code"
 
@@ -222,22 +222,77 @@ def _message_digest(event: dict[str, Any]) -> bytes:
 
 def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """Parse a Claude Code session into drafts (file order; breaks, rewinds, sidechains reported)."""
-    chain = _Chain(ctx)
-    drafts: list[Draft] = []
-    by_message_id: dict[str, Draft] = {}
-    # uuid -> the line of its event and a digest of its message (not the message: holding every
-    # event's message kept the whole parsed file alive, 3.4 times its size at peak)
-    seen_uuids: dict[str, tuple[int, bytes]] = {}
-    compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
-    sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
+    reader = SessionReader(ctx)
     for line, event in iter_jsonl(text, ctx):
+        reader.feed(line, event)
+    return reader.close()
+
+
+class SessionReader:
+    """The Claude Code parse as a fold over events: :meth:`feed` one event at a time, :meth:`close`.
+
+    :func:`parse` feeds it every line of a file.  ``compaction import --branches`` feeds it the
+    paths of a session's tree (:mod:`compaction.formats._claude_code_paths`): a path that
+    continues another from a fork point resumes from a :meth:`fork` of the reader taken
+    there, so the events the paths share are read once, not once a path.  A fork and the
+    reader it came from share the drafts made before it; neither changes one (a later line
+    of a split assistant message, or what :meth:`close` attaches, goes to a copy), so each
+    gives what a parse of its own events alone would.
+
+    Args:
+        ctx: the parse's error policy and notes.
+        chain: follow the ``parentUuid`` links to report breaks, rewinds and sub-agents
+            (notes only; the drafts do not depend on it).
+    """
+
+    def __init__(self, ctx: Context, chain: bool = True) -> None:
+        self.ctx = ctx
+        self.chain: _Chain | None = _Chain(ctx) if chain else None
+        self.drafts: list[Draft] = []
+        self.by_message_id: dict[str, int] = {}  # an assistant message id -> the index of its draft
+        # uuid -> the line of its event and a digest of its message (not the message: holding every
+        # event's message kept the whole parsed file alive, 3.4 times its size at peak)
+        self.seen_uuids: dict[str, tuple[int, bytes]] = {}
+        self.compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
+        self.sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
+        self.shared = 0  # the drafts before this index are shared with a fork: copied before a change
+
+    def fork(self) -> SessionReader:
+        """Return a reader in this one's state (its ``ctx`` a copy, no chain), to feed other events."""
+        ctx = Context(self.ctx.path, self.ctx.lenient, self.ctx.detected)
+        ctx.skipped, ctx.unplaced = self.ctx.skipped, self.ctx.unplaced
+        ctx.skipped_lines, ctx.problems = list(self.ctx.skipped_lines), list(self.ctx.problems)
+        other = SessionReader(ctx, chain=False)
+        other.drafts = list(self.drafts)
+        other.by_message_id = dict(self.by_message_id)
+        other.seen_uuids = dict(self.seen_uuids)
+        other.compaction = self.compaction
+        other.sidechain = list(self.sidechain)
+        self.shared = other.shared = len(self.drafts)
+        return other
+
+    def _own(self, index: int) -> Draft:
+        """The draft at ``index``, replaced by a copy first when a fork shares it."""
+        draft = self.drafts[index]
+        if index < self.shared:
+            draft = self.drafts[index] = copy_draft(draft)
+        return draft
+
+    def feed(self, line: int, event: dict[str, Any]) -> None:
+        """Read one event (a JSON object) of line ``line`` (1-based).
+
+        Raises:
+            InvalidTranscript: the event is malformed and ``ctx`` is strict.
+        """
+        ctx, chain = self.ctx, self.chain
         kind = event.get("type")
         if not isinstance(kind, str):
             ctx.problem("not a Claude Code event: no string 'type'", line=line)
-            continue
+            return
         if event.get("isSidechain") is True:
             if kind in ("user", "assistant"):
-                chain.sidechain_lines.append(line)
+                if chain is not None:
+                    chain.sidechain_lines.append(line)
                 record = {
                     "line": line,
                     "uuid": event.get("uuid"),
@@ -245,29 +300,34 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
                     "message": event.get("message"),
                 }
                 if json_depth(record, _SIDECHAIN_DEPTH) <= _SIDECHAIN_DEPTH:
-                    sidechain.append(record)
+                    self.sidechain.append(record)
                 else:
                     ctx.note(
                         f"this sidechain event nests more than {_SIDECHAIN_DEPTH} levels of JSON, "
                         "too deep to keep in a message's meta; it is only reported",
                         line=line,
                     )
-        else:
+        elif chain is not None:
             chain.see(event, line)
             if kind == "progress" and _carries_subagent_message(event):
                 chain.progress_lines.append(line)
         if kind == "system" and event.get("subtype") == "compact_boundary":
             metadata = event.get("compactMetadata")
             facts: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
-            compaction = {"boundary_uuid": event.get("uuid"), "timestamp": event.get("timestamp"), **facts}
-            continue
+            self.compaction = {
+                "boundary_uuid": event.get("uuid"),
+                "timestamp": event.get("timestamp"),
+                **facts,
+            }
+            return
+        compaction = self.compaction
         if kind == "user" and event.get("isSidechain") is not True and _is_compact_summary(event, compaction):
-            compaction = {
+            compaction = self.compaction = {
                 **(compaction or {}),
                 "summary": _summary_text(event),
                 "summary_uuid": event.get("uuid"),
             }
-            if not drafts:
+            if not self.drafts:
                 # A session resumed from a compaction: the messages the summary replaced are
                 # in another file, so the summary is all this history has of them; it stays
                 # a message (kind "compaction_summary", never an ask), not only a note.
@@ -275,53 +335,58 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
                     draft = _event_draft(event)
                 except Malformed as err:
                     ctx.problem(str(err), line=line)
-                    continue
+                    return
                 draft.line = line
                 draft.meta["kind"] = "compaction_summary"
                 draft.meta["claude_code_compaction"] = compaction
-                compaction = None
-                drafts.append(draft)
-            continue
+                self.compaction = None
+                self.drafts.append(draft)
+            return
         if kind not in ("user", "assistant") or event.get("isSidechain") is True:
-            continue
+            return
         uuid = event.get("uuid")
-        if isinstance(uuid, str) and uuid in seen_uuids:
-            first_line, first_digest = seen_uuids[uuid]
+        if isinstance(uuid, str) and uuid in self.seen_uuids:
+            first_line, first_digest = self.seen_uuids[uuid]
             if _message_digest(event) != first_digest:  # not a resumed session's repeat: say it is left out
                 ctx.note(
                     f"the {kind} event's uuid {uuid!r} is the event's at line {first_line}, whose message "
                     "differs; a uuid names one event, so this one is not imported",
                     line=line,
                 )
-            continue
+            return
         try:
             draft = _event_draft(event)
         except Malformed as err:
             ctx.problem(str(err), line=line)
-            continue
+            return
         if isinstance(uuid, str):
-            seen_uuids[uuid] = (line, _message_digest(event))
+            self.seen_uuids[uuid] = (line, _message_digest(event))
         draft.line = line
         message_id = draft.meta.get("message_id")
         if kind == "assistant" and isinstance(message_id, str):
-            first = by_message_id.get(message_id)
+            first = self.by_message_id.get(message_id)
             if first is not None:
-                _join(first, draft)
-                continue
-            by_message_id[message_id] = draft
+                _join(self._own(first), draft)
+                return
+            self.by_message_id[message_id] = len(self.drafts)
         if compaction is not None and "summary" in compaction:
             draft.meta["claude_code_compaction"] = compaction
-            compaction = None
-        if sidechain:
-            draft.meta["claude_code_sidechain"] = sidechain
-            sidechain = []
-        drafts.append(draft)
-    if compaction is not None and "summary" in compaction and drafts:
-        drafts[-1].meta["claude_code_compaction"] = compaction
-    if sidechain and drafts:
-        drafts[-1].meta.setdefault("claude_code_sidechain", []).extend(sidechain)
-    chain.report_sidechains()
-    return drafts
+            self.compaction = None
+        if self.sidechain:
+            draft.meta["claude_code_sidechain"] = self.sidechain
+            self.sidechain = []
+        self.drafts.append(draft)
+
+    def close(self) -> list[Draft]:
+        """Return the drafts read (what :func:`parse` returns); the reader is done after it."""
+        drafts, compaction, sidechain = self.drafts, self.compaction, self.sidechain
+        if compaction is not None and "summary" in compaction and drafts:
+            self._own(len(drafts) - 1).meta["claude_code_compaction"] = compaction
+        if sidechain and drafts:
+            self._own(len(drafts) - 1).meta.setdefault("claude_code_sidechain", []).extend(sidechain)
+        if self.chain is not None:
+            self.chain.report_sidechains()
+        return drafts
 
 
 def sniff(sample: Sample) -> bool:
