@@ -450,15 +450,56 @@ cdef inline uint64_t _low_bytes(const _unit* s, Py_ssize_t i, Py_ssize_t count) 
     return p
 
 
+cdef inline uint64_t _pack4(uint64_t w) noexcept nogil:
+    # The low bytes of the four 16-bit units of w (little-endian), in its low 32 bits.
+    w &= 0x00FF00FF00FF00FFULL
+    w = (w | (w >> 8)) & 0x0000FFFF0000FFFFULL
+    return (w | (w >> 16)) & 0xFFFFFFFFULL
+
+
 cdef inline uint64_t _word(const _unit* s, Py_ssize_t i) noexcept nogil:
-    # _low_bytes(s, i, 8): for a 1-byte kind, one unaligned load (little-endian hosts; on a
-    # big-endian one the memo only keeps some pieces twice, once per kind)
-    cdef uint64_t w
+    # _low_bytes(s, i, 8): for a 1-byte kind, one unaligned load; for a 2-byte kind two, their
+    # units' low bytes packed without a loop (little-endian hosts; on a big-endian one the memo
+    # only keeps some pieces twice, once per kind)
+    cdef uint64_t w, v
     if _unit is Py_UCS1:
         memcpy(&w, s + i, 8)
         return w
+    elif _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN:
+            memcpy(&w, s + i, 8)
+            memcpy(&v, s + i + 4, 8)
+            return _pack4(w) | (_pack4(v) << 32)
+        return _low_bytes(s, i, 8)
     else:
         return _low_bytes(s, i, 8)
+
+
+cdef inline uint64_t _units_or(const _unit* s, Py_ssize_t i, Py_ssize_t e) noexcept nogil:
+    # The bitwise or of the code points s[i:e] (e > i) of a 2- or 4-byte string: nonzero above
+    # bit 7 where one is not ASCII, above bit 15 where one is above U+FFFF.  A 2-byte string
+    # of at least four units is read four units a load, the last load overlapping (an or
+    # counts a unit twice harmlessly): no loop over characters, whose exit the branch
+    # predictor mostly misses.
+    cdef uint64_t w
+    cdef uint64_t acc = 0
+    cdef uint32_t cp
+    cdef Py_ssize_t k
+    if _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and e - i >= 4:
+            k = i
+            while k + 4 < e:
+                memcpy(&w, s + k, 8)
+                acc |= w
+                k += 4
+            memcpy(&w, s + e - 4, 8)
+            acc |= w
+            acc |= acc >> 32
+            return (acc | (acc >> 16)) & 0xFFFF
+    for k in range(i, e):
+        cp = s[k]
+        acc |= cp
+    return acc
 
 
 cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_ssize_t n,
@@ -476,10 +517,29 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
     cdef uint64_t h
     cdef uint32_t high = 0
     cdef uint32_t fnv, cp
+    if _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and length <= 8 and i + 8 <= n:
+            # the eight units from i in two loads, those past the piece masked off
+            memcpy(&p, s + i, 8)
+            memcpy(&h, s + i + 4, 8)
+            if length < 4:
+                p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * length)
+                h = 0
+            elif length == 4:
+                h = 0
+            elif length < 8:
+                h &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 4))
+            if not (p | h) & 0xFF00FF00FF00FF00ULL:
+                p = _pack4(p) | (_pack4(h) << 32)
+                packed[0] = p
+                is_packed[0] = True
+                return _mix(p * 0x9E3779B97F4A7C15ULL + <uint64_t>length)
+            high = 256   # a unit above 0xFF
+        else:
+            high = <uint32_t>_units_or(s, i, e)
+    elif _unit is not Py_UCS1:
+        high = <uint32_t>_units_or(s, i, e)
     if _unit is not Py_UCS1:
-        for k in range(i, e):
-            cp = s[k]
-            high |= cp
         if high >= 256:
             is_packed[0] = False
             packed[0] = 0
@@ -506,10 +566,10 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
         h ^= h >> 29
         k += 8
     if k < e:
-        if _unit is Py_UCS1:
-            p = _word(s, e - 8) >> (8 * (8 - (e - k)))   # the last e - k bytes (length > 8)
-        else:
+        if _unit is Py_UCS4:
             p = _low_bytes(s, k, e - k)
+        else:
+            p = _word(s, e - 8) >> (8 * (8 - (e - k)))   # the last e - k bytes (length > 8)
         h = (h ^ p) * 0xC4CEB9FE1A85EC53ULL
     return _mix(h)
 
@@ -1494,7 +1554,8 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
                                 Py_ssize_t n) noexcept nogil:
     # Whether the piece s[i:e] of 9 to 16 code points is ASCII and one token.  An ASCII 1-byte
     # string holds its UTF-8 bytes: they are read in place where 16 bytes are left (_head reads
-    # eight past the second word); elsewhere they are copied to the stack, zeros after them.
+    # eight past the second word); a 2-byte string's are packed from four loads where 16 units
+    # are left; elsewhere they are copied to the stack one by one, zeros after them.
     cdef uint8_t buf[24]
     cdef const uint8_t* b = NULL
     cdef uint64_t first, second, h
@@ -1502,9 +1563,31 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
     cdef Py_ssize_t k
     cdef uint32_t high = 0
     cdef uint32_t cp
+    cdef uint64_t w0, w1, w2, w3
     if _unit is Py_UCS1:
         if _COUNT_C_LITTLE_ENDIAN and i + 16 <= n:
             b = <const uint8_t*>s + i
+    elif _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and i + 16 <= n:
+            # sixteen units in four loads, those past the piece (9 to 16 units) masked off
+            memcpy(&w0, s + i, 8)
+            memcpy(&w1, s + i + 4, 8)
+            memcpy(&w2, s + i + 8, 8)
+            memcpy(&w3, s + i + 12, 8)
+            if length <= 12:
+                w3 = 0
+                if length < 12:
+                    w2 &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 8))
+            elif length < 16:
+                w3 &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 12))
+            if (w0 | w1 | w2 | w3) & 0xFF80FF80FF80FF80ULL:
+                return False
+            first = _pack4(w0) | (_pack4(w1) << 32)
+            second = _pack4(w2) | (_pack4(w3) << 32)
+            memcpy(buf, &first, 8)
+            memcpy(buf + 8, &second, 8)
+            memset(buf + 16, 0, 8)
+            b = buf
     if b == NULL:
         memset(buf, 0, 24)
         for k in range(length):
