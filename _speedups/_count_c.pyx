@@ -1535,11 +1535,12 @@ cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssi
     cdef uint32_t first = <uint32_t>head & 0xFF
     cdef uint32_t second = <uint32_t>(head >> 8) & 0xFF
     cdef uint32_t third
-    if n == 1:
-        return 1   # every byte is a token
-    if n == 2:
-        return 1 if r.pairs[(first << 8) | second] != NO_RANK else 2
+    if n <= 2:
+        # every byte is a token; two are one where their pair is (for one byte ``second`` is 0
+        # and the pair read is ignored): no branch on the length, which the predictor misses
+        return 1 + ((n == 2) & (r.pairs[(first << 8) | second] == NO_RANK))
     h = _hash_span(<const uint8_t*>&head, n, head)
+    _prefetch(&r.slots[<size_t>(h >> r.shift)])   # most such pieces are tokens: both loads at once
     if _maybe_token(r, h) and _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK:
         return 1
     if n == 3:
@@ -1602,6 +1603,7 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
     if (first | second) & HIGH_BITS:
         return False
     h = _hash_span(b, length, first)
+    _prefetch(&r.slots[<size_t>(h >> r.shift)])
     if not _maybe_token(r, h):
         return False
     return _probe(r, b, length, first, h) != NO_RANK
