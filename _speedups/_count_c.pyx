@@ -741,6 +741,7 @@ ctypedef struct _Backtrack:
     uint64_t* char_lengths  # the same per three-byte UTF-8 character (its 16-bit code point)
     uint32_t* char_rank     # the rank of each three-byte character that is a token (code point)
     uint64_t* parts         # bit 2 * rank: the rank is the first of a split, + 1: the second
+    uint64_t* pair_cache    # _compatible's answers for recent pairs of ranks: _compatible_cached
     uint32_t byte_rank[256] # the rank of each one-byte token
 
 
@@ -1242,6 +1243,7 @@ cdef void _free_backtrack(_Backtrack* t) noexcept:
         free(t.char_lengths)
         free(t.char_rank)
         free(t.parts)
+        free(t.pair_cache)
         free(t)
 
 
@@ -1335,7 +1337,29 @@ cdef inline bint _compatible(const _Ranks* r, const _Backtrack* t, const uint8_t
                     return True
 
 
-cdef Py_ssize_t _backtrack_count(const _Ranks* r, const _Backtrack* t, const uint8_t* b,
+DEF PAIR_CACHE_BITS = 14   # _Backtrack.pair_cache: 16,384 entries (128 KB)
+
+
+cdef inline bint _compatible_cached(const _Ranks* r, _Backtrack* t, const uint8_t* b, Py_ssize_t at,
+                                    uint32_t first, uint32_t second) noexcept nogil:
+    # _compatible(r, t, b, at, first, second), remembered: its answer depends on the two tokens
+    # alone (the span across ``at`` is their bytes), and the same pairs recur (two characters
+    # of a script that follow each other often, in text after text), so a direct-mapped table
+    # keyed by the two ranks answers most calls with one load instead of the walk down both
+    # splits.  An entry: the ranks (24 bits each), bit 62 set (not empty), bit 63 the answer.
+    # Only the finished tables may be remembered (while _build_backtrack runs, an answer can
+    # change as later splits are found), so _build_backtrack calls _compatible itself.
+    cdef uint64_t key = ((<uint64_t>(first & 0xFFFFFF)) << 24) | (second & 0xFFFFFF) | (1ULL << 62)
+    cdef uint64_t* entry = &t.pair_cache[(key * 0x9E3779B97F4A7C15ULL) >> (64 - PAIR_CACHE_BITS)]
+    cdef bint answer
+    if (entry[0] & ~(1ULL << 63)) == key:
+        return <bint>(entry[0] >> 63)
+    answer = _compatible(r, t, b, at, first, second)
+    entry[0] = key | (<uint64_t>answer << 63)
+    return answer
+
+
+cdef Py_ssize_t _backtrack_count(const _Ranks* r, _Backtrack* t, const uint8_t* b,
                                  Py_ssize_t n) except -1:
     # len(encode_single_piece(b[:n])) (n >= 1, eight readable bytes past b + n): the crate's
     # BacktrackEncoder, counted.  ``ends[k]``: where the k-th token ends; ``ranks[k]``: its rank;
@@ -1360,7 +1384,7 @@ cdef Py_ssize_t _backtrack_count(const _Ranks* r, const _Backtrack* t, const uin
     length = _longest_token(r, t, b, n, &rank)
     while True:
         rank |= <uint32_t>length << 24
-        if not dead[pos + length] and (count == 0 or _compatible(r, t, b, pos, ranks[count - 1], rank)):
+        if not dead[pos + length] and (count == 0 or _compatible_cached(r, t, b, pos, ranks[count - 1], rank)):
             pos += length
             ranks[count] = rank
             ends[count] = <uint32_t>pos
@@ -1407,8 +1431,10 @@ cdef _Backtrack* _build_backtrack(_Ranks* r) except? NULL:
     t.char_lengths = <uint64_t*>calloc(65536, sizeof(uint64_t))
     t.char_rank = <uint32_t*>calloc(65536, sizeof(uint32_t))
     t.parts = <uint64_t*>calloc(r.tokens // 32 + 1, sizeof(uint64_t))
+    t.pair_cache = <uint64_t*>calloc(1 << PAIR_CACHE_BITS, sizeof(uint64_t))
     if t.split == NULL or t.offset == NULL or t.length == NULL or t.lead_lengths == NULL \
-            or t.char_lengths == NULL or t.char_rank == NULL or t.parts == NULL:
+            or t.char_lengths == NULL or t.char_rank == NULL or t.parts == NULL \
+            or t.pair_cache == NULL:
         _free_backtrack(t)
         raise MemoryError()
     memset(t.split, 0xFF, 2 * r.tokens * sizeof(uint32_t))
