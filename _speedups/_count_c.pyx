@@ -1053,50 +1053,75 @@ cdef inline bint _prepare(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uint6
     return True
 
 
+cdef inline uint64_t _lowest_key(const uint64_t* key, Py_ssize_t width) noexcept nogil:
+    # The least of key[:width] (width a multiple of 8), eight a step without a branch per key:
+    # a loop whose trip count varies from merge to merge is a branch the predictor misses.
+    cdef uint64_t lowest = ~(<uint64_t>0)
+    cdef Py_ssize_t k = 0
+    while True:
+        lowest = key[k] if key[k] < lowest else lowest
+        lowest = key[k + 1] if key[k + 1] < lowest else lowest
+        lowest = key[k + 2] if key[k + 2] < lowest else lowest
+        lowest = key[k + 3] if key[k + 3] < lowest else lowest
+        lowest = key[k + 4] if key[k + 4] < lowest else lowest
+        lowest = key[k + 5] if key[k + 5] < lowest else lowest
+        lowest = key[k + 6] if key[k + 6] < lowest else lowest
+        lowest = key[k + 7] if key[k + 7] < lowest else lowest
+        k += 8
+        if k >= width:
+            return lowest
+
+
 cdef Py_ssize_t _bpe_count_short(const _Ranks* r, const uint8_t* b, Py_ssize_t n) noexcept nogil:
-    # _bpe_count of a piece of 3 to SHORT_PIECE bytes that is no token, as tiktoken's
-    # ``_byte_pair_merge`` does it: the part boundaries in an array, the rank of each part with
-    # the next in another, a scan for the lowest (the leftmost of equal ones) per merge; for a
-    # few parts cheaper than the heap.  ``bound[k]`` is where part k starts (``bound[m - 1]``:
-    # n); ``rank[k]`` the rank of parts k and k + 1 together.
-    cdef uint32_t bound[SHORT_PIECE + 1]
-    cdef uint32_t rank[SHORT_PIECE + 1]
-    cdef Py_ssize_t m = n + 1
-    cdef Py_ssize_t k, best
-    cdef uint64_t lowest, key
+    # _bpe_count of a piece of 3 to SHORT_PIECE bytes that is no token, with tiktoken's
+    # ``_byte_pair_merge`` order: merge the adjacent pair of parts of the lowest rank, the
+    # leftmost of equal ones, until no pair is a token; for a few parts cheaper than the heap.
+    # A part is named by the byte it starts at; ``key[k]``: the rank of live part k with the
+    # next one, << 32 | k (so that the least key is the leftmost of the lowest ranks), all ones
+    # where part k is merged away, is the last, or k is past the piece.  The keys stay in place
+    # (no shifting: its trip count would vary) and are scanned at a fixed width, a multiple of
+    # eight; ``nxt[k]``/``prv[k]``: the next and previous live parts.
+    cdef uint64_t key[SHORT_PIECE + 8]
+    cdef uint8_t nxt[SHORT_PIECE + 1]
+    cdef uint8_t prv[SHORT_PIECE + 1]
+    cdef Py_ssize_t width = (n - 1 + 7) & ~7
+    cdef Py_ssize_t parts = n
+    cdef Py_ssize_t k, best, after, end, before
+    cdef uint64_t lowest
     cdef uint64_t right_head, right_hash, left_head, left_hash
     cdef bint right, left
     for k in range(n - 1):
-        bound[k] = <uint32_t>k
-        rank[k] = r.pairs[(<uint32_t>b[k] << 8) | b[k + 1]]
-    bound[n - 1] = <uint32_t>(n - 1)
-    bound[n] = <uint32_t>n
-    rank[n - 1] = NO_RANK
+        key[k] = ((<uint64_t>r.pairs[(<uint32_t>b[k] << 8) | b[k + 1]]) << 32) | <uint64_t>k
+        nxt[k] = <uint8_t>(k + 1)
+        prv[k] = <uint8_t>(k - 1)
+    for k in range(n - 1, width):
+        key[k] = ~(<uint64_t>0)
+    nxt[n - 1] = <uint8_t>n
+    prv[n - 1] = <uint8_t>(n - 2)
     while True:
-        # the lowest (rank, k): the leftmost of the lowest ranks, without a branch per part
-        if m <= 2:
-            return 1
-        lowest = ~(<uint64_t>0)
-        for k in range(m - 2):
-            key = ((<uint64_t>rank[k]) << 32) | <uint64_t>k
-            lowest = key if key < lowest else lowest
+        lowest = _lowest_key(key, width)
+        if (lowest >> 32) >= NO_RANK:
+            return parts
         best = <Py_ssize_t>(lowest & 0xFFFFFFFFU)
-        if rank[best] == NO_RANK:
-            return m - 1
-        # parts best and best + 1 merge: their span with the next part, the previous one's with it
-        right = best + 3 < m and _prepare(r, b + bound[best], bound[best + 3] - bound[best],
-                                          &right_head, &right_hash)
-        left = best > 0 and _prepare(r, b + bound[best - 1], bound[best + 2] - bound[best - 1],
-                                     &left_head, &left_hash)
-        rank[best] = _probe(r, b + bound[best], bound[best + 3] - bound[best], right_head,
-                            right_hash) if right else NO_RANK
+        after = nxt[best]          # merged into best
+        end = nxt[after]           # where the merged part ends: the next live part, or n
+        key[after] = ~(<uint64_t>0)
+        nxt[best] = <uint8_t>end
+        parts -= 1
+        # the merged part with the next one, the previous one with the merged part: both spans
+        # prepared (hashed, their slots prefetched) before either is looked up
+        right = end < n and _prepare(r, b + best, nxt[end] - best, &right_head, &right_hash)
+        left = best > 0 and _prepare(r, b + prv[best], end - prv[best], &left_head, &left_hash)
+        if end < n:
+            prv[end] = <uint8_t>best
+            key[best] = (((<uint64_t>_probe(r, b + best, nxt[end] - best, right_head, right_hash))
+                          if right else <uint64_t>NO_RANK) << 32) | <uint64_t>best
+        else:
+            key[best] = ~(<uint64_t>0)
         if best > 0:
-            rank[best - 1] = _probe(r, b + bound[best - 1], bound[best + 2] - bound[best - 1],
-                                    left_head, left_hash) if left else NO_RANK
-        for k in range(best + 1, m - 1):
-            bound[k] = bound[k + 1]
-            rank[k] = rank[k + 1]
-        m -= 1
+            before = prv[best]
+            key[before] = (((<uint64_t>_probe(r, b + before, end - before, left_head, left_hash))
+                            if left else <uint64_t>NO_RANK) << 32) | <uint64_t>before
 
 
 cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) except -1:
