@@ -789,9 +789,9 @@ cdef inline uint64_t _head(const uint8_t* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t k
     if _COUNT_C_LITTLE_ENDIAN:
         memcpy(&w, b, 8)
-        if n < 8:
-            w &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 8 * n)
-        return w
+        k = 8 - n
+        k &= ~(k >> 63)   # max(8 - n, 0): the bytes to clear, without a branch on the length
+        return w & (0xFFFFFFFFFFFFFFFFULL >> (8 * k))
     for k in range(min(n, 8)):
         w |= (<uint64_t>b[k]) << (8 * k)
     return w
