@@ -40,9 +40,12 @@ def test_a_store_that_fits_is_compiled_without_summarizing() -> None:
         assert ticks == [] and store.summaries() == [] and compiled.live_start == 0
 
 
-@pytest.mark.parametrize("mode,target", [("replan", 1500), ("events", 900)])
+# An event's target is the recipe's low-water mark, int(1500 * 0.7) = 1050 tokens (the default
+# ratio since 6abb1f4; this test said 900, the old 60%, and passed only while summaries came out
+# under their bound).
+@pytest.mark.parametrize("mode,target", [("replan", 1500), ("events", int(1500 * Recipe().low_water_ratio))])
 def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it(mode: str, target: int) -> None:
-    """Re-planning summarizes what the budget needs; an event what the low-water mark (60%) needs."""
+    """Re-planning summarizes what the budget needs; an event what the low-water mark (70%) needs."""
     with Store(":memory:") as store:
         store.append(_history(40))
         # Every user turn here is an ask; the ask ledger (tested in test_ledger.py) would list
@@ -55,6 +58,8 @@ def test_only_what_the_budget_needs_is_summarized_and_a_second_call_reuses_it(mo
         again, more = compress_and_compile(store, recipe, mode=mode)  # type: ignore[arg-type]
         assert more == [] and again.request.payload == compiled.request.payload
         assert len(store.events()) == (1 if mode == "events" else 0)
+        if mode == "events":
+            assert store.events()[0].detail["low_water"] == target == 1050
 
 
 def test_summaries_that_do_not_shrink_the_request_stop_with_a_clear_error() -> None:
