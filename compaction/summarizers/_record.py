@@ -31,7 +31,8 @@ from the newest record that has them.  Names carry how often the stretch named t
 none: once), so a merge adds the counts up and keeps the most frequent.
 
 :func:`render` writes a record within a token bound, dropping the least important lines
-first (see :func:`_priority`) and saying how many it left out, per section; left-out counts
+first (see :func:`_priority`), then putting back the dropped lines that fit in the room the
+last drops left, and saying how many it left out, per section; left-out counts
 of merged records add up, so a record at any level says how much its stretch lost.  Asks go
 early (the ask ledger carries each one whole); a dropped file line leaves its basename on an
 ``Also touched:`` line (the busiest files first, at most a quarter of the bound).  Names
@@ -368,6 +369,9 @@ def _still_failing(line: str, still_open: set[str]) -> bool:
 
 # -- the bound --------------------------------------------------------------------------------
 
+#: Tokens a line put back may save besides its own (a ``- … 1 more left out`` line it ends):
+#: a dropped line costing up to this much more than the room left is still tried.
+REFILL_SLACK = 8
 #: How much each section matters when lines must go (higher stays longer).
 _WEIGHT = {GOAL: 1000, OPEN: 90, FILES: 60, ASKS: 30, DECISIONS: 50, DONE: 35, ERRORS: 40, NAMES: 0}
 
@@ -398,9 +402,11 @@ def _basename(item: str) -> str:
 def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str] = frozenset()) -> str:
     """Return the record's text within ``max_tokens`` tokens (counted in ``encoding``).
 
-    The least important lines go first (:func:`_priority`); each section that lost lines
-    ends with ``- … N more left out``, and sections left empty are named on a last
-    ``Left out: Done 4, Files 2.`` line.  The goal is never dropped, only shortened.
+    The least important lines go first (:func:`_priority`); once the record fits, dropped
+    lines that fit in the room left go back, the most important first (names and file lines
+    excepted); each section that lost lines ends with ``- … N more left out``, and sections
+    left empty are named on a last ``Left out: Done 4, Files 2.`` line.  The goal is never
+    dropped, only shortened.
     """
     sections = record.sections()
     omitted = Counter(record.omitted)
@@ -453,6 +459,26 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
         kept_cost = sum(c for h, cs in costs.items() for n, c in enumerate(cs) if (h, n) not in dropped)
         return kept_cost + sum(name_costs[n] for n in also_shown) + 3 * len(SUMMARY_HEADINGS) + 8
 
+    def refill(out: str, exact: int) -> str:
+        """Put back the dropped lines that fit in the room the last drops left, the most important first.
+
+        Lines go in priority order, so the last one dropped is often longer than what was
+        over: the room it leaves takes back lines dropped before it (a Done line dropped
+        before a 100-token error entry).  Names and file lines are not put back (the
+        Also-touched line carries a dropped file's basename).
+        """
+        for _score, heading, n in reversed(order[:cursor]):
+            if heading in (NAMES, FILES) or costs[heading][n] - REFILL_SLACK > max_tokens - exact:
+                continue
+            dropped.discard((heading, n))
+            again = text()
+            tokens = count_text(again, encoding)
+            if tokens <= max_tokens:
+                out, exact = again, tokens
+            else:
+                dropped.add((heading, n))
+        return out
+
     names = [_basename(item) for item in kept[FILES]]
     busy = [
         sum(int(t) if t.isdigit() else 1 for t in re.findall(r"×(\d+)|,", item)) + 1 for item in kept[FILES]
@@ -480,7 +506,7 @@ def render(record: Record, max_tokens: int, encoding: str, focus: frozenset[str]
         out = text()
         exact = count_text(out, encoding)
         if exact <= max_tokens:
-            return out
+            return refill(out, exact)
         if cursor >= len(order):
             break
         target -= max(1, exact - max_tokens)
