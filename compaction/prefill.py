@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .errors import AssistantPrefillRefused
+from .errors import AssistantPrefillRefused, InvalidArgument
 
 if TYPE_CHECKING:
     from .recipe import Recipe
@@ -60,6 +60,11 @@ PREFILL_REFUSED_FROM = (4, 6)
 #: (``claude-3-5-sonnet-20241022``) do not match: all of them take a prefill.
 _CLAUDE = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:[-.](\d{1,2})(?!\d))?")
 
+#: The same with the version before the family (``claude-4.6-opus``, ``claude-4-5-sonnet``), as
+#: some gateways and editors (Cursor) spell it; ``claude-3-5-sonnet`` and ``claude-3-7-sonnet``
+#: read as 3.5 and 3.7, which take a prefill.
+_CLAUDE_VERSION_FIRST = re.compile(r"claude-(\d+)(?:[-.](\d{1,2}))?-(?:opus|sonnet|haiku)")
+
 
 def refuses_prefill(model: str) -> bool:
     """Return whether ``model`` is known to refuse a request that ends on an assistant turn.
@@ -72,14 +77,23 @@ def refuses_prefill(model: str) -> bool:
         model: a model name as a request names it, any provider's spelling.
 
     Returns:
-        ``True`` for ``claude-opus-4-6``, ``claude-sonnet-4.6``, ``claude-sonnet-5``...;
-        ``False`` for ``claude-sonnet-4-5``, ``claude-opus-4-20250514``, ``gpt-4o``...
+        ``True`` for ``claude-opus-4-6``, ``claude-sonnet-4.6``, ``claude-4.6-opus``,
+        ``claude-sonnet-5``...; ``False`` for ``claude-sonnet-4-5``, ``claude-opus-4-20250514``,
+        ``claude-3-7-sonnet``, ``gpt-4o``...
+
+    Raises:
+        InvalidArgument: ``model`` is not a string (``None``, a number).
 
     Example:
         >>> refuses_prefill("claude-opus-4-6"), refuses_prefill("claude-sonnet-4-5-20250929")
         (True, False)
     """
-    match = _CLAUDE.search(model.lower())
+    if not isinstance(model, str):
+        raise InvalidArgument(
+            f"model: expected a model name (str), found {type(model).__name__} {model!r:.60}"
+        )
+    name = model.lower()
+    match = _CLAUDE.search(name) or _CLAUDE_VERSION_FIRST.search(name)
     if match is None:
         return False
     version = (int(match.group(1)), int(match.group(2) or 0))

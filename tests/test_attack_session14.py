@@ -1,0 +1,275 @@
+"""Session 14's new work attacked with bad input and hostile shapes.
+
+What broke is pinned here: model names spelled with the version before the family
+(``claude-4.6-opus``) were taken to accept a prefill; ``refuses_prefill(None)`` raised a bare
+``AttributeError``; ``--model ""`` was blamed on the recipe file (or ``<replace>``).  Two
+defects whose fix lies outside the attacker's files are strict xfails with their reasons.
+What held is tested too (the proxy's 400 in every request format, streamed or not, and a
+client's retry after it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction import Message, Recipe, Store, compile_request, compress_and_compile
+from compaction.cli import main
+from compaction.errors import AssistantPrefillRefused, CompactionError, InvalidArgument
+from compaction.inspect import inspect_store
+from compaction.prefill import refuses_prefill
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+FORMATS = ["anthropic", "openai", "openai-responses"]
+
+
+def _text(value: str) -> dict[str, str]:
+    return {"type": "text", "text": value}
+
+
+def _runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+# -- model names --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "refuses"),
+    [
+        ("claude-4.6-opus", True),  # the version before the family, as Cursor spells it
+        ("claude-4-6-sonnet-thinking", True),
+        ("Claude-4.7-Opus-High", True),
+        ("claude-5-sonnet", True),
+        ("claude-4.5-sonnet", False),
+        ("claude-4-sonnet", False),
+        ("claude-4-20250514-sonnet", False),  # a date is never a minor version
+        ("claude-3-7-sonnet", False),
+        ("claude-3-5-sonnet-20241022", False),
+    ],
+)
+def test_a_version_before_the_family_is_read(model: str, refuses: bool) -> None:
+    assert refuses_prefill(model) is refuses
+
+
+@pytest.mark.parametrize("model", [None, 46, b"claude-opus-4-6", ["claude-opus-4-6"]])
+def test_a_model_that_is_not_a_string_gets_a_typed_error(model: Any) -> None:
+    with pytest.raises(InvalidArgument, match=r"^model: expected a model name \(str\), found ") as caught:
+        refuses_prefill(model)
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, CompactionError)
+
+
+_SPELLINGS = st.sampled_from(
+    [
+        "claude-{family}-{major}-{minor}",
+        "claude-{family}-{major}.{minor}",
+        "claude-{major}-{minor}-{family}",
+        "claude-{major}.{minor}-{family}",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spelling=_SPELLINGS,
+    family=st.sampled_from(["opus", "sonnet", "haiku", "OPUS", "Sonnet"]),
+    major=st.integers(min_value=3, max_value=9),
+    minor=st.integers(min_value=0, max_value=9),
+    prefix=st.sampled_from(["", "anthropic/", "us.anthropic.", "global.anthropic.", "openrouter/anthropic/"]),
+    suffix=st.sampled_from(["", "-20260205", "@20260205", "-v1:0", "-thinking", "[1m]", "-latest"]),
+)
+def test_every_spelling_refuses_from_claude_4_6_on(
+    spelling: str, family: str, major: int, minor: int, prefix: str, suffix: str
+) -> None:
+    model = prefix + spelling.format(family=family, major=major, minor=minor) + suffix
+    assert refuses_prefill(model) is ((major, minor) >= (4, 6)), model
+
+
+# -- a request that would end on a summarized assistant turn -------------------------------------
+
+
+def _allow(fmt: str) -> Recipe:
+    """A 6,000-token recipe for Claude Opus 4.6 that ships a prefill."""
+    return Recipe(budget_tokens=6000, output_format=fmt, model="claude-opus-4-6", assistant_prefill="allow")  # type: ignore[arg-type]
+
+
+def _history_ending_on_a_huge_assistant_turn() -> list[Message]:
+    messages = []
+    for i in range(10):
+        messages.append(Message("user", [_text(f"ask {i} about the export")]))
+        messages.append(Message("assistant", [_text(f"answer {i}")]))
+    messages.append(Message("user", [_text("list the files")]))
+    messages.append(Message("assistant", [_text(" ".join(f"/src/file{i}.py" for i in range(6000)))]))
+    return messages
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_inspect_says_a_summarized_assistant_tail_ends_on_a_user_turn(fmt: str) -> None:
+    # what held: the newest message (the assistant's, 35k tokens) cannot be shown raw in 6,000
+    # tokens, so it is summarized and the request ends on a user turn, as inspect says
+    with Store(":memory:") as store:
+        store.append(_history_ending_on_a_huge_assistant_turn())
+        allow = _allow(fmt)
+        compiled, _ = compress_and_compile(store, allow)
+        items = compiled.request.body()["input" if fmt == "openai-responses" else "messages"]
+        assert items[-1]["role"] == "user" and compiled.tokens <= 6000
+        data = inspect_store(store, allow.replace(assistant_prefill="auto"))
+    assert (data.ends_on_assistant_turn, data.prefill_refused) == (False, None)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssistantPrefillRefused,
+    reason=(
+        "compile's prefill check (compile.check_prefill, before any planning) refuses whenever the "
+        "store's newest message is the assistant's, though a newest message larger than the budget "
+        "is summarized and the request ends on a user turn; an exact check needs the plan's live "
+        "window (compile.py, not the attacker's file)"
+    ),
+)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_compile_does_not_refuse_a_request_that_ends_on_a_user_turn(fmt: str) -> None:
+    with Store(":memory:") as store:
+        store.append(_history_ending_on_a_huge_assistant_turn())
+        allow = _allow(fmt)
+        compress_and_compile(store, allow)
+        compiled = compile_request(store, allow.replace(assistant_prefill="auto"))
+    items = compiled.request.body()["input" if fmt == "openai-responses" else "messages"]
+    assert items[-1]["role"] == "user"
+
+
+# -- redacted_thinking with data that is not a string -------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a redacted_thinking block of an earlier assistant turn ships to Anthropic as stored, "
+        "data null, a number or missing included, which the Messages API rejects (data is a "
+        "required string); the fix belongs in compaction/outputs/anthropic_messages.py or the "
+        "import's block checks, not the attacker's files"
+    ),
+)
+@pytest.mark.parametrize("data", [None, 5, ["a"], "missing"])
+def test_an_earlier_redacted_thinking_ships_only_string_data(data: Any) -> None:
+    block: dict[str, Any] = {"type": "redacted_thinking"}
+    if data != "missing":
+        block["data"] = data
+    with Store(":memory:") as store:
+        store.append(
+            [
+                Message("user", [_text("q")]),
+                Message("assistant", [block, _text("answer")]),
+                Message("user", [_text("next")]),
+            ]
+        )
+        body = compile_request(store, Recipe(budget_tokens=4000, output_format="anthropic")).request.body()
+    shipped = [
+        b
+        for m in body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "redacted_thinking"
+    ]
+    assert all(isinstance(b.get("data"), str) and b["data"] for b in shipped), shipped
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("data", [None, "", "Q" * 50_000, 5])
+def test_a_final_redacted_thinking_ships_the_loud_line_whatever_its_data(fmt: str, data: Any) -> None:
+    from compaction.tokens.counting import REDACTED_THINKING
+
+    with Store(":memory:") as store:
+        store.append(
+            [
+                Message("user", [_text("q")]),
+                Message("assistant", [{"type": "redacted_thinking", "data": data}, _text("answer")]),
+            ]
+        )
+        compiled = compile_request(store, Recipe(budget_tokens=4000, output_format=fmt))  # type: ignore[arg-type]
+    shipped = json.dumps(compiled.request.body())
+    assert "redacted_thinking" not in shipped and "QQQQ" not in shipped
+    assert (REDACTED_THINKING in shipped) is (fmt == "anthropic")
+    assert compiled.tokens <= 4000
+
+
+# -- the proxy ----------------------------------------------------------------------------------
+
+
+def _proxy_body(api: str, model: str, stream: bool) -> tuple[str, dict[str, Any], dict[str, str]]:
+    if api == "anthropic":
+        messages = [{"role": "user", "content": "Answer in JSON."}, {"role": "assistant", "content": "{"}]
+        body = {"model": model, "max_tokens": 64, "messages": messages, "stream": stream}
+        return "/v1/messages", body, {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+    if api == "openai":
+        messages = [{"role": "user", "content": "Answer in JSON."}, {"role": "assistant", "content": "{"}]
+        return (
+            "/v1/chat/completions",
+            {"model": model, "messages": messages, "stream": stream},
+            {"authorization": "Bearer k"},
+        )
+    items = [
+        {"role": "user", "content": "Answer in JSON."},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "{"}]},
+    ]
+    return "/v1/responses", {"model": model, "input": items, "stream": stream}, {"authorization": "Bearer k"}
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4.6", "us.anthropic.claude-opus-4-6-v1:0"])
+def test_the_proxy_refuses_a_prefill_in_every_format_and_keeps_the_turn(
+    tmp_path: Path, api: str, stream: bool, model: str
+) -> None:
+    from serve_support import MockUpstream, conversations, make_app, post, stored_messages
+
+    upstream = MockUpstream()
+    app = make_app(tmp_path, upstream)
+    path, body, headers = _proxy_body(api, model, stream)
+    answer = post(app, path, body, headers)
+    assert answer.status_code == 400
+    assert f"{model} refuses an assistant prefill" in json.dumps(answer.json())
+    assert upstream.seen == []
+    (conversation,) = conversations(tmp_path / "stores")
+    stored = stored_messages(tmp_path / "stores", conversation)
+    assert [role for role, _content in stored] == ["user", "assistant"]  # nothing stored is lost
+
+
+@pytest.mark.parametrize(
+    ("retry", "forwarded"),
+    [
+        ([{"role": "user", "content": "Answer in JSON."}], [("user", "Answer in JSON.")]),
+        (
+            [
+                {"role": "user", "content": "Answer in JSON."},
+                {"role": "assistant", "content": "{"},
+                {"role": "user", "content": "go on"},
+            ],
+            [("user", "Answer in JSON."), ("assistant", "{"), ("user", "go on")],
+        ),
+    ],
+)
+def test_a_retry_after_the_400_is_forwarded(
+    tmp_path: Path, retry: list[dict[str, str]], forwarded: list[tuple[str, str]]
+) -> None:
+    # the refused turn is stored; a client that drops its prefill, or answers after it, is not stuck
+    from serve_support import MockUpstream, make_app, post
+
+    upstream = MockUpstream()
+    app = make_app(tmp_path, upstream)
+    path, body, headers = _proxy_body("anthropic", "claude-opus-4-6", False)
+    assert post(app, path, body, headers).status_code == 400
+    again = post(app, path, {**body, "messages": retry}, headers)
+    assert again.status_code == 200, again.text
+    (seen,) = upstream.seen
+    assert [(m["role"], m["content"][0]["text"]) for m in seen.body["messages"]] == forwarded
