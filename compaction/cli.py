@@ -121,6 +121,17 @@ def _refuse_both(budget: int | None, name: str) -> None:
         )
 
 
+def _model_name(_context: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Check ``--model``: an empty or blank name is a usage error naming the option (exit 2).
+
+    It was passed on to the recipe, whose error named the recipe file (or ``<replace>``) for a key
+    the file did not set.
+    """
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"expected a model name, found {value!r}")
+    return value
+
+
 #: ``--encoding`` of run and compile (count has its own default).
 ENCODING_HELP = (
     "Encoding of the counts: o200k_base, cl100k_base, or hf:/path/to/tokenizer.json for a local "
@@ -414,7 +425,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @recipe_option
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
-@click.option("--model", help="Model named in the request (also selects image pricing).")
+@click.option("--model", callback=_model_name, help="Model named in the request (also selects image pricing).")
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
@@ -543,7 +554,7 @@ def stats(
     type=click.Choice(list(REQUEST_FORMATS)),
     help="Request format (default openai).",
 )
-@click.option("--model", help="Model named in the request (also selects image pricing).")
+@click.option("--model", callback=_model_name, help="Model named in the request (also selects image pricing).")
 @click.option(
     "--format", "input_format", type=click.Choice(FORMATS), help="Transcript format (default: detected)."
 )

@@ -96,6 +96,28 @@ def test_every_spelling_refuses_from_claude_4_6_on(
     assert refuses_prefill(model) is ((major, minor) >= (4, 6)), model
 
 
+@pytest.mark.parametrize("command", ["compile", "run"])
+@pytest.mark.parametrize("model", ["", "   "])
+def test_an_empty_model_option_is_a_usage_error_naming_it(tmp_path: Path, command: str, model: str) -> None:
+    # it was blamed on the recipe file: "<replace>: key 'model'" or "r.toml (with overrides): key 'model'"
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("budget_tokens = 4000\n", encoding="utf-8")
+    if command == "compile":
+        store = tmp_path / "s.db"
+        with Store(store) as opened:
+            opened.append([Message("user", [_text("fix the export")])])
+        args = ["compile", "--store", str(store)]
+    else:
+        transcript = tmp_path / "t.json"
+        transcript.write_text(json.dumps([{"role": "user", "content": "fix the export"}]), encoding="utf-8")
+        args = ["run", str(transcript)]
+    result = _runner().invoke(main, [*args, "--recipe", str(recipe), "--model", model])
+    assert result.exit_code == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: Invalid value for '--model': expected a model name, found {model!r}"]
+    assert "r.toml" not in result.stderr
+
+
 # -- a request that would end on a summarized assistant turn -------------------------------------
 
 
