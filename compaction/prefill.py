@@ -121,13 +121,15 @@ def prefill_refusal(recipe: Recipe, model: str) -> str | None:
 
     Args:
         recipe: its ``assistant_prefill`` decides (see the module docstring).
-        model: the model the request names.
+        model: the model the request names; one with a line break or another character that
+            does not print is shown as a Python literal, so the reason stays one line.
     """
     if recipe.assistant_prefill == "refuse":
         return 'the recipe sets assistant_prefill = "refuse"'
     if recipe.assistant_prefill == "auto" and refuses_prefill(model):
+        shown = model if model.isprintable() else repr(model)  # the error stays one line
         return (
-            f"{model} refuses an assistant prefill ('The conversation must end with a user message', "
+            f"{shown} refuses an assistant prefill ('The conversation must end with a user message', "
             "Claude 4.6 and later)"
         )
     return None

@@ -295,3 +295,24 @@ def test_a_retry_after_the_400_is_forwarded(
     assert again.status_code == 200, again.text
     (seen,) = upstream.seen
     assert [(m["role"], m["content"][0]["text"]) for m in seen.body["messages"]] == forwarded
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-opus-4-6\nsecond line", "claude-opus-4-6\r", "claude-opus-4-6\x1b[31m"]
+)
+def test_a_model_name_with_a_line_break_keeps_the_refusal_one_line(tmp_path: Path, model: str) -> None:
+    # the name was printed as it is: a CLI error of two lines, the second one the caller's text
+    with Store(":memory:") as store:
+        store.append([Message("user", [_text("q")]), Message("assistant", [_text("a")])])
+        with pytest.raises(AssistantPrefillRefused) as caught:
+            compile_request(store, Recipe(budget_tokens=4000, model=model))
+        data = inspect_store(store, Recipe(budget_tokens=4000, model=model))
+    message = str(caught.value)
+    assert f"{model!r} refuses an assistant prefill" in message and message.isprintable()
+    assert caught.value.model == model  # the attribute keeps the name as given
+    assert data.prefill_refused is not None and data.prefill_refused.startswith(f"{model!r} refuses")
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.append([Message("user", [_text("q")]), Message("assistant", [_text("a")])])
+    result = _runner().invoke(main, ["compile", "--store", str(path), "--budget", "4000", "--model", model])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
