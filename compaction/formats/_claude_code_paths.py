@@ -27,11 +27,20 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ..blocks import Message
 from ..errors import InvalidTranscript
 from ._claude_code_tree import SessionTree, Thread, split_lines
-from ._common import Context, FinishMemo, finish, read_jsonl_line
+from ._common import (
+    Context,
+    Draft,
+    FinishMemo,
+    _is_tool_results_only,
+    _merge_remembered,
+    finish,
+    read_jsonl_line,
+)
 from .claude_code import SessionReader
 
 __all__ = ["ThreadParse", "holds_messages", "line_holds_message", "thread_messages"]
@@ -72,6 +81,69 @@ def holds_messages(text: str) -> bool:
     return any(line_holds_message(line) for line in split_lines(text))
 
 
+class _Finished:
+    """:func:`~._common.finish` as a fold: its state after a path's first drafts.
+
+    ``messages``: the messages of the drafts before ``group``; ``group``: the last message's
+    drafts (a run of tool-result-only ones may still grow); ``ids``: the ``tool_use`` ids
+    seen; ``repeated``: one was seen twice, so :func:`~._common.uniquify_tool_ids` would
+    rename one and the fold's messages are not finish's (the path is finished whole).
+    Without a repeated id the renaming changes nothing, so the fold gives finish's messages
+    and a path continuing another starts from the other's state where it forks.
+    """
+
+    __slots__ = ("group", "ids", "messages", "repeated")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.group: list[Draft] = []
+        self.ids: set[Any] = set()
+        self.repeated = False
+
+    def copy(self) -> _Finished:
+        other = _Finished()
+        other.messages, other.group, other.ids = list(self.messages), list(self.group), set(self.ids)
+        other.repeated = self.repeated
+        return other
+
+    def fold(
+        self, drafts: list[Draft], start: int, ctx: Context, memo: FinishMemo, cuts: set[int]
+    ) -> dict[int, _Finished]:
+        """Take in ``drafts[start:]``; return a copy of the state before each index of ``cuts``."""
+        states: dict[int, _Finished] = {}
+        for index in range(start, len(drafts)):
+            if index in cuts:
+                states[index] = self.copy()
+            draft = drafts[index]
+            if not draft.content:
+                continue  # left out (the note saying so is a branch parse's, which is not kept)
+            why = memo.problem(draft)
+            if why is not None:
+                ctx.problem(why, line=draft.line, where=draft.where)
+                continue
+            for block in draft.content:
+                if block.get("type") == "tool_use":
+                    if block.get("id") in self.ids:
+                        self.repeated = True
+                    self.ids.add(block.get("id"))
+            group = self.group
+            if group and _is_tool_results_only(group[-1]) and _is_tool_results_only(draft):
+                group.append(draft)
+                continue
+            if group:
+                self.messages.append(memo.message(_merge_remembered(group, memo)[0]))
+            self.group = [draft]
+        if len(drafts) in cuts:
+            states[len(drafts)] = self.copy()
+        return states
+
+    def result(self, memo: FinishMemo) -> list[Message]:
+        """The path's messages (its drafts all taken in)."""
+        if not self.group:
+            return list(self.messages)
+        return [*self.messages, memo.message(_merge_remembered(self.group, memo)[0])]
+
+
 def _path_line(lines: list[str], index: int, sidechain: frozenset[int]) -> str:
     """Line ``index`` as the path's text holds it (see :func:`~._claude_code_tree.path_lines`)."""
     line = lines[index]
@@ -101,6 +173,9 @@ class _Walk:
         self.forks: dict[tuple[int, int], SessionReader] = {}  # (base, position) -> a reader there
         self.waiting: dict[tuple[int, int], int] = {}  # (base, position) -> threads still to resume there
         self.holds_at: dict[tuple[int, int], bool] = {}  # (base, position) -> a message line before it
+        self.drafts_at: dict[tuple[int, int], int] = {}  # (base, position) -> the drafts its reader had
+        self.marks: dict[tuple[int, int], int] = {}  # (base, position) -> len(base reader.rewritten) then
+        self.finished: dict[tuple[int, int], _Finished] = {}  # (base, position) -> finish's fold there
         self.name, self.lenient = name, lenient
 
     def run(
@@ -132,17 +207,35 @@ class _Walk:
             if position is not None:
                 self.forks[(base, position)] = reader.fork()
                 self.holds_at[(base, position)] = holds
+                self.drafts_at[(base, position)] = len(reader.drafts)
+                self.marks[(base, position)] = len(reader.rewritten)
         return holds
 
-    def resume(self, base: int, position: int) -> tuple[SessionReader, bool]:
-        """A reader at ``position`` of ``base``'s path for one thread, and whether a message line came before."""
+    def finish(
+        self, base: int, reader: SessionReader, drafts: list[Draft], start: int, state: _Finished
+    ) -> None:
+        """Fold ``drafts[start:]`` (``base``'s, from ``reader``) into ``state`` and keep the fold's
+        state where each thread resuming from ``base`` forks, when its drafts there are still
+        the ones it forked with (the reader copied none of them to change it since)."""
+        keys = [key for key in self.drafts_at if key[0] == base and key in self.waiting]
+        cuts = {self.drafts_at[key] for key in keys}
+        states = state.fold(drafts, start, reader.ctx, self.memo, cuts)
+        for key in keys:
+            count = self.drafts_at[key]
+            if count in states and all(i >= count for i in reader.rewritten[self.marks[key] :]):
+                self.finished[key] = states[count]
+
+    def resume(self, base: int, position: int) -> tuple[SessionReader, bool, int, _Finished | None]:
+        """A reader at ``position`` of ``base``'s path for one thread, whether a message line came
+        before, how many drafts it holds, and the finish fold's state there (``None``: unknown)."""
         key = (base, position)
         self.waiting[key] -= 1
-        holds = self.holds_at[key]
+        holds, count, state = self.holds_at[key], self.drafts_at[key], self.finished.get(key)
         if self.waiting[key]:
-            return self.forks[key].fork(), holds
-        del self.waiting[key], self.holds_at[key]
-        return self.forks.pop(key), holds
+            return self.forks[key].fork(), holds, count, state.copy() if state is not None else None
+        del self.waiting[key], self.holds_at[key], self.drafts_at[key], self.marks[key]
+        self.finished.pop(key, None)
+        return self.forks.pop(key), holds, count, state
 
 
 def thread_messages(text: str, tree: SessionTree, name: str, lenient: bool) -> list[ThreadParse]:
@@ -180,19 +273,25 @@ def thread_messages(text: str, tree: SessionTree, name: str, lenient: bool) -> l
         return none
     out: list[ThreadParse] = []
     try:
-        walk.run(-1, SessionReader(Context(name, lenient), chain=False), tree.trunk, 0, False, frozenset())
+        trunk = SessionReader(Context(name, lenient), chain=False)
+        walk.run(-1, trunk, tree.trunk, 0, False, frozenset())
+        walk.finish(-1, trunk, trunk.drafts, 0, _Finished())
         for index, thread in enumerate(threads):
             step = plan[index]
             if step is None:
                 out.append(ThreadParse(True, None))
                 continue
-            reader, holds = walk.resume(*step)
+            reader, holds, count, state = walk.resume(*step)
             holds = walk.run(index, reader, thread.lines, step[1], holds, thread.sidechain_lines)
             if not holds:
                 out.append(ThreadParse(False, None))
                 continue
             ctx = reader.ctx
-            messages = finish(reader.close(), ctx, walk.memo)
+            drafts = reader.close()
+            if state is None or any(i < count for i in reader.rewritten):
+                state, count = _Finished(), 0  # the drafts it shares changed (or no state there): all of them
+            walk.finish(index, reader, drafts, count, state)
+            messages = finish(drafts, ctx, walk.memo) if state.repeated else state.result(walk.memo)
             out.append(ThreadParse(True, messages if messages and not ctx.unplaced else None))
     except InvalidTranscript:  # strict: the caller parses each path whole, and the first failing one says why
         return none

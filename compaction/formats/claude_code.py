@@ -256,6 +256,7 @@ class SessionReader:
         self.compaction: dict[str, Any] | None = None  # a compact boundary and summary waiting for a message
         self.sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
         self.shared = 0  # the drafts before this index are shared with a fork: copied before a change
+        self.rewritten: list[int] = []  # the index of each shared draft copied to be changed, in order
 
     def fork(self) -> SessionReader:
         """Return a reader in this one's state (its ``ctx`` a copy, no chain), to feed other events."""
@@ -276,6 +277,7 @@ class SessionReader:
         draft = self.drafts[index]
         if index < self.shared:
             draft = self.drafts[index] = copy_draft(draft)
+            self.rewritten.append(index)
         return draft
 
     def feed(self, line: int, event: dict[str, Any]) -> None:
