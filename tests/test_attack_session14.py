@@ -10,6 +10,7 @@ client's retry after it).
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -316,3 +317,54 @@ def test_a_model_name_with_a_line_break_keeps_the_refusal_one_line(tmp_path: Pat
         store.append([Message("user", [_text("q")]), Message("assistant", [_text("a")])])
     result = _runner().invoke(main, ["compile", "--store", str(path), "--budget", "4000", "--model", model])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+
+
+# -- the compiled counter on hostile text --------------------------------------------------------
+
+_HOSTILE_UNITS = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "7",
+        " ",
+        "\n",
+        "'s",
+        "é",
+        "ß",
+        "\u0301",
+        "\u0100",
+        "α",
+        "ж",
+        "\u05d0",
+        "\u0915",
+        "\u4e00",
+        "\uac00",
+    ]
+    + ["\x00", "\ufeff", "\ufffe", "\uffff", "\u200d", "\U0001f600", "\U0010ffff", "\ud800", "\udfff"]
+)
+
+
+def _tiktoken_count(encoding: str, text: str) -> int:
+    from compaction.tokens.encodings import get_encoding
+
+    try:
+        return len(get_encoding(encoding).encode_ordinary(text))
+    except UnicodeEncodeError:  # a lone surrogate: tiktoken's own fallback
+        fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return len(get_encoding(encoding).encode_ordinary(fixed))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=st.lists(_HOSTILE_UNITS, max_size=12).map("".join),
+    run=st.sampled_from(["a", "é", "\u0100", "α", "0", "ab", "\u4e00"]),
+    length=st.sampled_from([1, 7, 8, 9, 15, 16, 17, 24, 25, 33]),
+    tail=st.sampled_from(["", " ", "'s", "\u0100", "\U0001f600", "\ud800"]),
+    encoding=st.sampled_from(["o200k_base", "cl100k_base"]),
+)
+def test_the_compiled_counter_equals_tiktoken_on_hostile_text(
+    head: str, run: str, length: int, tail: str, encoding: str
+) -> None:
+    compiled = importlib.import_module("compaction.tokens._count_c")  # the compiled module itself
+    text = head + run * length + tail  # a piece of 8, 9, 16 or 17 units at the string's very end
+    assert compiled.PieceCounter(encoding).count(text) == _tiktoken_count(encoding, text), repr(text)
