@@ -368,3 +368,28 @@ def test_the_compiled_counter_equals_tiktoken_on_hostile_text(
     compiled = importlib.import_module("compaction.tokens._count_c")  # the compiled module itself
     text = head + run * length + tail  # a piece of 8, 9, 16 or 17 units at the string's very end
     assert compiled.PieceCounter(encoding).count(text) == _tiktoken_count(encoding, text), repr(text)
+
+
+# -- a store of system messages only ------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a store that holds only system messages compiles to an Anthropic request with "
+        "messages: [], which the Messages API rejects (at least one message, the first a user "
+        "turn); compile should raise a typed error as it does for an empty store (compile.py or "
+        "compaction/outputs/anthropic_messages.py, not the attacker's files)"
+    ),
+)
+@pytest.mark.parametrize("policy", ["auto", "refuse"])
+def test_a_store_of_system_messages_never_ships_an_empty_anthropic_request(policy: str) -> None:
+    with Store(":memory:") as store:
+        store.append([Message("system", [_text("You are terse.")])])
+        recipe = Recipe(budget_tokens=4000, output_format="anthropic", assistant_prefill=policy)
+        try:
+            body = compile_request(store, recipe).request.body()
+        except CompactionError as err:
+            assert "\n" not in str(err)
+            return
+    assert body["messages"] and body["messages"][0]["role"] == "user", body
