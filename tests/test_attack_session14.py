@@ -393,3 +393,59 @@ def test_a_store_of_system_messages_never_ships_an_empty_anthropic_request(polic
             assert "\n" not in str(err)
             return
     assert body["messages"] and body["messages"][0]["role"] == "user", body
+
+
+# -- refusal == the shipped request ends on an assistant turn, for hostile final turns -----------
+
+_TAILS: dict[str, list[Message]] = {
+    "assistant text": [Message("assistant", [_text("done")])],
+    "assistant thinking only": [
+        Message("assistant", [{"type": "thinking", "thinking": "let me think", "signature": "c2ln"}])
+    ],
+    "assistant redacted_thinking only": [
+        Message("assistant", [{"type": "redacted_thinking", "data": "abc"}])
+    ],
+    "assistant empty": [Message("assistant", [])],
+    "assistant blank text": [Message("assistant", [_text("   ")])],
+    "assistant unanswered call": [
+        Message("assistant", [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}])
+    ],
+    "assistant unknown block": [
+        Message("assistant", [{"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}])
+    ],
+    "tool_result user turn": [
+        Message("assistant", [{"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}]),
+        Message("user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b"}]),
+    ],
+    "system after the assistant": [Message("assistant", [_text("done")]), Message("system", [_text("note")])],
+    "user empty": [Message("user", [])],
+    "user orphan result": [Message("user", [{"type": "tool_result", "tool_use_id": "nope", "content": "r"}])],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tail=st.sampled_from(sorted(_TAILS)),
+    fmt=st.sampled_from(FORMATS),
+    model=st.sampled_from(["claude-opus-4-6", "claude-4.6-opus", "claude-sonnet-4-5", "gpt-4o"]),
+    policy=st.sampled_from(["auto", "refuse"]),
+)
+def test_compile_refuses_exactly_when_the_shipped_request_ends_on_the_assistant(
+    tail: str, fmt: str, model: str, policy: str
+) -> None:
+    history = [Message("system", [_text("You are terse.")]), Message("user", [_text("fix the export")])]
+    recipe = Recipe(budget_tokens=8000, output_format=fmt, model=model, assistant_prefill=policy)  # type: ignore[arg-type]
+    with Store(":memory:") as store:
+        store.append([*history, *_TAILS[tail]])
+        shipped = compile_request(store, recipe.replace(assistant_prefill="allow")).request.body()
+        items = shipped["input" if fmt == "openai-responses" else "messages"]
+        ends_on_assistant = items[-1].get("role") == "assistant"
+        refused = policy == "refuse" or model in ("claude-opus-4-6", "claude-4.6-opus")
+        if ends_on_assistant and refused:
+            with pytest.raises(AssistantPrefillRefused):
+                compile_request(store, recipe)
+        else:
+            assert compile_request(store, recipe).request.body() == shipped
+        data = inspect_store(store, recipe)
+    assert data.ends_on_assistant_turn is ends_on_assistant
+    assert (data.prefill_refused is not None) is (ends_on_assistant and refused)
