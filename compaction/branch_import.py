@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from typing import Any
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
 from .formats import ParsedTranscript, parse_text
-from .formats._claude_code_paths import holds_messages, thread_messages
+from .formats._claude_code_paths import ThreadParse, holds_messages, thread_messages
 from .formats._claude_code_tree import Thread, json_lines, path_lines, session_tree, split_lines
 from .store import ingest
 from .store.factory import open_store
@@ -125,14 +126,29 @@ def session_leaves(text: str) -> list[list[int]]:
 class _Node:
     """A prefix of one or more paths: its last message, the chain key over it, the paths through it."""
 
-    __slots__ = ("children", "fingerprint", "key", "message", "names")
+    __slots__ = ("children", "depth", "fingerprint", "key", "message", "names", "parent")
 
-    def __init__(self, fingerprint: str, message: Message | None, key: str) -> None:
+    def __init__(
+        self, fingerprint: str, message: Message | None, key: str, parent: _Node | None = None
+    ) -> None:
         self.children: dict[str, _Node] = {}
+        self.parent = parent
+        self.depth: int = parent.depth + 1 if parent is not None else 0
         self.fingerprint = fingerprint
         self.message = message
         self.key = key  # the import key of the prefix's last message (ingest.chain_step over it)
         self.names: list[tuple[int, str]] = []  # the two first-stored paths through it: (order, name)
+
+
+@dataclass(frozen=True)
+class _Interned:
+    """A path as :meth:`_PrefixTree.intern` returns it: its messages as given (``raw``), as kept
+    (equal ones held once), their fingerprints, and the trie node of its last message."""
+
+    raw: list[Message]
+    kept: list[Message]
+    prints: list[str]
+    leaf: _Node
 
 
 class _PrefixTree:
@@ -151,20 +167,38 @@ class _PrefixTree:
         self._order: dict[str, int] = {}
         self._prints: dict[int, tuple[Message, str]] = {}  # id -> (message, its fingerprint), held
 
-    def intern(self, messages: list[Message]) -> tuple[list[Message], list[str]]:
+    def intern(self, messages: list[Message], after: _Interned | None = None, shared: int = 0) -> _Interned:
         """Return ``messages`` and their fingerprints, each message equal (meta too) to one on an
-        earlier path at the same place replaced by that one, so equal prefixes are held once."""
+        earlier path at the same place replaced by that one, so equal prefixes are held once.
+
+        ``after``: an earlier path whose first ``shared`` messages (before interning) are the
+        first ``shared`` of ``messages``, the same objects: those are taken from it (walking
+        up from its end), so a path costs what it adds, not its length."""
         node, kept, prints = self.root, [], []
-        for message in messages:
+        if (
+            after is not None
+            and 0 < shared <= min(len(after.raw), len(messages))
+            and all(map(operator.is_, messages[:shared], after.raw[:shared]))
+        ):
+            node = after.leaf
+            while node.depth > shared:
+                assert node.parent is not None
+                node = node.parent
+            kept, prints = after.kept[:shared], after.prints[:shared]
+        else:
+            shared = 0
+        for message in messages[shared:]:
             fingerprint = self._fingerprint(message)
             child = self._child(node, fingerprint, message)
             held = child.message
             kept.append(
-                held if held is not None and held == message and held.meta == message.meta else message
+                held
+                if held is message or (held is not None and held == message and held.meta == message.meta)
+                else message
             )
             prints.append(child.fingerprint)
             node = child
-        return kept, prints
+        return _Interned(messages, kept, prints, node)
 
     def _fingerprint(self, message: Message) -> str:
         """``message.fingerprint()``, worked out once a message (paths parsed together share them)."""
@@ -190,7 +224,7 @@ class _PrefixTree:
         child = node.children.get(fingerprint)
         if child is None:
             child = node.children[fingerprint] = _Node(
-                fingerprint, message, ingest.chain_step(node.key, fingerprint)
+                fingerprint, message, ingest.chain_step(node.key, fingerprint), node
             )
         return child
 
@@ -320,8 +354,8 @@ class _Path:
 
 def _interned(tree: _PrefixTree, path: _Path) -> _Path:
     """``path`` with the messages it shares with an earlier path held once (see :meth:`_PrefixTree.intern`)."""
-    messages, prints = tree.intern(path.messages)
-    return dataclasses.replace(path, messages=messages, prints=prints)
+    done = tree.intern(path.messages)
+    return dataclasses.replace(path, messages=done.kept, prints=done.prints)
 
 
 def import_branches(
@@ -502,8 +536,25 @@ def _claude_code_paths(
                 _interned(shared, _Path(unique(f"active-{_uuid_at(text, tree.main)}"), "rewind", active))
             )
     # each event read once: a thread continuing another resumes from that one's parse at its fork
-    read = thread_messages(text, tree, f"{transcript} (a branch of it)", lenient)
-    for thread, done in zip(tree.threads, read, strict=True):
+    read: list[ThreadParse | None] = list(
+        thread_messages(text, tree, f"{transcript} (a branch of it)", lenient)
+    )
+    wanted: dict[int, int] = {}  # a thread -> how many later threads share its first messages
+    for parse in read:
+        if parse is not None and parse.shares is not None:
+            wanted[parse.shares[0]] = wanted.get(parse.shares[0], 0) + 1
+    bases: dict[int, _Interned] = {}  # the interned paths later threads share messages with
+    for index, thread in enumerate(tree.threads):
+        done = read[index]
+        read[index] = None  # its messages are let go once interned, unless a later thread shares them
+        assert done is not None
+        after, count = None, 0
+        if done.shares is not None:
+            base, count = done.shares
+            after = bases.get(base)
+            wanted[base] -= 1
+            if not wanted[base]:
+                bases.pop(base, None)
         if done.messages is not None:
             messages = done.messages
         else:
@@ -522,13 +573,16 @@ def _claude_code_paths(
                 )
                 continue
         if thread.kind == "rewind":
-            out.append(_interned(shared, _Path(unique(thread.start), "rewind", messages)))
-            continue
-        name = unique(f"sidechain-{thread.start}")
-        path = _Path(
-            name, "sidechain", messages, own=not thread.shares_history, note=_why(thread, conversation)
-        )
-        out.append(_interned(shared, path))
+            path = _Path(unique(thread.start), "rewind", messages)
+        else:
+            name = unique(f"sidechain-{thread.start}")
+            path = _Path(
+                name, "sidechain", messages, own=not thread.shares_history, note=_why(thread, conversation)
+            )
+        interned = shared.intern(path.messages, after, count)
+        out.append(dataclasses.replace(path, messages=interned.kept, prints=interned.prints))
+        if wanted.get(index):
+            bases[index] = interned
     return out
 
 

@@ -206,7 +206,7 @@ def _import(session: Path, store: Path, lenient: bool) -> tuple[int, str, list[d
         ["--lenient"] if lenient else []
     )
     done = CliRunner().invoke(main, args)
-    return done.exit_code, done.output, _store_view(store)
+    return done.exit_code, done.output.replace(str(store), "STORE"), _store_view(store)
 
 
 def _both(tmp_path: Path, text: str, lenient: bool, monkeypatch: pytest.MonkeyPatch, tag: str) -> None:

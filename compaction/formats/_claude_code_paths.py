@@ -55,10 +55,13 @@ class ThreadParse:
             message (:func:`holds_messages`); a path that does not is not imported.
         messages: the path's messages, or ``None`` when the caller must parse the path whole
             (see the module docstring).
+        shares: ``(thread, count)``: the first ``count`` of ``messages`` are the first
+            ``count`` of that (earlier) thread's, the same objects; ``None`` when not known.
     """
 
     holds: bool
     messages: list[Message] | None
+    shares: tuple[int, int] | None = None
 
 
 def line_holds_message(line: str) -> bool:
@@ -282,6 +285,7 @@ def thread_messages(text: str, tree: SessionTree, name: str, lenient: bool) -> l
                 out.append(ThreadParse(True, None))
                 continue
             reader, holds, count, state = walk.resume(*step)
+            shares = (step[0], len(state.messages)) if state is not None and step[0] >= 0 else None
             holds = walk.run(index, reader, thread.lines, step[1], holds, thread.sidechain_lines)
             if not holds:
                 out.append(ThreadParse(False, None))
@@ -290,9 +294,15 @@ def thread_messages(text: str, tree: SessionTree, name: str, lenient: bool) -> l
             drafts = reader.close()
             if state is None or any(i < count for i in reader.rewritten):
                 state, count = _Finished(), 0  # the drafts it shares changed (or no state there): all of them
+                shares = None
             walk.finish(index, reader, drafts, count, state)
-            messages = finish(drafts, ctx, walk.memo) if state.repeated else state.result(walk.memo)
-            out.append(ThreadParse(True, messages if messages and not ctx.unplaced else None))
+            if state.repeated:
+                messages, shares = finish(drafts, ctx, walk.memo), None
+            else:
+                messages = state.result(walk.memo)
+            if shares is not None and out[shares[0]].messages is None:
+                shares = None  # what it shares with is parsed whole: other messages
+            out.append(ThreadParse(True, messages if messages and not ctx.unplaced else None, shares))
     except InvalidTranscript:  # strict: the caller parses each path whole, and the first failing one says why
         return none
     return out
