@@ -149,6 +149,7 @@ class _Interned:
     kept: list[Message]
     prints: list[str]
     leaf: _Node
+    shared: int = 0  # how many messages were taken from the earlier path given
 
 
 class _PrefixTree:
@@ -198,7 +199,7 @@ class _PrefixTree:
             )
             prints.append(child.fingerprint)
             node = child
-        return _Interned(messages, kept, prints, node)
+        return _Interned(messages, kept, prints, node, shared)
 
     def _fingerprint(self, message: Message) -> str:
         """``message.fingerprint()``, worked out once a message (paths parsed together share them)."""
@@ -209,14 +210,23 @@ class _PrefixTree:
         self._prints[id(message)] = (message, fingerprint)
         return fingerprint
 
-    def add(self, name: str, prints: list[str]) -> None:
-        """Record that conversation ``name`` shows the messages ``prints`` (an earlier record of it is a prefix)."""
+    def add(self, name: str, prints: list[str], start: _Node | None = None) -> _Node:
+        """Record that conversation ``name`` shows the messages ``prints`` (an earlier record of it is a
+        prefix); return the node of its last message.
+
+        ``start``: the node of ``prints[:start.depth]`` (on a recorded path), to walk from.  The
+        names are marked from the last node up, stopping at a node the name would not change:
+        each node holds the first two names of the paths through it, so its ancestors, whose
+        paths include its own, would not change either."""
         order = self._order.setdefault(name, len(self._order))
-        node = self.root
-        self._mark(node, order, name)
-        for fingerprint in prints:
+        node = start if start is not None else self.root
+        for fingerprint in prints[node.depth :]:
             node = self._child(node, fingerprint)
-            self._mark(node, order, name)
+        leaf = node
+        walk: _Node | None = node
+        while walk is not None and self._mark(walk, order, name):
+            walk = walk.parent
+        return leaf
 
     @staticmethod
     def _child(node: _Node, fingerprint: str, message: Message | None = None) -> _Node:
@@ -229,30 +239,39 @@ class _PrefixTree:
         return child
 
     @staticmethod
-    def _mark(node: _Node, order: int, name: str) -> None:
-        if (order, name) in node.names:
-            return
+    def _mark(node: _Node, order: int, name: str) -> bool:
+        """Mark ``node`` as on a path of ``name``; return whether that changed it."""
+        if (order, name) in node.names or (len(node.names) == 2 and node.names[1] < (order, name)):
+            return False
         node.names = sorted([*node.names, (order, name)])[:2]
+        return True
 
     def holds(self, name: str) -> bool:
         """Whether a path of ``name`` is recorded."""
         return name in self._order
 
-    def covers(self, prints: list[str]) -> bool:
-        """Whether a recorded path starts with all of ``prints``."""
-        node = self.root
-        for fingerprint in prints:
+    def covers(self, prints: list[str], start: _Node | None = None) -> bool:
+        """Whether a recorded path starts with all of ``prints`` (``start``: as :meth:`add`'s)."""
+        node = start if start is not None and start.names else self.root
+        for fingerprint in prints[node.depth :]:
             child = node.children.get(fingerprint)
             if child is None or not child.names:
                 return False
             node = child
         return bool(node.names)
 
-    def longest(self, prints: list[str], other_than: str) -> tuple[str, int] | None:
+    def longest(
+        self, prints: list[str], other_than: str, start: _Node | None = None
+    ) -> tuple[str, int] | None:
         """Return the first-recorded path other than ``other_than`` sharing the longest prefix with
-        ``prints``, and the prefix's length (``None`` when no other path is recorded)."""
+        ``prints``, and the prefix's length (``None`` when no other path is recorded).
+
+        ``start``: as :meth:`add`'s; when a path other than ``other_than`` goes through it, so
+        do they all through its ancestors, and the walk starts there."""
         node, best = self.root, None
-        for depth in range(len(prints) + 1):
+        if start is not None and any(name != other_than for _order, name in start.names):
+            node = start
+        for depth in range(node.depth, len(prints) + 1):
             candidate = next((name for _order, name in node.names if name != other_than), None)
             if candidate is None:
                 break  # the paths through deeper nodes are among these
@@ -265,13 +284,13 @@ class _PrefixTree:
             node = child
         return best
 
-    def keys(self, prints: list[str]) -> list[str]:
-        """Return the import key of each message of ``prints`` (chain over the seed and the fingerprints)."""
-        node, out = self.root, []
-        for fingerprint in prints:
+    def key_at(self, prints: list[str], depth: int, start: _Node | None = None) -> str:
+        """Return the import key of ``prints[depth - 1]``: the chain over the seed and the first
+        ``depth`` fingerprints, as a seeded append stores it (``start`` as :meth:`add`'s)."""
+        node = start if start is not None and start.depth <= depth else self.root
+        for fingerprint in prints[node.depth : depth]:
             node = self._child(node, fingerprint)
-            out.append(node.key)
-        return out
+        return node.key
 
 
 def branch_name(conversation: str, tag: str) -> str:
@@ -350,6 +369,8 @@ class _Path:
     own: bool = False  # a conversation of its own (shares nothing)
     note: str = ""
     prints: list[str] = dataclasses.field(default_factory=list)  # the messages' fingerprints
+    after: int | None = None  # an earlier path (its index) whose first `shared` messages are its first
+    shared: int = 0
 
 
 def _interned(tree: _PrefixTree, path: _Path) -> _Path:
@@ -445,10 +466,16 @@ def store_branches(location: str | Path, plan: BranchPlan) -> tuple[list[Importe
         # one connection held open meanwhile, so closing each path's store does not checkpoint
         # SQLite's write-ahead log every time (a few ms a branch)
         with open_store(location, create=False, conversation=ANY_CONVERSATION):
-            for path in plan.paths:
-                branch = _store_path(location, path, known, existing, plan.format)
+            leaves: dict[int, _Node] = {}  # a path -> the node of its last message in known
+            for index, path in enumerate(plan.paths):
+                start = leaves.get(path.after) if path.after is not None else None
+                while start is not None and start.depth > path.shared:
+                    start = start.parent
+                branch, leaf = _store_path(location, path, known, existing, plan.format, start)
                 if branch is not None:
                     made.append(branch)
+                if leaf is not None:
+                    leaves[index] = leaf
     except CompactionError as err:
         stored = ", ".join(f"{b.name!r} ({b.added} added)" for b in made) or "no branch"
         message = (
@@ -544,6 +571,7 @@ def _claude_code_paths(
         if parse is not None and parse.shares is not None:
             wanted[parse.shares[0]] = wanted.get(parse.shares[0], 0) + 1
     bases: dict[int, _Interned] = {}  # the interned paths later threads share messages with
+    placed: dict[int, int] = {}  # a thread -> the index of its path in out
     for index, thread in enumerate(tree.threads):
         done = read[index]
         read[index] = None  # its messages are let go once interned, unless a later thread shares them
@@ -580,7 +608,12 @@ def _claude_code_paths(
                 name, "sidechain", messages, own=not thread.shares_history, note=_why(thread, conversation)
             )
         interned = shared.intern(path.messages, after, count)
-        out.append(dataclasses.replace(path, messages=interned.kept, prints=interned.prints))
+        earlier = placed.get(done.shares[0]) if done.shares is not None and interned.shared else None
+        kept = dataclasses.replace(path, messages=interned.kept, prints=interned.prints)
+        out.append(
+            kept if earlier is None else dataclasses.replace(kept, after=earlier, shared=interned.shared)
+        )
+        placed[index] = len(out) - 1
         if wanted.get(index):
             bases[index] = interned
     return out
@@ -662,28 +695,33 @@ def _store_path(
     known: _PrefixTree,
     existing: dict[str, tuple[str | None, int | None]],
     format: str,
-) -> ImportedBranch | None:
-    """Store one path as a branch (or conversation of its own) and return it; ``None``: nothing of its own.
+    start: _Node | None = None,
+) -> tuple[ImportedBranch | None, _Node | None]:
+    """Store one path as a branch (or conversation of its own) and return it (``None``: nothing
+    of its own) and the node of its last message in ``known`` when recorded with its own
+    fingerprints (``None`` otherwise).
 
     ``known`` (what each stored path shows) and ``existing`` (the store's conversations, read
     once) are updated with what is stored.  A branch is forked from the stored path sharing
     the longest prefix with it, where they part, and only what follows is appended (its
     shared messages are its parent's rows), so a session's branches cost what they add.
+    ``start``: the node in ``known`` of the path's first ``start.depth`` messages, so the
+    walks in ``known`` start there (a path costs what it adds, not its length).
     """
     prints = path.prints or [m.fingerprint() for m in path.messages]
     if not prints:
-        return None
+        return None, None
     path = _free_name(location, path, prints, existing)
     if path.own:
         with open_store(location, conversation=path.name) as own:
             added = own.append(path.messages, chain_seed=format)
             known.add(path.name, [m.fingerprint() for m in own.messages()])
         existing.setdefault(path.name, (None, None))
-        return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note)
+        return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note), None
     name = path.name
-    if not known.holds(name) and known.covers(prints):
-        return None  # nothing of its own: a leaf that adds no message
-    longest = known.longest(prints, other_than=name)
+    if not known.holds(name) and known.covers(prints, start):
+        return None, None  # nothing of its own: a leaf that adds no message
+    longest = known.longest(prints, name, start)
     assert longest is not None  # the conversation the session went to is always known
     parent, fork = longest
     if name not in existing:
@@ -694,16 +732,16 @@ def _store_path(
         parent, fork = existing[name][0] or parent, existing[name][1] or 0
     with open_store(location, conversation=name) as branch:
         shown = branch.next_seq()
-        keys = known.keys(prints)
-        if 0 < shown <= len(prints) and branch.import_key(shown - 1) == keys[shown - 1]:
+        leaf: _Node | None = None
+        if 0 < shown <= len(prints) and branch.import_key(shown - 1) == known.key_at(prints, shown, start):
             # it shows the path's first `shown` messages, chained as a seeded append stores them
             # (same key, so the same messages): append the rest without walking what it holds
             added = branch.append(path.messages[shown:]) if shown < len(prints) else 0
-            known.add(name, prints)
+            leaf = known.add(name, prints, start)
         else:
             added = branch.append(path.messages, chain_seed=format)
             known.add(name, [m.fingerprint() for m in branch.messages()])
-    return ImportedBranch(name, parent, fork, len(prints), added, path.kind, path.note)
+    return ImportedBranch(name, parent, fork, len(prints), added, path.kind, path.note), leaf
 
 
 def import_session_branches(
