@@ -559,6 +559,40 @@ ctypedef struct _Block:
     uint64_t unknown     # 128 or more, and bit 63: what the masks do not decide
 
 
+def _block_classes(text, portable=False):
+    """Return the ASCII class masks of the first 64 characters of ``text``, for the tests.
+
+    ``text`` is a ``str`` of at least 64 characters of the 1- or 2-byte kind; ``portable``
+    selects the portable classifier instead of the SSE2 one (the same where SSE2 is absent).
+    Returns ``(lower, upper, digit, space, newline, slash, other)``: bit q of each is whether
+    character q is in ``[a-z]``, ``[A-Z]``, ``[0-9]``, ASCII ``\\s``, ``[\\r\\n]``, ``/``, or is
+    128 or more.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        ValueError: ``text`` is shorter than 64 characters, or of the 4-byte kind.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"_block_classes() expected a str, got {type(text).__name__}")
+    if PyUnicode_GET_LENGTH(text) < 64:
+        raise ValueError(f"_block_classes() needs 64 characters or more, got {len(text)}")
+    cdef int kind = PyUnicode_KIND(text)
+    cdef _count_c_classes c
+    if kind == PyUnicode_1BYTE_KIND:
+        if portable:
+            _count_c_classify_portable_ucs1(<const Py_UCS1*>PyUnicode_DATA(text), &c)
+        else:
+            _count_c_classify_ucs1(<const Py_UCS1*>PyUnicode_DATA(text), &c)
+    elif kind == PyUnicode_2BYTE_KIND:
+        if portable:
+            _count_c_classify_portable_ucs2(<const Py_UCS2*>PyUnicode_DATA(text), &c)
+        else:
+            _count_c_classify_ucs2(<const Py_UCS2*>PyUnicode_DATA(text), &c)
+    else:
+        raise ValueError("_block_classes() takes 1- or 2-byte strings; this one holds a character above U+FFFF")
+    return (c.lower, c.upper, c.digit, c.space, c.newline, c.slash, c.other)
+
+
 cdef inline void _block_init(_Block* b) noexcept nogil:
     b.start = -2 * BLOCK  # no block yet: the first piece fills one
 
