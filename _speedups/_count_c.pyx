@@ -479,24 +479,24 @@ cdef extern from *:
                               _mm_set1_epi8((char)(count - 128)));
     }
     /* the classes of 16 bytes (a byte of 128 or more: other) into bits shift to shift + 15 */
-    #define _COUNT_C_CLASSIFY16(V, SHIFT) do {                                                \
-        __m128i v_ = (V);                                                                    \
-        int shift_ = (SHIFT);                                                                \
-        lower |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 97, 26)) << shift_; \
-        upper |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 65, 26)) << shift_; \
-        digit |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 48, 10)) << shift_; \
-        space |= (unsigned long long)_mm_movemask_epi8(_mm_or_si128(                         \
-            _count_c_range(v_, 9, 5), _mm_cmpeq_epi8(v_, _mm_set1_epi8(32)))) << shift_;      \
-        newline |= (unsigned long long)_mm_movemask_epi8(_mm_or_si128(                       \
-            _mm_cmpeq_epi8(v_, _mm_set1_epi8(10)), _mm_cmpeq_epi8(v_, _mm_set1_epi8(13)))) << shift_; \
-        slash |= (unsigned long long)_mm_movemask_epi8(_mm_cmpeq_epi8(v_, _mm_set1_epi8(47))) << shift_; \
-        other |= (unsigned long long)_mm_movemask_epi8(v_) << shift_;                        \
+    #define _COUNT_C_CLASSIFY16(V, SHIFT) do {                                                \\
+        __m128i v_ = (V);                                                                    \\
+        int shift_ = (SHIFT);                                                                \\
+        lower |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 97, 26)) << shift_; \\
+        upper |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 65, 26)) << shift_; \\
+        digit |= (unsigned long long)_mm_movemask_epi8(_count_c_range(v_, 48, 10)) << shift_; \\
+        space |= (unsigned long long)_mm_movemask_epi8(_mm_or_si128(                         \\
+            _count_c_range(v_, 9, 5), _mm_cmpeq_epi8(v_, _mm_set1_epi8(32)))) << shift_;      \\
+        newline |= (unsigned long long)_mm_movemask_epi8(_mm_or_si128(                       \\
+            _mm_cmpeq_epi8(v_, _mm_set1_epi8(10)), _mm_cmpeq_epi8(v_, _mm_set1_epi8(13)))) << shift_; \\
+        slash |= (unsigned long long)_mm_movemask_epi8(_mm_cmpeq_epi8(v_, _mm_set1_epi8(47))) << shift_; \\
+        other |= (unsigned long long)_mm_movemask_epi8(v_) << shift_;                        \\
     } while (0)
-    #define _COUNT_C_CLASSES_STORE(c) do {                                                   \
-        (c)->lower = lower; (c)->upper = upper; (c)->digit = digit; (c)->space = space;     \
-        (c)->newline = newline; (c)->slash = slash; (c)->other = other;                     \
+    #define _COUNT_C_CLASSES_STORE(c) do {                                                   \\
+        (c)->lower = lower; (c)->upper = upper; (c)->digit = digit; (c)->space = space;     \\
+        (c)->newline = newline; (c)->slash = slash; (c)->other = other;                     \\
     } while (0)
-    static inline void _count_c_classify_ucs1(const Py_UCS1* p, _count_c_classes* c) {
+    static inline void _count_c_classify_sse2_ucs1(const Py_UCS1* p, _count_c_classes* c) {
         unsigned long long lower = 0, upper = 0, digit = 0, space = 0, newline = 0, slash = 0, other = 0;
         _COUNT_C_CLASSIFY16(_mm_loadu_si128((const __m128i*)p), 0);
         _COUNT_C_CLASSIFY16(_mm_loadu_si128((const __m128i*)(p + 16)), 16);
@@ -511,7 +511,7 @@ cdef extern from *:
         return _mm_or_si128(_mm_packus_epi16(a, b),
                             _mm_packs_epi16(_mm_srai_epi16(a, 15), _mm_srai_epi16(b, 15)));
     }
-    static inline void _count_c_classify_ucs2(const Py_UCS2* p, _count_c_classes* c) {
+    static inline void _count_c_classify_sse2_ucs2(const Py_UCS2* p, _count_c_classes* c) {
         unsigned long long lower = 0, upper = 0, digit = 0, space = 0, newline = 0, slash = 0, other = 0;
         _COUNT_C_CLASSIFY16(_count_c_narrow(p), 0);
         _COUNT_C_CLASSIFY16(_count_c_narrow(p + 16), 16);
@@ -520,9 +520,81 @@ cdef extern from *:
         _COUNT_C_CLASSES_STORE(c);
     }
     #else
-    #define _count_c_classify_ucs1 _count_c_classify_portable_ucs1
-    #define _count_c_classify_ucs2 _count_c_classify_portable_ucs2
+    #define _count_c_classify_sse2_ucs1 _count_c_classify_portable_ucs1
+    #define _count_c_classify_sse2_ucs2 _count_c_classify_portable_ucs2
     #endif
+
+    /* AVX2, where the processor has it (GCC and Clang on x86: a function for that target,
+       chosen at import by _count_c_pick_classifier), 32 bytes at a time. */
+    #if _COUNT_C_SSE2 && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    #include <immintrin.h>
+    #define _COUNT_C_AVX2 1
+    #define _COUNT_C_TARGET_AVX2 __attribute__((target("avx2")))
+    _COUNT_C_TARGET_AVX2 static inline __m256i _count_c_range32(__m256i v, int lo, int count) {
+        return _mm256_cmpgt_epi8(_mm256_set1_epi8((char)(count - 128)),
+                                 _mm256_add_epi8(v, _mm256_set1_epi8((char)(128 - lo))));
+    }
+    #define _COUNT_C_MASK32(x) ((unsigned long long)(unsigned int)_mm256_movemask_epi8(x) << shift_)
+    #define _COUNT_C_CLASSIFY32(V, SHIFT) do {                                               \\
+        __m256i v_ = (V);                                                                   \\
+        int shift_ = (SHIFT);                                                               \\
+        lower |= _COUNT_C_MASK32(_count_c_range32(v_, 97, 26));                             \\
+        upper |= _COUNT_C_MASK32(_count_c_range32(v_, 65, 26));                             \\
+        digit |= _COUNT_C_MASK32(_count_c_range32(v_, 48, 10));                             \\
+        space |= _COUNT_C_MASK32(_mm256_or_si256(_count_c_range32(v_, 9, 5),                \\
+                                                 _mm256_cmpeq_epi8(v_, _mm256_set1_epi8(32)))); \\
+        newline |= _COUNT_C_MASK32(_mm256_or_si256(_mm256_cmpeq_epi8(v_, _mm256_set1_epi8(10)), \\
+                                                   _mm256_cmpeq_epi8(v_, _mm256_set1_epi8(13)))); \\
+        slash |= _COUNT_C_MASK32(_mm256_cmpeq_epi8(v_, _mm256_set1_epi8(47)));             \\
+        other |= _COUNT_C_MASK32(v_);                                                       \\
+    } while (0)
+    _COUNT_C_TARGET_AVX2 static void _count_c_classify_avx2_ucs1(const Py_UCS1* p, _count_c_classes* c) {
+        unsigned long long lower = 0, upper = 0, digit = 0, space = 0, newline = 0, slash = 0, other = 0;
+        _COUNT_C_CLASSIFY32(_mm256_loadu_si256((const __m256i*)p), 0);
+        _COUNT_C_CLASSIFY32(_mm256_loadu_si256((const __m256i*)(p + 32)), 32);
+        _COUNT_C_CLASSES_STORE(c);
+    }
+    /* 32 UCS2 units to bytes as _count_c_narrow; the packs work per 128-bit lane, so the
+       quarters come out as units 0-7, 16-23, 8-15, 24-31 and are put back in order */
+    _COUNT_C_TARGET_AVX2 static inline __m256i _count_c_narrow32(const Py_UCS2* p) {
+        __m256i a = _mm256_loadu_si256((const __m256i*)p);
+        __m256i b = _mm256_loadu_si256((const __m256i*)(p + 16));
+        __m256i v = _mm256_or_si256(_mm256_packus_epi16(a, b),
+                                    _mm256_packs_epi16(_mm256_srai_epi16(a, 15), _mm256_srai_epi16(b, 15)));
+        return _mm256_permute4x64_epi64(v, 0xD8);
+    }
+    _COUNT_C_TARGET_AVX2 static void _count_c_classify_avx2_ucs2(const Py_UCS2* p, _count_c_classes* c) {
+        unsigned long long lower = 0, upper = 0, digit = 0, space = 0, newline = 0, slash = 0, other = 0;
+        _COUNT_C_CLASSIFY32(_count_c_narrow32(p), 0);
+        _COUNT_C_CLASSIFY32(_count_c_narrow32(p + 32), 32);
+        _COUNT_C_CLASSES_STORE(c);
+    }
+    static int _count_c_avx2 = 0;
+    static void _count_c_pick_classifier(void) {
+        __builtin_cpu_init();
+        _count_c_avx2 = __builtin_cpu_supports("avx2") != 0;
+    }
+    #else
+    #define _COUNT_C_AVX2 0
+    #define _count_c_classify_avx2_ucs1 _count_c_classify_sse2_ucs1
+    #define _count_c_classify_avx2_ucs2 _count_c_classify_sse2_ucs2
+    static int _count_c_avx2 = 0;
+    static void _count_c_pick_classifier(void) {}
+    #endif
+
+    /* The classifier of this build and processor. */
+    static inline void _count_c_classify_ucs1(const Py_UCS1* p, _count_c_classes* c) {
+        if (_COUNT_C_AVX2 && _count_c_avx2)
+            _count_c_classify_avx2_ucs1(p, c);
+        else
+            _count_c_classify_sse2_ucs1(p, c);
+    }
+    static inline void _count_c_classify_ucs2(const Py_UCS2* p, _count_c_classes* c) {
+        if (_COUNT_C_AVX2 && _count_c_avx2)
+            _count_c_classify_avx2_ucs2(p, c);
+        else
+            _count_c_classify_sse2_ucs2(p, c);
+    }
     """
     ctypedef struct _count_c_classes:
         uint64_t lower
@@ -533,7 +605,13 @@ cdef extern from *:
         uint64_t slash
         uint64_t other
     bint _COUNT_C_SSE2
+    bint _count_c_avx2
+    void _count_c_pick_classifier() noexcept nogil
     int _count_c_top64(uint64_t x) noexcept nogil
+    void _count_c_classify_sse2_ucs1(const Py_UCS1* p, _count_c_classes* c) noexcept nogil
+    void _count_c_classify_sse2_ucs2(const Py_UCS2* p, _count_c_classes* c) noexcept nogil
+    void _count_c_classify_avx2_ucs1(const Py_UCS1* p, _count_c_classes* c) noexcept nogil
+    void _count_c_classify_avx2_ucs2(const Py_UCS2* p, _count_c_classes* c) noexcept nogil
     void _count_c_classify_ucs1(const Py_UCS1* p, _count_c_classes* c) noexcept nogil
     void _count_c_classify_ucs2(const Py_UCS2* p, _count_c_classes* c) noexcept nogil
     void _count_c_classify_portable_ucs1(const Py_UCS1* p, _count_c_classes* c) noexcept nogil
@@ -559,35 +637,47 @@ ctypedef struct _Block:
     uint64_t unknown     # 128 or more, and bit 63: what the masks do not decide
 
 
-def _block_classes(text, portable=False):
+_count_c_pick_classifier()
+#: The block classifiers this build has on this processor, the one in use first.
+_BLOCK_CLASSIFIERS = (("avx2",) if _count_c_avx2 else ()) + (("sse2",) if _COUNT_C_SSE2 else ()) + ("portable",)
+
+
+def _block_classes(text, classifier=_BLOCK_CLASSIFIERS[0]):
     """Return the ASCII class masks of the first 64 characters of ``text``, for the tests.
 
-    ``text`` is a ``str`` of at least 64 characters of the 1- or 2-byte kind; ``portable``
-    selects the portable classifier instead of the SSE2 one (the same where SSE2 is absent).
-    Returns ``(lower, upper, digit, space, newline, slash, other)``: bit q of each is whether
-    character q is in ``[a-z]``, ``[A-Z]``, ``[0-9]``, ASCII ``\\s``, ``[\\r\\n]``, ``/``, or is
-    128 or more.
+    ``text`` is a ``str`` of at least 64 characters of the 1- or 2-byte kind; ``classifier``
+    is one of :data:`_BLOCK_CLASSIFIERS` (the one in use by default).  Returns ``(lower, upper,
+    digit, space, newline, slash, other)``: bit q of each is whether character q is in
+    ``[a-z]``, ``[A-Z]``, ``[0-9]``, ASCII ``\\s``, ``[\\r\\n]``, ``/``, or is 128 or more.
 
     Raises:
         TypeError: ``text`` is not a ``str``.
-        ValueError: ``text`` is shorter than 64 characters, or of the 4-byte kind.
+        ValueError: ``text`` is shorter than 64 characters or of the 4-byte kind, or
+            ``classifier`` is not one of :data:`_BLOCK_CLASSIFIERS`.
     """
     if not isinstance(text, str):
         raise TypeError(f"_block_classes() expected a str, got {type(text).__name__}")
     if PyUnicode_GET_LENGTH(text) < 64:
         raise ValueError(f"_block_classes() needs 64 characters or more, got {len(text)}")
+    if classifier not in _BLOCK_CLASSIFIERS:
+        raise ValueError(f"_block_classes() classifier must be one of {_BLOCK_CLASSIFIERS}, got {classifier!r}")
     cdef int kind = PyUnicode_KIND(text)
     cdef _count_c_classes c
+    cdef const void* data = PyUnicode_DATA(text)
     if kind == PyUnicode_1BYTE_KIND:
-        if portable:
-            _count_c_classify_portable_ucs1(<const Py_UCS1*>PyUnicode_DATA(text), &c)
+        if classifier == "avx2":
+            _count_c_classify_avx2_ucs1(<const Py_UCS1*>data, &c)
+        elif classifier == "sse2":
+            _count_c_classify_sse2_ucs1(<const Py_UCS1*>data, &c)
         else:
-            _count_c_classify_ucs1(<const Py_UCS1*>PyUnicode_DATA(text), &c)
+            _count_c_classify_portable_ucs1(<const Py_UCS1*>data, &c)
     elif kind == PyUnicode_2BYTE_KIND:
-        if portable:
-            _count_c_classify_portable_ucs2(<const Py_UCS2*>PyUnicode_DATA(text), &c)
+        if classifier == "avx2":
+            _count_c_classify_avx2_ucs2(<const Py_UCS2*>data, &c)
+        elif classifier == "sse2":
+            _count_c_classify_sse2_ucs2(<const Py_UCS2*>data, &c)
         else:
-            _count_c_classify_ucs2(<const Py_UCS2*>PyUnicode_DATA(text), &c)
+            _count_c_classify_portable_ucs2(<const Py_UCS2*>data, &c)
     else:
         raise ValueError("_block_classes() takes 1- or 2-byte strings; this one holds a character above U+FFFF")
     return (c.lower, c.upper, c.digit, c.space, c.newline, c.slash, c.other)

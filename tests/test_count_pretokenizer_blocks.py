@@ -210,25 +210,28 @@ def expected_classes(text: str) -> tuple[int, ...]:
 
 def test_the_ascii_classes_are_the_flag_tables(c_impl: ModuleType) -> None:
     # every code point below 256, and 2-byte ones whose low byte is ASCII or whose high bit is
-    # set (the SSE2 narrowing to bytes must call them all 128 or more)
+    # set (narrowing them to bytes must call them all 128 or more), by every classifier
+    assert c_impl._BLOCK_CLASSIFIERS[-1] == "portable"
     latin1 = "".join(map(chr, range(256)))
     wide = "".join(chr(cp) for cp in (0x100, 0x120, 0x161, 0x17F, 0x7F41, 0x8000, 0x8020, 0xFF0A, 0xFFFF))
-    for start in range(0, 256, 64):
-        block = latin1[start : start + 64]
-        assert c_impl._block_classes(block) == expected_classes(block)
-        assert c_impl._block_classes(block, portable=True) == expected_classes(block)
-        mixed = (wide + block)[:64]
-        assert c_impl._block_classes(mixed) == expected_classes(mixed)
-        assert c_impl._block_classes(mixed, portable=True) == expected_classes(mixed)
+    for classifier in c_impl._BLOCK_CLASSIFIERS:
+        for start in range(0, 256, 64):
+            block = latin1[start : start + 64]
+            assert c_impl._block_classes(block, classifier) == expected_classes(block), classifier
+            for mixed in ((wide + block)[:64], (block[:20] + wide * 7)[:64]):
+                assert c_impl._block_classes(mixed, classifier) == expected_classes(mixed), classifier
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=["Cs"]), min_size=64, max_size=64))
-def test_the_sse2_and_portable_classifiers_agree(c_impl: ModuleType, text: str) -> None:
-    assert c_impl._block_classes(text) == c_impl._block_classes(text, portable=True) == expected_classes(text)
+def test_the_classifiers_agree(c_impl: ModuleType, text: str) -> None:
+    for classifier in c_impl._BLOCK_CLASSIFIERS:
+        assert c_impl._block_classes(text, classifier) == expected_classes(text), classifier
 
 
-@pytest.mark.parametrize("bad", ["x" * 63, "\U0001f600" * 64])
-def test_block_classes_refuses_what_it_cannot_classify(c_impl: ModuleType, bad: str) -> None:
+@pytest.mark.parametrize(
+    ("bad", "classifier"), [("x" * 63, "portable"), ("\U0001f600" * 64, "portable"), ("x" * 64, "neon")]
+)
+def test_block_classes_refuses_what_it_cannot_classify(c_impl: ModuleType, bad: str, classifier: str) -> None:
     with pytest.raises(ValueError, match="_block_classes"):
-        c_impl._block_classes(bad)
+        c_impl._block_classes(bad, classifier)
