@@ -413,15 +413,17 @@ cdef inline Py_ssize_t _piece_end(bint cl100k, const _unit* s, Py_ssize_t i, Py_
 # The scanner above tests one character at a time, and a run's end is a loop exit the branch
 # predictor mostly misses.  In ASCII text the pieces are found from bit masks instead: a *block*
 # holds, for the 63 characters from ``start``, one 64-bit mask per ASCII character class the
-# patterns test (bit p: character start + p is in the class), made 16 characters at a time with
-# SSE2 (a portable loop elsewhere).  A run of a class from p then ends at p + ctz(~mask >> p), and
+# patterns test (bit p: character start + p is in the class), made 16 or 32 characters at a
+# time with SSE2 or AVX2 (a portable loop elsewhere).  A run of a class from p then ends at p + ctz(~mask >> p), and
 # a piece is a few such runs.  Only the ASCII classes are in the masks: a character of 128 or
 # more is *unknown* (the scalar code decides it), and so is bit 63 (the character after the
-# block).  A piece is found in the block when every character its alternatives examine, the one
-# that ends its last run included, lies before the first unknown one; otherwise the block gives
-# no answer, and the piece is found by the scanner above (after moving the block to the piece
-# where only the block's end was in the way).  Past the end of the text a block holds no class,
-# as the patterns see it: no character (nothing for \S to match).
+# block).  A piece that starts with an ASCII character is found in the block when every
+# character its alternatives examine is known, which is when the one that ends its last run is
+# (a run stops at the first unknown character); otherwise the block gives no answer, and the
+# piece is found by the scanner above (after moving the block to the piece where only the
+# block's end was in the way).  Past the end of the text a block holds no class, as the
+# patterns see it: no character (nothing for \S to match).  SSE2 is the baseline of x86-64;
+# AVX2 (32 characters at a time) is used where the processor has it.
 
 cdef extern from *:
     """
@@ -738,21 +740,21 @@ cdef inline uint32_t _block_run(uint64_t mask, uint32_t p) noexcept nogil:
 
 
 cdef inline Py_ssize_t _o200k_block_end(_Block* b, const _unit* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    # The end of o200k_base's piece at i from the block's masks (i - start < BLOCK), -1 if
-    # the block does not decide it.  The alternatives on ASCII characters: 1 and 2 are one
-    # piece, [A-Z]*[a-z]* after an optional prefix, when a letter starts it (alternative 1 where
-    # [a-z] follows, else 2: no ASCII character is both); then 3 and 4; 5 to 7 on a space run.
+    # The end of o200k_base's piece at i from the block's masks (i - start < BLOCK, s[i] < 128),
+    # -1 if the block does not decide it.  The alternatives on ASCII characters: 1 and 2 are
+    # one piece, [A-Z]*[a-z]* after an optional prefix, when a letter starts it (alternative 1
+    # where [a-z] follows, else 2: no ASCII character is both); then 3 and 4; 5 to 7 on a space
+    # run.  Every character a piece's alternatives examine is in a class of the masks but the
+    # one that ends its last run (or, for 1 and 2, one of the contraction after it, which
+    # _o200k_contraction reads itself): the piece is decided when that one is not unknown.
     cdef uint32_t k = <uint32_t>(i - b.start)
     cdef uint64_t bit = <uint64_t>1 << k
-    cdef uint32_t known = k + _count_c_ctz64(b.unknown >> k)  # the first unknown from k
     cdef uint32_t e, j
     cdef uint64_t newlines
-    if known == k:
-        return -1
     if b.letter & bit or (b.letter & (bit << 1) and not (b.newline | b.digit) & bit):
         # 1, 2. [^\r\n\p{L}\p{N}]?[A]*[B]+ or [A]+[B]*, then a contraction
         e = _block_run(b.lower, _block_run(b.upper, k + ((b.letter & bit) == 0)))
-        if e >= known:
+        if (b.unknown >> e) & 1:
             return -1
         return b.start + e + _o200k_contraction(s, b.start + e, n)
     if b.digit & bit:
@@ -760,15 +762,15 @@ cdef inline Py_ssize_t _o200k_block_end(_Block* b, const _unit* s, Py_ssize_t i,
         e = _block_run(b.digit, k)
         if e - k >= 3:
             return i + 3
-        return b.start + e if e < known else -1
+        return -1 if (b.unknown >> e) & 1 else b.start + e
     # 4. ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
     j = k + (s[i] == 32)
     if b.symbol & (<uint64_t>1 << j):
         e = _block_run(b.newline_slash, _block_run(b.symbol, j))
-        return b.start + e if e < known else -1
+        return -1 if (b.unknown >> e) & 1 else b.start + e
     # a space run from i
     e = _block_run(b.space, k)
-    if e >= known:
+    if (b.unknown >> e) & 1:
         return -1
     # 5. \s*[\r\n]+: to the last newline of the run
     newlines = b.newline & ((<uint64_t>1 << e) - bit)
@@ -784,16 +786,13 @@ cdef inline Py_ssize_t _o200k_block_end(_Block* b, const _unit* s, Py_ssize_t i,
 
 
 cdef inline Py_ssize_t _cl100k_block_end(_Block* b, const _unit* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    # The end of cl100k_base's piece at i from the block's masks (i - start < BLOCK), -1 if
-    # the block does not decide it; as _o200k_block_end.
+    # The end of cl100k_base's piece at i from the block's masks (i - start < BLOCK, s[i] < 128),
+    # -1 if the block does not decide it; as _o200k_block_end.
     cdef uint32_t k = <uint32_t>(i - b.start)
     cdef uint64_t bit = <uint64_t>1 << k
-    cdef uint32_t known = k + _count_c_ctz64(b.unknown >> k)
     cdef uint32_t e, j
     cdef uint64_t newlines
     cdef Py_ssize_t c
-    if known == k:
-        return -1
     # 1. '(?i:[sdmt]|ll|ve|re)
     if s[i] == 39:
         c = _cl100k_contraction(s, i, n)
@@ -802,20 +801,20 @@ cdef inline Py_ssize_t _cl100k_block_end(_Block* b, const _unit* s, Py_ssize_t i
     if b.letter & bit or (b.letter & (bit << 1) and not (b.newline | b.digit) & bit):
         # 2. [^\r\n\p{L}\p{N}]?+\p{L}++
         e = _block_run(b.letter, k + ((b.letter & bit) == 0))
-        return b.start + e if e < known else -1
+        return -1 if (b.unknown >> e) & 1 else b.start + e
     if b.digit & bit:
         # 3. \p{N}{1,3}+
         e = _block_run(b.digit, k)
         if e - k >= 3:
             return i + 3
-        return b.start + e if e < known else -1
+        return -1 if (b.unknown >> e) & 1 else b.start + e
     # 4. ' ?[^\s\p{L}\p{N}]++[\r\n]*+'
     j = k + (s[i] == 32)
     if b.symbol & (<uint64_t>1 << j):
         e = _block_run(b.newline, _block_run(b.symbol, j))
-        return b.start + e if e < known else -1
+        return -1 if (b.unknown >> e) & 1 else b.start + e
     e = _block_run(b.space, k)
-    if e >= known:
+    if (b.unknown >> e) & 1:
         return -1
     # 5. \s++$
     if not (b.text >> e) & 1:
@@ -847,15 +846,14 @@ cdef Py_ssize_t _block_miss(_Block* b, bint cl100k, const _unit* s, Py_ssize_t i
 cdef inline Py_ssize_t _next_piece_end(_Block* b, bint cl100k, const _unit* s, Py_ssize_t i,
                                        Py_ssize_t n) noexcept nogil:
     # The end of the piece at i (i < n): from the block of masks where it decides, else the
-    # scanner (always for 4-byte text, and where a character of 128 or more starts the piece
-    # past the block: no block is made for it).
+    # scanner (always for 4-byte text, and where a character of 128 or more starts the piece).
     cdef Py_ssize_t e
     if _unit is Py_UCS4:
         return _piece_end(cl100k, s, i, n)
     else:
+        if s[i] >= 128:
+            return _piece_end(cl100k, s, i, n)
         if i - b.start >= BLOCK:
-            if s[i] >= 128:
-                return _piece_end(cl100k, s, i, n)
             _fill_block(b, s, i, n)
         e = _cl100k_block_end(b, s, i, n) if cl100k else _o200k_block_end(b, s, i, n)
         if e >= 0:
