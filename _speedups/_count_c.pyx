@@ -622,6 +622,7 @@ cdef extern from *:
 
 cdef enum:
     BLOCK = 63                   # characters a block classifies (bit 63: the one after them)
+    REFILL = 56                  # a piece this far into the block starts the next block
     TOP = 0x8000000000000000     # bit 63
 
 
@@ -847,13 +848,16 @@ cdef inline Py_ssize_t _next_piece_end(_Block* b, bint cl100k, const _unit* s, P
                                        Py_ssize_t n) noexcept nogil:
     # The end of the piece at i (i < n): from the block of masks where it decides, else the
     # scanner (always for 4-byte text, and where a character of 128 or more starts the piece).
+    # A new block starts at a piece REFILL characters or more into the old one, before it is
+    # tried there (pieces found, json: 18.9M instructions on main; 10.2M moving the block at
+    # 56 characters, 10.9M at 40, 10.3M at 59, 10.8M where the block's end gets in the way).
     cdef Py_ssize_t e
     if _unit is Py_UCS4:
         return _piece_end(cl100k, s, i, n)
     else:
         if s[i] >= 128:
             return _piece_end(cl100k, s, i, n)
-        if i - b.start >= BLOCK:
+        if i - b.start >= REFILL:
             _fill_block(b, s, i, n)
         e = _cl100k_block_end(b, s, i, n) if cl100k else _o200k_block_end(b, s, i, n)
         if e >= 0:
