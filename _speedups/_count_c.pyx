@@ -6,7 +6,8 @@ count for every ``str``.  Only the pass over the text is native, one call per te
 hand-written scanner reproduces each alternative of the ``o200k_base`` and ``cl100k_base``
 split patterns (leftmost-first alternation, greedy and possessive quantifiers, the ``(?!\\S)``
 look-ahead, as tiktoken's ``fancy-regex`` applies them) on the string's PEP 393 buffer, with the
-character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table, and looks
+character classes of ``compaction/tokens/_unicode_tables.py`` in a two-level table (in ASCII
+text, 63 characters at a time from bit masks of their classes: see "blocks" below), and looks
 each piece up in a C hash table keyed by its code points (an ASCII piece of at most
 ``MAX_TOKEN_PIECE`` characters first in the rank table: one that is a token counts 1, and one of
 at most ``MAX_MERGELESS_PIECE`` is counted from its pairs, neither remembered, as in the twin; the
@@ -427,7 +428,9 @@ cdef inline Py_ssize_t _piece_end(bint cl100k, const _unit* s, Py_ssize_t i, Py_
 
 cdef extern from *:
     """
-    #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+    /* (building with -DCOUNT_C_PORTABLE_BLOCKS tries the portable classifier on x86 too) */
+    #if !defined(COUNT_C_PORTABLE_BLOCKS) && \\
+        (defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2))
     #include <emmintrin.h>
     #define _COUNT_C_SSE2 1
     #else
