@@ -326,3 +326,53 @@ def test_rewinds_that_add_to_a_shared_answer_each_get_their_own(
         "q": ["first", "chunk 0", "nested chunk"],
     }
     _both(tmp_path, text, False, monkeypatch, "chunks")
+
+
+@given(
+    recorded=st.lists(
+        st.tuples(st.sampled_from("abcde"), st.lists(st.sampled_from("xyz"), max_size=6)),
+        min_size=1,
+        max_size=8,
+    ),
+    base=st.integers(min_value=0, max_value=7),
+    cut=st.integers(min_value=0, max_value=6),
+    extra=st.lists(st.sampled_from("xyz"), max_size=4),
+    other_than=st.sampled_from("abcdefg"),
+)
+def test_the_prefix_tree_walks_from_a_recorded_path_as_from_its_root(
+    recorded: list[tuple[str, list[str]]], base: int, cut: int, extra: list[str], other_than: str
+) -> None:
+    """A branch's walks in the stored-paths trie start where it leaves the path it continues
+    (the node of that path's first ``cut`` messages, found walking up from its end): they
+    answer what walking the branch's whole path from the root answers."""
+
+    def record() -> tuple[Any, dict[str, list[str]], dict[str, Any]]:
+        tree = branch_import._PrefixTree("claude-code")
+        held: dict[str, list[str]] = {}
+        leaves: dict[str, Any] = {}
+        for name, path in recorded:
+            if name in held and path[: len(held[name])] != held[name]:
+                continue  # a conversation's messages only grow: a later record extends the earlier
+            leaves[name] = tree.add(name, path)
+            held[name] = path
+        return tree, held, leaves
+
+    tree, held, leaves = record()
+    name = sorted(held)[base % len(held)]
+    shared = min(cut, len(held[name]))
+    start = leaves[name]
+    while start.depth > shared:
+        start = start.parent
+    prints = held[name][:shared] + extra
+    assert tree.longest(prints, other_than, start) == tree.longest(prints, other_than)
+    assert tree.covers(prints, start) == tree.covers(prints)
+    for depth in range(len(prints) + 1):
+        assert tree.key_at(prints, depth, start) == tree.key_at(prints, depth)
+    if other_than in held and prints[: len(held[other_than])] != held[other_than]:
+        return  # a conversation's messages only grow
+    walked, _held, _leaves = record()  # the same records, then the branch added from the root
+    tree.add(other_than, prints, start)
+    walked.add(other_than, prints)
+    for depth in range(len(prints) + 1):
+        for other in "abcdefg?":
+            assert tree.longest(prints[:depth], other) == walked.longest(prints[:depth], other)
