@@ -175,15 +175,6 @@ def test_compile_does_not_refuse_a_request_that_ends_on_a_user_turn(fmt: str) ->
 # -- redacted_thinking with data that is not a string -------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a redacted_thinking block of an earlier assistant turn ships to Anthropic as stored, "
-        "data null, a number or missing included, which the Messages API rejects (data is a "
-        "required string); the fix belongs in compaction/outputs/anthropic_messages.py or the "
-        "import's block checks, not the attacker's files"
-    ),
-)
 @pytest.mark.parametrize("data", [None, 5, ["a"], "missing"])
 def test_an_earlier_redacted_thinking_ships_only_string_data(data: Any) -> None:
     block: dict[str, Any] = {"type": "redacted_thinking"}

@@ -25,6 +25,9 @@ assistant message cannot be modified", quoted in anthropics/claude-code#19539), 
 evidence says it takes a redacted one there with thinking disabled.  Its data is ciphertext no
 model reads as text, so it ships as the loud line
 :data:`~compaction.tokens.counting.REDACTED_THINKING`, which its count never falls below.
+In an earlier turn a ``redacted_thinking`` block ships verbatim when its ``data`` is a string
+(the API requires ``data``, a string); one whose data is missing, ``None``, a number, a list or
+an object ships as that loud line too, in any turn.
 """
 
 from __future__ import annotations
@@ -97,6 +100,11 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
     kind = block.get("type")
     if kind == "thinking" and not block.get("signature"):
         return {"type": "text", "text": UNSIGNED_THINKING + str(block.get("thinking", ""))}
+    if kind == "redacted_thinking" and not _readable_data(block):
+        # the API requires data, a string of the provider's ciphertext; any other (None, a
+        # number, a list, an object, missing) would be refused, so it ships as the final
+        # turn's loud line, which the block's count never falls below
+        return {"type": "text", "text": REDACTED_THINKING}
     if kind not in ANTHROPIC_BLOCK_TYPES:
         # the gate's cache breakpoint goes on the stand-in, not into its text (where it would
         # mark nothing and ship uncounted)
@@ -112,6 +120,11 @@ def _sendable(block: dict[str, Any]) -> dict[str, Any]:
         # data: URI inside one ships as its stand-in too, never as an undecided image
         return {**block, "content": [_sendable_in_result(b) for b in block["content"]]}
     return block
+
+
+def _readable_data(block: dict[str, Any]) -> bool:
+    """Return whether a ``redacted_thinking`` block's ``data`` has the type Anthropic requires: a string."""
+    return isinstance(block.get("data"), str)
 
 
 def _without_data_uris(block: dict[str, Any]) -> dict[str, Any]:
@@ -290,6 +303,9 @@ class AnthropicMessages(RequestFormat):
                 problems.append(f"message {index}: block types Anthropic does not take: {', '.join(unknown)}")
             if not content:
                 problems.append(f"message {index}: an empty {role} turn")
+            if any(b.get("type") == "redacted_thinking" and not _readable_data(b) for b in content):
+                # the API: data is a required string
+                problems.append(f"message {index}: a redacted_thinking block whose data is not a string")
             if any(b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content):
                 # the API: "text content blocks must contain non-whitespace text"
                 problems.append(f"message {index}: an empty or whitespace text block")
