@@ -5,7 +5,10 @@ then, with :func:`import_branches`, each other path of the session as a branch o
 (:meth:`~compaction.store.scope.ConversationScope.branch`): forked where it leaves the
 conversation (or an earlier branch) it shares the longest prefix with, so nothing shared is
 stored twice.  Each path is read by the format's own parser from the file's lines on that
-path, so a branch's messages are exactly what importing that path alone would give.
+path, so a branch's messages are exactly what importing that path alone would give; a
+Claude Code path resumes from the parse of the path it continues, where it leaves it
+(:mod:`compaction.formats._claude_code_paths`), so each event is parsed once however
+deeply rewinds nest, and the trie of stored paths is walked from there too.
 
 * **pi** session trees (entries with ``id`` / ``parentId``): the parser returns the active
   branch (root to the last entry); each other leaf's path is a branch ``CONVERSATION@LEAF_ID``.

@@ -266,9 +266,11 @@ def parse_text(text: str, format: str, *, name: str, lenient: bool = False) -> P
     """Parse ``text``, a transcript's content, as ``format``: what :func:`load_transcript` gives for a
     file holding it, named ``name`` in notes and errors, without writing or reading a file.
 
-    ``compaction import --branches`` parses each path of a session this way (the session's
-    text with the lines of other paths blank, so line numbers stay): blank lines cost one
-    regex match a run, so a path costs its own lines rather than the file's.
+    ``compaction import --branches`` parses each path of a pi session this way, and a Claude
+    Code path that cannot resume from the parse of the path it continues
+    (:mod:`compaction.formats._claude_code_paths`) (the session's text with the lines of
+    other paths blank, so line numbers stay): blank lines cost one regex match a run, so a
+    path costs its own lines rather than the file's.
 
     Raises:
         UnknownFormat: ``format`` names no format.
