@@ -38,7 +38,7 @@ from .planning import (
     summary_block,
 )
 from .policy import Decision
-from .prefill import check_assistant_prefill
+from .prefill import check_assistant_prefill, final_turn
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
 from .tokens.counting import count_text, message_overhead
@@ -249,7 +249,8 @@ def compile_request(
     Raises:
         InvalidArgument: an argument of the wrong type (``budget="100"``, ``store=None``...).
         RecipeError: an unknown request format.
-        InvalidMessage: the store is empty.
+        InvalidMessage: the store is empty, or holds system messages only and the format is
+            Anthropic's (its Messages API refuses a request without a user message).
         AssistantPrefillRefused: the request would end on an assistant turn (the store's newest
             message is the assistant's) and ``recipe.assistant_prefill`` refuses it for the
             model (:mod:`compaction.prefill`: Claude 4.6 and later refuse a prefill).
@@ -305,6 +306,14 @@ def _planner(
     plan = WindowPlanner(store, recipe, budget, fmt, resolved, mask_before=mask_before)
     if plan.n == 0:
         raise InvalidMessage(_nothing_to_compile(store))
+    if fmt.name == "anthropic" and final_turn(store) is None:
+        # system messages ride in the system text, and the Messages API refuses `messages: []`
+        # ("at least one message"; OpenAI Chat takes a system message alone)
+        raise InvalidMessage(
+            f"{store.path}: the store holds system messages only ({plan.n}), and an {fmt.title} request "
+            "needs at least one user message: there is no conversation to compile; append the user's "
+            "message first"
+        )
     return plan
 
 
@@ -336,7 +345,8 @@ def plan_compile(
         InvalidArgument: an argument of the wrong type (a store that is not a store, a
             budget that is not an integer, ...).
         OverBudget: no budget, or a budget <= 0 (stage ``"settings"``).
-        InvalidMessage: the store is empty.
+        InvalidMessage: the store is empty, or holds system messages only and the format is
+            Anthropic's (its Messages API refuses a request without a user message).
         InvariantViolation: coverage, pairing or a cap would break (an engine bug).
     """
     plan = _planner(store, recipe, budget, format, model, tools)

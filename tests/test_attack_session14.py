@@ -364,15 +364,6 @@ def test_the_compiled_counter_equals_tiktoken_on_hostile_text(
 # -- a store of system messages only ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a store that holds only system messages compiles to an Anthropic request with "
-        "messages: [], which the Messages API rejects (at least one message, the first a user "
-        "turn); compile should raise a typed error as it does for an empty store (compile.py or "
-        "compaction/outputs/anthropic_messages.py, not the attacker's files)"
-    ),
-)
 @pytest.mark.parametrize("policy", ["auto", "refuse"])
 def test_a_store_of_system_messages_never_ships_an_empty_anthropic_request(policy: str) -> None:
     with Store(":memory:") as store:
