@@ -495,10 +495,14 @@ def _is_tool_results_only(draft: Draft) -> bool:
     )
 
 
-def _merge_tool_result_runs(drafts: list[Draft], memo: FinishMemo | None = None) -> list[Draft]:
-    """Return ``drafts`` with each run of tool-result-only user drafts merged into one; a draft
-    that changes is a copy (:func:`copy_draft`), so the drafts given are left as they are.
-    With ``memo``, a run merged before gives the same copy as then."""
+def _merge_tool_result_runs(
+    drafts: list[Draft], memo: FinishMemo | None = None, *, in_place: bool = True
+) -> list[Draft]:
+    """Return ``drafts`` with each run of tool-result-only user drafts merged into one.
+
+    A merged draft is the run's first, changed (``in_place``, a parse's own drafts), or a copy
+    of it (:func:`copy_draft`), so the drafts given are left as they are; with ``memo`` (drafts
+    that parses share), a run merged before gives the same copy as then."""
     if memo is not None:
         return _merge_remembered(drafts, memo)
     merged: list[Draft] = []
@@ -506,7 +510,7 @@ def _merge_tool_result_runs(drafts: list[Draft], memo: FinishMemo | None = None)
     for draft in drafts:
         previous = merged[-1] if merged else None
         if previous is not None and _is_tool_results_only(previous) and _is_tool_results_only(draft):
-            if len(merged) - 1 not in fresh:
+            if not in_place and len(merged) - 1 not in fresh:
                 previous = merged[-1] = copy_draft(previous)
                 fresh.add(len(merged) - 1)
             previous.content = previous.content + draft.content
@@ -517,7 +521,7 @@ def _merge_tool_result_runs(drafts: list[Draft], memo: FinishMemo | None = None)
     for index, draft in enumerate(merged):
         ids = draft.meta.get("source_ids")
         if ids is not None and not any(ids):
-            if index not in fresh:
+            if not in_place and index not in fresh:
                 draft = merged[index] = copy_draft(draft)
             del draft.meta["source_ids"]
     return merged
@@ -534,14 +538,14 @@ def _merge_remembered(drafts: list[Draft], memo: FinishMemo) -> list[Draft]:
             single = run[0]
             ids = single.meta.get("source_ids")
             if ids is not None and not any(ids):
-                out.extend(_merge_tool_result_runs(run))  # its copy without source_ids
+                out.extend(_merge_tool_result_runs(run, in_place=False))  # its copy without source_ids
             else:
                 out.append(single)
         elif run:
             key = tuple(id(d) for d in run)
             done = memo.merged.get(key)
             if done is None:
-                done = memo.merged[key] = _merge_tool_result_runs(run)[0]
+                done = memo.merged[key] = _merge_tool_result_runs(run, in_place=False)[0]
             out.append(done)
         run.clear()
 
@@ -565,9 +569,9 @@ def uniquify_tool_ids(drafts: list[Draft], renamed: dict[tuple[Any, ...], Draft]
     the first such use in that message: a sequential reuse (``use, result, use, result``), a
     parallel one (``use, use, result, result``) and a reuse after a call that was never
     answered (an aborted turn, a run's final ``finish``) all pair up the way the source meant.
-    Blocks are replaced, never mutated; so is a draft whose blocks change (in ``drafts``, by a
-    copy), so a draft shared with another list is left as it is.  With ``renamed``, a draft
-    renamed the same way before (its identity and new ids) gives the same copy as then.
+    Blocks are replaced, never mutated.  With ``renamed`` (drafts that parses share), a draft
+    whose blocks change is replaced in ``drafts`` by a copy, the same one as before when it was
+    renamed the same way (its identity and new ids); without, it is changed.
     """
     taken = {
         block["id"]
@@ -615,7 +619,7 @@ def uniquify_tool_ids(drafts: list[Draft], renamed: dict[tuple[Any, ...], Draft]
                     changed = True
         if changed:
             if renamed is None:
-                drafts[position] = dataclasses.replace(draft, content=content)
+                draft.content = content  # a parse's own draft
                 continue
             key = (
                 id(draft),
@@ -697,8 +701,9 @@ def _message(draft: Draft) -> Message:
 def finish(drafts: list[Draft], ctx: Context, memo: FinishMemo | None = None) -> list[Message]:
     """Validate, drop empty drafts (with a note saying so), merge tool-result runs, uniquify tool ids, build messages.
 
-    The drafts given are not changed (one that changes is copied).  With ``memo``, a draft
-    seen before is not checked or made into a message again (see :class:`FinishMemo`).
+    With ``memo`` (drafts that parses share), the drafts given are not changed (one that
+    changes is copied), and a draft seen before is not checked or made into a message again
+    (see :class:`FinishMemo`); without, a merged or renamed draft is changed in place.
 
     Raises:
         InvalidTranscript: a draft is malformed and ``ctx`` is strict.
