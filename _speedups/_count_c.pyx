@@ -982,13 +982,12 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
             # the eight units from i in two loads, those past the piece masked off
             memcpy(&p, s + i, 8)
             memcpy(&h, s + i + 4, 8)
-            if length < 4:
-                p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * length)
-                h = 0
-            elif length == 4:
-                h = 0
-            elif length < 8:
-                h &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - 4))
+            # without a branch on the length: k units of the second word (0 to 4), the rest of
+            # the first (1 to 4); a mask of 2k bytes as two shifts of k bytes (k = 4: 64 bits)
+            k = length - 4
+            k &= ~(k >> 63)
+            p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - k))
+            h &= ((1ULL << (8 * k)) << (8 * k)) - 1
             if not (p | h) & 0xFF00FF00FF00FF00ULL:
                 p = _pack4(p) | (_pack4(h) << 32)
                 packed[0] = p
