@@ -376,3 +376,27 @@ def test_the_prefix_tree_walks_from_a_recorded_path_as_from_its_root(
     for depth in range(len(prints) + 1):
         for other in "abcdefg?":
             assert tree.longest(prints[:depth], other) == walked.longest(prints[:depth], other)
+
+
+def test_rewinds_resuming_at_one_draft_count_each_get_their_own_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rewinds resume from the conversation at two places with the same drafts before them (a
+    hook event between, which makes no message): each finishes from its own state, so the
+    first one's prompt is not in the second's path (hypothesis found it: one state was shared)."""
+    events = [
+        _event("e0", None, "user", "ask 0"),
+        _event("e1", "e0", "user", "ask 1"),
+        {"type": "progress", "uuid": "e2", "parentUuid": "e0", "data": {"type": "hook_progress"}},
+        _event("e3", "e2", "user", "ask 3"),
+        _event("e5", "e3", "user", "ask 5"),
+        _event("e7", "e2", "user", "ask 7"),
+    ]
+    text = session_text(events)
+    tree = session_tree(text)
+    parsed = thread_messages(text, tree, "s (a branch of it)", lenient=False)
+    assert [[m.text() for m in p.messages or []] for p in parsed] == [
+        ["ask 0", "ask 1"],
+        ["ask 0", "ask 3", "ask 5"],
+    ]
+    _both(tmp_path, text, False, monkeypatch, "count")

@@ -175,6 +175,7 @@ class _Walk:
         self.memo = FinishMemo()
         self.forks: dict[tuple[int, int], SessionReader] = {}  # (base, position) -> a reader there
         self.waiting: dict[tuple[int, int], int] = {}  # (base, position) -> threads still to resume there
+        self.positions: dict[int, set[int]] = {}  # base -> the positions threads resume from
         self.holds_at: dict[tuple[int, int], bool] = {}  # (base, position) -> a message line before it
         self.drafts_at: dict[tuple[int, int], int] = {}  # (base, position) -> the drafts its reader had
         self.marks: dict[tuple[int, int], int] = {}  # (base, position) -> len(base reader.rewritten) then
@@ -192,7 +193,7 @@ class _Walk:
     ) -> bool:
         """Feed ``path[start:]`` to ``reader``, forking it where threads resume from ``base``
         (``-1``: the trunk; else a thread's index); return whether the path holds a message line."""
-        positions = sorted(p for b, p in self.waiting if b == base and p >= start)
+        positions = sorted(p for p in self.positions.get(base, ()) if p >= start)
         lines, ctx = self.lines, reader.ctx
         at = start
         # the trunk is read only as far as a thread shares it (the main import reads it whole)
@@ -220,13 +221,13 @@ class _Walk:
         """Fold ``drafts[start:]`` (``base``'s, from ``reader``) into ``state`` and keep the fold's
         state where each thread resuming from ``base`` forks, when its drafts there are still
         the ones it forked with (the reader copied none of them to change it since)."""
-        keys = [key for key in self.drafts_at if key[0] == base and key in self.waiting]
+        keys = [(base, p) for p in self.positions.get(base, ()) if (base, p) in self.drafts_at]
         cuts = {self.drafts_at[key] for key in keys}
         states = state.fold(drafts, start, reader.ctx, self.memo, cuts)
         for key in keys:
             count = self.drafts_at[key]
             if count in states and all(i >= count for i in reader.rewritten[self.marks[key] :]):
-                self.finished[key] = states[count]
+                self.finished[key] = states[count].copy()  # keys may share a count: one state each
 
     def resume(self, base: int, position: int) -> tuple[SessionReader, bool, int, _Finished | None]:
         """A reader at ``position`` of ``base``'s path for one thread, whether a message line came
@@ -272,6 +273,7 @@ def thread_messages(text: str, tree: SessionTree, name: str, lenient: bool) -> l
             continue
         plan.append((base_index, shared))
         walk.waiting[(base_index, shared)] = walk.waiting.get((base_index, shared), 0) + 1
+        walk.positions.setdefault(base_index, set()).add(shared)
     if not any(plan):
         return none
     out: list[ThreadParse] = []
