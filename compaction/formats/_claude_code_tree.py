@@ -196,7 +196,9 @@ def session_tree(text: str) -> SessionTree:
     ahead = _prompts_ahead(main_events, children, line_of)
     segment: dict[str, str | None] = {}  # event -> the rewind it belongs to (None: the conversation)
     names: dict[str, str] = {}  # a rewind's first event -> its prompt's uuid (names the branch)
-    kept: dict[str, str | None] = {}  # each fork -> the child leading to a prompt that goes on (None: no rewind)
+    kept: dict[
+        str, str | None
+    ] = {}  # each fork -> the child leading to a prompt that goes on (None: no rewind)
     for parent, kids in children.items():  # once a fork, not once a child (a prompt with n siblings)
         led = [c for c in kids if c in ahead]
         kept[parent] = max(led, key=lambda c: reach[c]) if len(led) >= 2 else None
@@ -237,18 +239,27 @@ def session_tree(text: str) -> SessionTree:
     roots = sorted(origin, key=lambda r: line_of[r])
     index_of: dict[str | None, int | None] = {root: index for index, root in enumerate(roots)}
     index_of[None] = None
-    threads = [
-        Thread(
-            "rewind",
-            names[root],
-            tuple(sorted(set(owned.get(root, ())) | shared(origin.get(root), line_of[root]))),
-            frozenset(),
-            True,
-            fork_line=line_of[root],
-            continues=index_of[origin.get(root)],
+    # a rewind's lines: those of what it forks from before its first event (all before it,
+    # since a parent comes before its children in the file), then its own (all after): sliced
+    # from the lines of what it forks from (whose thread comes first), not gathered ancestor by
+    # ancestor, which nested rewinds made quadratic
+    path_of: dict[str | None, tuple[int, ...]] = {None: tuple(owned.get(None, ()))}
+    threads = []
+    for root in roots:
+        base = path_of[origin.get(root)]
+        path_of[root] = base[: bisect.bisect_left(base, line_of[root])] + tuple(owned.get(root, ()))
+        threads.append(
+            Thread(
+                "rewind",
+                names[root],
+                path_of[root],
+                frozenset(),
+                True,
+                fork_line=line_of[root],
+                continues=index_of[origin.get(root)],
+            )
         )
-        for root in roots
-    ]
+    del path_of
     threads += _sidechains(side_events, segment, line_of, shared, main_events, index_of)
     threads += _carried(entries, main_events)
     return SessionTree(main, len(rewound), tuple(threads), tuple(owned.get(None, ())))
