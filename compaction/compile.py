@@ -38,7 +38,7 @@ from .planning import (
     summary_block,
 )
 from .policy import Decision
-from .prefill import check_assistant_prefill, final_turn
+from .prefill import check_assistant_prefill, check_shipped_prefill, final_turn
 from .recipe import Recipe
 from .store import HistoryStore, StoredSummary
 from .tokens.counting import count_text, message_overhead
@@ -59,6 +59,7 @@ __all__ = [
     "resolve_target",
     "require_budget",
     "check_prefill",
+    "check_compiled_prefill",
     "compile_frame",
     "extend_frame",
 ]
@@ -251,43 +252,85 @@ def compile_request(
         RecipeError: an unknown request format.
         InvalidMessage: the store is empty, or holds system messages only and the format is
             Anthropic's (its Messages API refuses a request without a user message).
-        AssistantPrefillRefused: the request would end on an assistant turn (the store's newest
-            message is the assistant's) and ``recipe.assistant_prefill`` refuses it for the
-            model (:mod:`compaction.prefill`: Claude 4.6 and later refuse a prefill).
+        AssistantPrefillRefused: the request ends on an assistant turn (the store's newest
+            message is the assistant's, shown raw) and ``recipe.assistant_prefill`` refuses it
+            for the model (:mod:`compaction.prefill`: Claude 4.6 and later refuse a prefill);
+            checked before planning when the newest message will ship raw, and on the
+            compiled request.
         OverBudget: even the pinned messages, the tool definitions, the unsummarized tail and
             the coarsest summaries exceed the budget; ``stage``, ``budget`` and ``needed``
             say which part and how many tokens it needs alone.
         InvariantViolation: coverage, pairing or a cap would break (an engine bug).
     """
-    check_prefill(store, recipe, format=format, model=model)
+    check_prefill(store, recipe, budget=budget, format=format, model=model)
     plan = plan_compile(store, recipe, budget=budget, format=format, model=model, tools=tools)
     if plan.compiled is None:
         assert plan.shortfall is not None
         raise plan.shortfall.error()
-    return plan.compiled
+    return check_compiled_prefill(store, recipe, plan.compiled)
 
 
 def check_prefill(
     store: HistoryStore,
     recipe: Recipe,
     *,
+    budget: int | None = None,
     format: RequestFormatName | str | None = None,
     model: str | None = None,
+    raw_limit: int | None = None,
 ) -> None:
     """Raise before any work when a request of ``store`` may not end on the assistant turn it would end on.
 
     The arguments are checked first (:class:`InvalidArgument`), then the store's final turn
     against ``recipe.assistant_prefill`` for the model the request names
-    (:func:`compaction.prefill.check_assistant_prefill`).  :func:`plan_compile` does not
-    check: planning a request (``compaction compress --budget``) is not sending one.
+    (:func:`compaction.prefill.check_assistant_prefill`), when that turn will be shown raw:
+    a newest message the level-1 summaries already cover is never in the live window (every
+    cut point is at or before their frontier, :meth:`WindowPlanner.cut_candidates`), and one
+    whose own planned tokens exceed ``budget`` never fits raw, so either is summarized and the
+    request ends on the summaries' user turn; those are left to the check after planning
+    (:func:`compaction.prefill.check_shipped_prefill`), which callers that compile run too.
+    :func:`plan_compile` does not check: planning a request (``compaction compress
+    --budget``) is not sending one.
+
+    Args:
+        budget: the request's budget (tokens); default ``recipe.budget_tokens``.
+        raw_limit: the largest newest message (planned tokens) taken to ship raw; default the
+            budget.  A caller that compacts first passes less: compaction keeps the newest
+            message raw in every round but its last (``keep_tail_tokens=0``), which runs when
+            that message and the summaries before it exceed the target, so the pipeline takes
+            half its target (the first round's keep).  Without a positive limit the newest
+            message is taken to ship raw.
 
     Raises:
         InvalidArgument: an argument of the wrong type.
         AssistantPrefillRefused: the request would end on an assistant turn its model refuses.
     """
-    _check_arguments(store, recipe, None, format, model, ())
-    _fmt, resolved = resolve_target(recipe, format, model)
-    check_assistant_prefill(store, recipe, resolved)
+    _check_arguments(store, recipe, budget, format, model, ())
+    fmt, resolved = resolve_target(recipe, format, model)
+    limit = raw_limit if raw_limit is not None else recipe.budget_tokens if budget is None else budget
+
+    def shown_raw(seq: int) -> bool:
+        if limit is None or limit <= 0:
+            return True
+        planner = WindowPlanner(store, recipe, limit, fmt, resolved)
+        return seq >= planner.frontier and planner.message_cost(seq) <= limit
+
+    check_assistant_prefill(store, recipe, resolved, shown_raw=shown_raw)
+
+
+def check_compiled_prefill(store: HistoryStore, recipe: Recipe, compiled: CompiledRequest) -> CompiledRequest:
+    """Return ``compiled`` unless it ends on an assistant turn ``recipe`` refuses for its model.
+
+    The check after planning, and the authority (:func:`check_prefill` decides before any
+    work only when the newest message will ship raw): it reads the request as gated, so the
+    refusal matches the shipped body (:func:`compaction.prefill.check_shipped_prefill`).
+
+    Raises:
+        AssistantPrefillRefused: the request's last turn is the assistant's and the recipe's
+            ``assistant_prefill`` refuses it for ``compiled.request.model``.
+    """
+    check_shipped_prefill(store, recipe, compiled.request.model, compiled.request.messages)
+    return compiled
 
 
 def _planner(

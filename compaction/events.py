@@ -39,6 +39,7 @@ from .compile import (
     CompiledRequest,
     CompilePlan,
     Shortfall,
+    check_compiled_prefill,
     check_prefill,
     compile_frame,
     extend_frame,
@@ -392,12 +393,12 @@ def compile_current(
     if frame is not None:
         plan = frame.compile(store, recipe, tools=tools)
         if plan.compiled is not None:
-            return plan.compiled
+            return check_compiled_prefill(store, recipe, plan.compiled)
     plan = plan_compile(store, recipe, tools=tools)
     if plan.compiled is None:
         assert plan.shortfall is not None
         raise plan.shortfall.error()
-    return plan.compiled
+    return check_compiled_prefill(store, recipe, plan.compiled)
 
 
 def compile_in_events(
@@ -428,18 +429,26 @@ def compile_in_events(
             (checked before any summarizing).
     """
     budget = require_budget(recipe.budget_tokens)
-    check_prefill(store, recipe)
+    check_prefill(store, recipe, raw_limit=low_water(recipe, budget) // 2)  # an event compacts to low water
     high = min(budget, recipe.high_water_tokens or budget)
     done = _append_only(store, recipe, budget, high, tools)
     if done is not None:
-        return done, []
+        return check_compiled_prefill(store, recipe, done), []
     # One worker compacts a store at a time (a PostgreSQL store's claim; SQLite needs none):
     # a worker that waited finds the other's event and appends to it instead.
     with compaction_claim(store):
         done = _append_only(store, recipe, budget, high, tools)
         if done is not None:
-            return done, []
-        return _event(store, recipe, summarizer, budget, high, progress, tools)
+            return check_compiled_prefill(store, recipe, done), []
+        compiled, ticks = _event(store, recipe, summarizer, budget, high, progress, tools)
+    return check_compiled_prefill(store, recipe, compiled), ticks
+
+
+def low_water(recipe: Recipe, budget: int) -> int:
+    """Return the request size (tokens) a compaction event compacts to: ``low_water_ratio`` of ``budget``,
+    at most the high-water mark, at least 1."""
+    high = min(budget, recipe.high_water_tokens or budget)
+    return max(1, min(high, int(budget * recipe.low_water_ratio)))
 
 
 def _append_only(
@@ -484,7 +493,7 @@ def _event(
     assert current.shortfall is not None
     before = current.shortfall.needed
     failed_before = len(store.failures())
-    low = max(1, min(high, int(budget * recipe.low_water_ratio)))
+    low = low_water(recipe, budget)
     built: list[Compactor] = []
 
     def make() -> Compactor:

@@ -15,9 +15,15 @@ from typing import Any, Literal
 from .calibration import Correction, calibrated_budget, correction_for
 from .captions import CaptionReport, caption_live_images
 from .compactor import Compactor, TickReport
-from .compile import CompiledRequest, check_prefill, raw_history_tokens, require_budget
+from .compile import (
+    CompiledRequest,
+    check_compiled_prefill,
+    check_prefill,
+    raw_history_tokens,
+    require_budget,
+)
 from .errors import ImageError, InvalidArgument, OverBudget, RecipeError, found
-from .events import compact_to, compile_in_events, still_over
+from .events import compact_to, compile_in_events, low_water, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
 from .store import HistoryStore, open_store
@@ -232,9 +238,11 @@ def compress_and_compile(
             (:func:`calibrated_over_budget`).
         InvalidArgument: an argument of the wrong type.
         StoreError: the store refused a write, or its file was deleted or replaced meanwhile.
-        AssistantPrefillRefused: the request would end on an assistant turn (the store's
-            newest message is the assistant's) that ``recipe.assistant_prefill`` refuses for
-            the model; raised before any summarizer call (:mod:`compaction.prefill`).
+        AssistantPrefillRefused: the request ends on an assistant turn (the store's newest
+            message is the assistant's, shown raw) that ``recipe.assistant_prefill`` refuses
+            for the model; raised before any summarizer call when that message will ship raw
+            (past every summary, within the budget), else on the compiled request
+            (:mod:`compaction.prefill`).
     """
     _check_call(store, recipe, summarizer, tools)
     if store is None:
@@ -242,12 +250,15 @@ def compress_and_compile(
     if mode not in ("events", "replan"):
         raise InvalidArgument(f"mode must be 'events' or 'replan'; found {found(mode)}")
     budget = require_budget(recipe.budget_tokens)
-    check_prefill(store, recipe)  # before any summarizer call: a refused request would waste them
     correction = budget_correction(store, recipe)
     effective = calibrated_budget(budget, correction, raise_budget=recipe.calibrate_raise_budget)
     asked = budget
     if effective != budget:  # the provider counts this model's requests differently: compile for what it counts
         recipe, budget = recipe.replace(budget_tokens=effective), effective
+    # before any summarizer call (captions too): a refused request would waste them; a newest
+    # message of more than half the compaction target may be summarized: the compiled request judges
+    target = low_water(recipe, budget) if mode == "events" else budget
+    check_prefill(store, recipe, raw_limit=target // 2)
     chosen: list[Summarizer] = []
 
     def make_summarizer() -> Summarizer:
@@ -274,7 +285,7 @@ def compress_and_compile(
             if plan.compiled is None:
                 assert plan.shortfall is not None
                 raise plan.shortfall.error() if not ticks else still_over(plan.shortfall, ticks, store)
-            compiled = plan.compiled
+            compiled = check_compiled_prefill(store, recipe, plan.compiled)
         store.check_location()
         return compiled, ticks
     except OverBudget as err:

@@ -23,14 +23,20 @@ to do instead:
 ``"refuse"``
     never ship a request that ends on an assistant turn.
 
-A refused request raises :class:`~compaction.errors.AssistantPrefillRefused` before any work
-(no summarizer is called), naming the model and what to do.
+A refused request raises :class:`~compaction.errors.AssistantPrefillRefused`, naming the model
+and what to do.  The compiled request's shipped last turn is the authority
+(:func:`check_shipped_prefill`, after planning): a newest assistant message that is summarized
+(one already covered by a summary, or one larger than the budget, which can never ship raw)
+leaves the request ending on the summaries' user turn, which no model refuses.  Before any work
+(no summarizer is called) :func:`check_assistant_prefill` refuses the requests whose newest
+message will ship raw: the assistant's, past every summary, no larger than the budget.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from .errors import AssistantPrefillRefused, InvalidArgument
 
@@ -45,6 +51,8 @@ __all__ = [
     "final_turn",
     "prefill_refusal",
     "check_assistant_prefill",
+    "shipped_final_role",
+    "check_shipped_prefill",
 ]
 
 #: The values of the recipe's ``assistant_prefill``.
@@ -135,18 +143,23 @@ def prefill_refusal(recipe: Recipe, model: str) -> str | None:
     return None
 
 
-def check_assistant_prefill(store: HistoryStore, recipe: Recipe, model: str) -> None:
+def check_assistant_prefill(
+    store: HistoryStore, recipe: Recipe, model: str, *, shown_raw: Callable[[int], bool] | None = None
+) -> None:
     """Raise when a request of ``store`` for ``model`` would end on an assistant turn it may not.
 
     Args:
         store: the history to compile.
         recipe: its ``assistant_prefill`` decides.
         model: the model the request names (resolved: the recipe's, else the format's default).
+        shown_raw: given the newest message's seq, whether the request will show it raw (it
+            ends on it); a message it says is not (summarized) is left to
+            :func:`check_shipped_prefill`.  Default: every newest message is shown raw.
 
     Raises:
         AssistantPrefillRefused: the newest message other than a system one is the
-            assistant's and :func:`prefill_refusal` gives a reason; one line naming the model,
-            the message and what to do.
+            assistant's, ``shown_raw`` says it ships raw and :func:`prefill_refusal` gives a
+            reason; one line naming the model, the message and what to do.
     """
     if recipe.assistant_prefill == "allow":
         return
@@ -156,7 +169,49 @@ def check_assistant_prefill(store: HistoryStore, recipe: Recipe, model: str) -> 
     reason = prefill_refusal(recipe, model)
     if reason is None:
         return
-    seq = last[1]
+    if shown_raw is not None and not shown_raw(last[1]):
+        return
+    _refuse(recipe, model, last[1], reason)
+
+
+def shipped_final_role(messages: Sequence[tuple[str, object]]) -> str | None:
+    """Return the role of the last turn a request's ``(role, blocks)`` messages ship (system ones aside).
+
+    ``None`` for a request without a user or assistant message.
+    """
+    return next((role for role, _blocks in reversed(messages) if role != "system"), None)
+
+
+def check_shipped_prefill(
+    store: HistoryStore, recipe: Recipe, model: str, messages: Sequence[tuple[str, object]]
+) -> None:
+    """Raise when a compiled request ends on an assistant turn that ``recipe`` refuses for ``model``.
+
+    The check after planning, and the authority: it reads the request's messages as gated
+    (``GatedRequest.messages``), so the refusal matches the shipped body whatever planning
+    summarized.
+
+    Args:
+        store: the history compiled (names the newest message in the error).
+        recipe: its ``assistant_prefill`` decides.
+        model: the model the request names.
+        messages: the compiled request's ``(role, blocks)`` pairs.
+
+    Raises:
+        AssistantPrefillRefused: the request's last turn is the assistant's and
+            :func:`prefill_refusal` gives a reason (one line, as :func:`check_assistant_prefill`).
+    """
+    if recipe.assistant_prefill == "allow" or shipped_final_role(messages) != "assistant":
+        return
+    reason = prefill_refusal(recipe, model)
+    if reason is None:
+        return
+    last = final_turn(store)
+    _refuse(recipe, model, last[1] if last is not None else len(store) - 1, reason)
+
+
+def _refuse(recipe: Recipe, model: str, seq: int, reason: str) -> NoReturn:
+    """Raise the one-line refusal of a request ending on message ``seq``, the assistant's."""
     fix = (
         'append the user\'s next message first, or set assistant_prefill = "allow" in the recipe for a model '
         "that takes a prefill"

@@ -151,16 +151,6 @@ def test_inspect_says_a_summarized_assistant_tail_ends_on_a_user_turn(fmt: str) 
     assert (data.ends_on_assistant_turn, data.prefill_refused) == (False, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssistantPrefillRefused,
-    reason=(
-        "compile's prefill check (compile.check_prefill, before any planning) refuses whenever the "
-        "store's newest message is the assistant's, though a newest message larger than the budget "
-        "is summarized and the request ends on a user turn; an exact check needs the plan's live "
-        "window (compile.py, not the attacker's file)"
-    ),
-)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_compile_does_not_refuse_a_request_that_ends_on_a_user_turn(fmt: str) -> None:
     with Store(":memory:") as store:
