@@ -62,10 +62,32 @@ the fork plus the branch's new messages.  "after" counts the inherited frame, re
 the branch's first event, among its events.
 
 Siblings now grow linearly (the store's work per branch no longer grows with the store).
-Nested rewinds still grow with the square of their depth: each path is parsed whole, so
-the parse costs the sum of the paths' lengths (what the branches show, 1.2 million
-messages at 1,100 deep), though the store appends only each branch's own messages and the
-parsed paths share their equal messages in memory.  Before, 1,100 nested rewinds could not
+Nested rewinds are no longer parsed whole path by path (the sum of the paths' lengths, what
+the branches show: 1.2 million messages at 1,100 deep): each event is read and converted
+once, a branch resuming from a fork of the parser of the path it continues, taken where it
+leaves it (``compaction.formats._claude_code_paths``), its shared messages finished,
+fingerprinted and interned once, and the trie of stored paths walked from the fork rather
+than the root.  The same command on 2026-12-01 (load average 1.5 to 3; "before" is
+69b5f26, the session's start, its tree first on ``PYTHONPATH`` with the compiled counter
+copied in, "after" 51d3aa5)::
+
+    python bench/bench_branches.py nested 300 1100 siblings 1000
+
+=================  ========  ==================  ==================  =======
+session            branches  before: s, MiB      after: s, MiB       flat s
+=================  ========  ==================  ==================  =======
+300 nested         300       9.8, 59.1           2.3, 59.7           0.2
+1,100 nested       1,100     102.2, 99.3         17.5, 98.7          0.5
+1,000 siblings     999       4.5, 60.3           3.8, 60.7           0.3
+=================  ========  ==================  ==================  =======
+
+Parsing and naming the paths (:func:`compaction.branch_import.plan_branches`, timed in one
+process) took, at 300, 1,100 and 2,200 nested rewinds, 2.84 and 60.72 s before (2,200 not
+run) and 0.08, 0.54 and 2.11 s after: no Python-level step per shared message is left,
+though each branch still holds its path's messages and line numbers as lists (copied in C,
+what still grows with the square).  What grows faster than the depth now is the store's:
+opening a branch reads its lineage, one row per ancestor (lineage_of, three opens a
+branch), 14.8 of the 1,100-deep import's 16 s in one profile.  Before, 1,100 nested rewinds could not
 finish at all: SQLite refuses a lineage condition past 1,000 terms (fixed: balanced).
 
 **Depth.**  :func:`depth_scaling` times, per depth, ``import --branches`` of
@@ -97,8 +119,9 @@ as above; ms per level over each hundred levels of an 800-deep chain): before 33
 52, 70, 109, 120, 143 (a lookup of an import key planned an OR of one term per
 conversation: 23 ms 700 deep); after 4.8, 5.9, 16, 10, 12, 15, 17, 19 (what still grows
 is reading the lineage itself on opening each branch, one row per ancestor, and the
-shadowing probe of a summary count).  Importing nested rewinds still grows with the
-square of the depth: the parse of every path (see above) is most of it.  An earlier
+shadowing probe of a summary count).  Importing nested rewinds grew with the square of
+the depth mostly by parsing every path whole; each event is now parsed once (see above),
+and the store's lineage reads are what still grows.  An earlier
 run of ffce301 (all but the ranged message read) gave, at 100, 200, 400 and 800: import
 1.54, 5.47, 16.99, 100.87 s; chain 2.92, 4.94, 11.26, 46.98 s.
 """
