@@ -69,7 +69,7 @@ leaves it (``compaction.formats._claude_code_paths``), its shared messages finis
 fingerprinted and interned once, and the trie of stored paths walked from the fork rather
 than the root.  The same command on 2026-12-01 (load average 1.5 to 3; "before" is
 69b5f26, the session's start, its tree first on ``PYTHONPATH`` with the compiled counter
-copied in, "after" 51d3aa5)::
+copied in; "after" the shared working tree at d16272c, this work's last code commit 51d3aa5)::
 
     python bench/bench_branches.py nested 300 1100 siblings 1000
 
@@ -87,7 +87,7 @@ run) and 0.08, 0.54 and 2.11 s after: no Python-level step per shared message is
 though each branch still holds its path's messages and line numbers as lists (copied in C,
 what still grows with the square).  What grows faster than the depth now is the store's:
 opening a branch reads its lineage, one row per ancestor (lineage_of, three opens a
-branch), 14.8 of the 1,100-deep import's 16 s in one profile.  Before, 1,100 nested rewinds could not
+branch), 14.8 of the 1,100-deep import's 16.1 s in one timed run.  Before, 1,100 nested rewinds could not
 finish at all: SQLite refuses a lineage condition past 1,000 terms (fixed: balanced).
 
 **Depth.**  :func:`depth_scaling` times, per depth, ``import --branches`` of
