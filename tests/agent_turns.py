@@ -20,10 +20,15 @@ def strip_markers(value: Any) -> Any:
 
 
 def turns_of(messages: list[Message]) -> list[list[Message]]:
-    """Split a history at each assistant message: what an agent appends before each call."""
+    """Split a history at each assistant message: what an agent appends before each call.
+
+    A first turn of system messages only is no call (an Anthropic request needs a user or
+    assistant message, and compile refuses such a store): it joins the next turn.
+    """
     turns: list[list[Message]] = [[]]
     for message in messages:
-        if message.role == "assistant" and turns[-1]:
+        system_only = all(m.role == "system" for m in turns[-1])
+        if message.role == "assistant" and turns[-1] and not (len(turns) == 1 and system_only):
             turns.append([])
         turns[-1].append(message)
     return turns
