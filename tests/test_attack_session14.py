@@ -2,8 +2,11 @@
 
 What broke is pinned here: model names spelled with the version before the family
 (``claude-4.6-opus``) were taken to accept a prefill; ``refuses_prefill(None)`` raised a bare
-``AttributeError``; ``--model ""`` was blamed on the recipe file (or ``<replace>``).  Two
-defects whose fix lies outside the attacker's files are strict xfails with their reasons.
+``AttributeError``; ``--model ""`` was blamed on the recipe file (or ``<replace>``).  Three
+defects pinned as strict xfails were fixed after: a newest assistant message larger than the
+budget was refused though summarized (the request ends on a user turn); a redacted_thinking
+block whose data is not a string shipped to Anthropic as stored; a store of system messages only
+compiled to an Anthropic request with ``messages: []``.
 What held is tested too (the proxy's 400 in every request format, streamed or not, and a
 client's retry after it).
 """
