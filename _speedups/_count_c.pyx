@@ -1738,10 +1738,6 @@ cdef inline Py_ssize_t _longest_token(const _Ranks* r, const _Backtrack* t, cons
     cdef uint64_t lengths
     cdef Py_ssize_t length
     cdef uint32_t found
-    cdef Py_ssize_t lens[4]
-    cdef uint64_t heads[4]
-    cdef uint64_t hashes[4]
-    cdef int count, k
     cdef uint32_t character = 0
     if most >= 2:
         lengths = t.lead_lengths[(<uint32_t>b[0] << 8) | b[1]]
