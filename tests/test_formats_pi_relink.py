@@ -47,7 +47,7 @@ def test_a_bad_line_in_the_middle_keeps_everything_before_and_after_it(tmp_path:
     texts = [m.content[0]["text"] for m in parsed.messages]
     assert texts == [f"message {i}" for i in range(10) if i != 4]
     assert parsed.skipped == 1
-    assert parsed.problems[0].endswith(":6: invalid JSON: Unterminated string starting at at column 33")
+    assert parsed.problems[0].endswith(":6: invalid JSON: Unterminated string starting at column 33")
     assert parsed.problems[1].endswith(
         ":7: parentId 'e4' is in no entry of the file (a skipped or missing line); "
         "the 4 entries written before line 7 were re-linked in file order"

@@ -37,6 +37,7 @@ from ..blocks import (
 )
 from ..errors import ImageError, InvalidMessage, InvalidTranscript
 from ..imageinfo import info_from_block
+from ._json_damage import describe as describe_json_error
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -321,7 +322,7 @@ def read_jsonl_line(
     try:
         value = loads(line)
     except json.JSONDecodeError as err:
-        ctx.problem(f"invalid JSON: {err.msg} at column {err.colno}", line=number)
+        ctx.problem(describe_json_error(err, unit="line"), line=number)
         return None
     except RecursionError:
         ctx.problem(
@@ -348,7 +349,7 @@ def load_json_document(text: str, ctx: Context) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ctx.error(
-            f"invalid JSON: {err.msg} at column {err.colno}; the whole file is one JSON document, "
+            f"{describe_json_error(err)}; the whole file is one JSON document, "
             "so nothing can be skipped: repair the file",
             line=err.lineno,
         ) from err

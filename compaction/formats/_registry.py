@@ -10,15 +10,19 @@ Otherwise the formats are asked in priority order (:data:`REGISTRY`) whether a s
 content is theirs, first with the head of the file alone (64 KiB, and on to the end of the
 first line when that line opens a JSON object, so a JSONL record is never cut); only when none
 claims it and the head starts like a JSON document is the whole file read, parsed and offered
-to them again (a JSON array pretty-printed past the head).
+to them again (a JSON array pretty-printed past the head).  A document that then does not
+parse, and that no format claims, is reported as damaged JSON (where, and which format the part
+before the damage looks like), not as an unknown format.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from importlib import import_module
 
-from ..errors import UnknownFormat
+from ..errors import InvalidTranscript, UnknownFormat
+from ._json_damage import describe, repaired_prefix
 from ._sniff import Sample, TranscriptFormat, looks_binary
 
 __all__ = ["FORMATS", "REGISTRY", "detect", "format_named"]
@@ -91,6 +95,25 @@ def _unknown(path: str | None, why: str) -> UnknownFormat:
     )
 
 
+def _damaged(path: str | None, err: json.JSONDecodeError) -> InvalidTranscript:
+    """Return the error for a file that starts like one JSON document and is not valid JSON.
+
+    It names the file, the line and column where the JSON breaks (and whether the file just ends
+    early) and, when the part before the damage is claimed by a format, that format: nothing
+    else claims a damaged document, so without this the user would hear only that the format is
+    unknown.
+    """
+    repaired = repaired_prefix(err.doc, err.pos)
+    looks = _claimant(Sample(repaired, lambda: repaired)) if repaired is not None else None
+    guess = f"; up to there it reads as {looks.name!r}" if looks is not None else ""
+    return InvalidTranscript(
+        f"{describe(err)}{guess}; the whole file is one JSON document, so nothing can be skipped: "
+        "repair the file",
+        path=path,
+        line=err.lineno,
+    )
+
+
 def _claimant(sample: Sample) -> TranscriptFormat | None:
     return next((fmt for fmt in REGISTRY if fmt.sniff(sample)), None)
 
@@ -111,7 +134,10 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     Raises:
         UnknownFormat: the content is empty or binary, or no format claims it; the message
             names the file and lists the formats.
-        InvalidTranscript: ``whole`` could not read the file (it is not UTF-8).
+        InvalidTranscript: ``whole`` could not read the file (it is not UTF-8); or the content
+            starts like one JSON document, no format claims it and it is not valid JSON (cut
+            short, or broken in the middle): the message names the file, the line and column,
+            and the format the part before the damage looks like, when one claims it.
     """
     if not head.strip():
         raise _unknown(path, "the file is empty")
@@ -120,7 +146,10 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     sample = Sample(head.decode("utf-8-sig", errors="replace"))
     found = _claimant(sample)
     if found is None and whole is not None and sample.looks_json:
-        found = _claimant(Sample(sample.head, whole))
+        read = Sample(sample.head, whole)
+        found = _claimant(read)
+        if found is None and read.damage is not None and not read.records and read.damage.msg != "Extra data":
+            raise _damaged(path, read.damage)
     if found is None:
         raise _unknown(path, "the content matches none of them")
     return found

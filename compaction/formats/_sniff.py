@@ -147,13 +147,27 @@ class Sample:
         """
         if self.jsonl:
             return self.records[0]
+        return self._whole_parsed[0]
+
+    @cached_property
+    def damage(self) -> json.JSONDecodeError | None:
+        """Why the whole content, read as one JSON document, does not parse (its line and column
+        among them); ``None`` when it parses, was not read, or failed for another reason (nested
+        too deeply, a number too long)."""
+        return None if self.jsonl else self._whole_parsed[1]
+
+    @cached_property
+    def _whole_parsed(self) -> tuple[Any, json.JSONDecodeError | None]:
+        """The whole content parsed (or :data:`NOT_READ` / :data:`NOT_JSON`) and the decode error."""
         if self.whole is None or not self.looks_json:
-            return NOT_READ
+            return NOT_READ, None
         whole = self.whole()  # outside the try: an error reading the file is no parse error
         try:
-            return _loads(whole)
+            return _loads(whole), None
+        except json.JSONDecodeError as err:
+            return NOT_JSON, err
         except ValueError:
-            return NOT_JSON
+            return NOT_JSON, None
 
     @cached_property
     def entries(self) -> tuple[dict[str, Any], ...]:

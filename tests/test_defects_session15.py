@@ -1,0 +1,195 @@
+"""Small known defects closed in session 15, each pinned by a test that failed before its fix.
+
+1. A JSON transcript cut short (or broken in the middle) was reported as an unknown format when
+   its format was detected: the damage is now named (file, line, column, cut short) with the
+   format the part before it reads as.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.cli import main
+from compaction.errors import InvalidTranscript, UnknownFormat
+from compaction.formats import load_transcript
+from compaction.formats._json_damage import cut_short, describe, repaired_prefix
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+CASES = ROOT / "tests" / "data" / "cases"
+FORMAT_DATA = ROOT / "tests" / "data" / "formats"
+
+#: Every real transcript of the repository that is one JSON document, with its format.
+JSON_DOCUMENTS: list[tuple[str, Path]] = [
+    ("agent-tars", EXAMPLES / "agent-tars__browser__event-stream-with-many-images.json"),
+    ("swe-agent", EXAMPLES / "swe-agent__marshmallow-1867__function-calling.traj"),
+    ("trajectory", FORMAT_DATA / "trajectory__subagent-tool-calls.json"),
+    ("inspect-ai", FORMAT_DATA / "inspect-ai__log_images.json"),
+    ("inspect-ai", FORMAT_DATA / "inspect-ai__browser.json"),
+    ("openai-responses", FORMAT_DATA / "openai-responses__agent-input-items.json"),
+    ("langchain", FORMAT_DATA / "langchain__messages_to_dict.json"),
+    ("langchain", FORMAT_DATA / "langgraph__state_dumpd.json"),
+    ("cline", FORMAT_DATA / "cline__api_conversation_history.json"),
+    ("anthropic", CASES / "parallel-tool-fanout.json"),
+    ("anthropic", CASES / "tool-pair-in-the-middle.json"),
+]
+
+
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+def cli(*args: str | Path) -> Result:
+    return runner().invoke(main, [str(a) for a in args])
+
+
+def one_error_line(result: Result) -> str:
+    """Assert a user error (exit 1, one stderr line, no traceback) and return that line."""
+    assert result.exit_code == 1, (result.exit_code, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("compaction: error: ")
+    return lines[0]
+
+
+def cut_in_half(path: Path, into: Path) -> Path:
+    data = path.read_bytes()
+    into.write_bytes(data[: len(data) // 2])
+    return into
+
+
+# -- 1. a JSON transcript cut short -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "path"), JSON_DOCUMENTS, ids=lambda v: v.name if isinstance(v, Path) else v)
+def test_a_json_transcript_cut_in_half_is_named_damaged_not_unknown(
+    name: str, path: Path, tmp_path: Path
+) -> None:
+    """Before: inspect-ai, langchain, openai-responses, trajectory and anthropic samples cut in half
+    said "cannot tell the transcript format (the content matches none of them)"."""
+    cut = cut_in_half(path, tmp_path / path.name)
+    text = cut.read_text("utf-8", errors="replace")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        line = err.lineno
+    for command in (["run", cut, "--budget", "16000"], ["import", cut, "--store", tmp_path / "s.db"]):
+        said = one_error_line(cli(*command))
+        assert f"{cut}:{line}: invalid JSON: " in said
+        assert f"at line {line}, column " in said
+        assert "(the file ends before its JSON does: cut short?)" in said
+        assert "cannot tell the transcript format" not in said
+        assert f"reads as {name!r}" in said or f"read as {name!r}" in said
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(cut)
+    assert not isinstance(caught.value, UnknownFormat)
+
+
+def test_a_json_document_broken_in_the_middle_names_where_and_is_not_called_cut_short(tmp_path: Path) -> None:
+    data = json.loads((FORMAT_DATA / "openai-responses__agent-input-items.json").read_text("utf-8"))
+    text = json.dumps(data, indent=1)
+    lines = text.split("\n")
+    broken = next(i for i, line in enumerate(lines) if i > len(lines) // 2 and line.rstrip().endswith(","))
+    lines[broken] = lines[broken].rstrip()[:-1]  # a comma missing in the middle
+    path = tmp_path / "items.json"
+    path.write_text("\n".join(lines), "utf-8")
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path)
+    said = str(caught.value)
+    assert not isinstance(caught.value, UnknownFormat)
+    assert said.startswith(
+        f"{path}:{broken + 2}: invalid JSON: Expecting ',' delimiter at line {broken + 2}, column "
+    )
+    assert "cut short" not in said and "reads as 'openai-responses'" in said
+
+
+def test_jsonl_with_a_truncated_last_line_names_that_line_and_lenient_skips_it(tmp_path: Path) -> None:
+    source = FORMAT_DATA / "craft-agents__session.jsonl"
+    data = source.read_bytes().rstrip(b"\n")
+    last = data.count(b"\n") + 1
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(data[:-30])
+    said = one_error_line(cli("run", path, "--budget", "16000"))
+    assert f"{path}:{last}: invalid JSON: " in said and "--lenient" in said
+    parsed = load_transcript(path, lenient=True)
+    whole = load_transcript(source)
+    assert parsed.skipped == 1 and parsed.problems[0].startswith(f"{path}:{last}: invalid JSON: ")
+    assert len(parsed.messages) in (len(whole.messages) - 1, len(whole.messages))
+
+
+def test_the_decoder_message_reads_as_english() -> None:
+    """Before: "Unterminated string starting at at column 6" (the decoder's message ends in "at")."""
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads('[\n  "ab')
+    assert describe(caught.value) == (
+        "invalid JSON: Unterminated string starting at line 2, column 3 (the file ends before its JSON does: cut short?)"
+    )
+    assert describe(caught.value, unit="line") == "invalid JSON: Unterminated string starting at column 3"
+
+
+# A JSON value whose text, cut anywhere, is a prefix of valid JSON.
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300)
+@given(
+    value=JSON_VALUES.filter(lambda v: isinstance(v, (list, dict))),
+    indent=st.sampled_from([None, 1]),
+    data=st.data(),
+)
+def test_every_strict_prefix_of_a_document_is_cut_short_and_repairs_to_valid_json(
+    value: list[object] | dict[str, object], indent: int | None, data: st.DataObject
+) -> None:
+    text = json.dumps(value, indent=indent)
+    cut = data.draw(st.integers(1, len(text) - 1))
+    prefix = text[:cut]
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads(prefix)
+    assert cut_short(caught.value)
+    assert "cut short?" in describe(caught.value)
+    repaired = repaired_prefix(prefix, caught.value.pos)
+    assert repaired is not None
+    assert type(json.loads(repaired)) is type(value)
+    assert prefix.startswith(repaired.rstrip("]}"))  # a cut-back prefix and closing brackets
+
+
+MESSAGES = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant"]), "content": st.text(min_size=1, max_size=40)}
+    ),
+    min_size=2,
+    max_size=6,
+)
+
+
+@settings(max_examples=60)
+@given(messages=MESSAGES, wrapped=st.booleans(), data=st.data())
+def test_a_chat_document_cut_anywhere_is_never_an_unknown_format(
+    messages: list[dict[str, str]],
+    wrapped: bool,
+    data: st.DataObject,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    text = json.dumps({"messages": messages} if wrapped else messages, indent=1)
+    cut = data.draw(st.integers(1, len(text) - 1))
+    path = tmp_path_factory.mktemp("cut") / "chat.json"
+    path.write_text(text[:cut], "utf-8")
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path)
+    assert not isinstance(caught.value, UnknownFormat)
+    assert str(caught.value).startswith(f"{path}:")
+    assert "cut short?" in str(caught.value)
