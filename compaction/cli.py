@@ -640,6 +640,7 @@ def run(
         },
         "images_shown": compiled.request.images_shown,
         "images_replaced": compiled.request.images_replaced,
+        "problems": result.transcript.problems,
         "request_format": compiled.request.format,
         "calibration": result.calibration.to_json() if result.calibration else None,
         "out": out,
@@ -696,6 +697,33 @@ def run(
         ("time", f"{result.seconds:.2f} s"),
     ]
     _print_table(f"compaction run: {transcript}", rows)
+    _echo_skipped(result.transcript.skipped, result.transcript.problems)
+
+
+#: How many ``path:line: what`` lines ``run`` prints of what a lenient parse skipped.
+_SKIPPED_LISTED = 5
+
+
+def _echo_skipped(skipped: int, problems: list[str]) -> None:
+    """Print to stderr what a lenient parse skipped: a count, then the first
+    :data:`_SKIPPED_LISTED` of its ``path:line: what`` lines (skipped lines and the notes beside
+    them, in file order) and how many more; nothing when no line was skipped.  ``run --json``
+    and ``compaction import --lenient`` give every line."""
+    if not skipped:
+        return
+    others = len(problems) - skipped  # re-links and left-out branches beside them
+    click.echo(
+        f"skipped {skipped} malformed line{'s' if skipped != 1 else ''}"
+        + (f", and {others} note{'s' if others != 1 else ''}:" if others > 0 else ":"),
+        err=True,
+    )
+    for problem in problems[:_SKIPPED_LISTED]:
+        click.echo(f"  {problem}", err=True)
+    if len(problems) > _SKIPPED_LISTED:
+        click.echo(
+            f"  ... and {len(problems) - _SKIPPED_LISTED} more (run --json or compaction import --lenient lists them all)",
+            err=True,
+        )
 
 
 def _live_window(compiled: Any) -> str:

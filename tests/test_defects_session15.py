@@ -3,6 +3,8 @@
 1. A JSON transcript cut short (or broken in the middle) was reported as an unknown format when
    its format was detected: the damage is now named (file, line, column, cut short) with the
    format the part before it reads as.
+2. ``run --lenient`` said how many lines it skipped, not which: it now lists the first five
+   (``path:line: what``) and how many more, and ``--json`` gives them all as ``problems``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction.cli import main
@@ -193,3 +195,52 @@ def test_a_chat_document_cut_anywhere_is_never_an_unknown_format(
     assert not isinstance(caught.value, UnknownFormat)
     assert str(caught.value).startswith(f"{path}:")
     assert "cut short?" in str(caught.value)
+
+
+# -- 2. run --lenient names the lines it skipped ------------------------------------------------------
+
+
+def jsonl_with_bad_lines(path: Path, total: int, bad: set[int]) -> Path:
+    """Write ``total`` alternating chat lines, those numbered in ``bad`` (1-based) cut short."""
+    lines = []
+    for number in range(1, total + 1):
+        line = json.dumps({"role": "user" if number % 2 else "assistant", "content": f"message {number}"})
+        lines.append(line[:-12] if number in bad else line)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+@settings(max_examples=8)
+@example(bad={3})
+@example(bad={2, 4, 6, 8, 10, 12, 14})
+@given(bad=st.sets(st.integers(2, 20), min_size=1, max_size=12))
+def test_run_lenient_names_the_skipped_lines_at_most_five_then_how_many_more(
+    bad: set[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: run --lenient said "(3 skipped)" in its table and never which lines."""
+    path = jsonl_with_bad_lines(tmp_path_factory.mktemp("run") / "chat.jsonl", 20, bad)
+    result = cli("run", path, "--budget", "16000", "--lenient")
+    assert result.exit_code == 0, result.stderr
+    said = result.stderr.strip().splitlines()
+    plural = "s" if len(bad) != 1 else ""
+    assert said[0] == f"skipped {len(bad)} malformed line{plural}:"
+    listed = sorted(bad)[:5]
+    assert [line.split(": invalid JSON: ")[0] for line in said[1 : 1 + len(listed)]] == [
+        f"  {path}:{n}" for n in listed
+    ]
+    more = [line for line in said if "more" in line]
+    if len(bad) > 5:
+        assert more == [
+            f"  ... and {len(bad) - 5} more (run --json or compaction import --lenient lists them all)"
+        ]
+    else:
+        assert more == [] and len(said) == 1 + len(bad)
+    report = json.loads(cli("run", path, "--budget", "16000", "--lenient", "--json").stdout)
+    assert report["skipped"] == len(bad)
+    assert [int(p.split(":")[1]) for p in report["problems"]] == sorted(bad)
+
+
+def test_run_without_skipped_lines_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    path = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 6, set())
+    result = cli("run", path, "--budget", "16000", "--lenient")
+    assert result.exit_code == 0 and result.stderr == ""
