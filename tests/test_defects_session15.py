@@ -5,6 +5,8 @@
    format the part before it reads as.
 2. ``run --lenient`` said how many lines it skipped, not which: it now lists the first five
    (``path:line: what``) and how many more, and ``--json`` gives them all as ``problems``.
+3. A store of system messages only compiled for OpenAI Responses gives ``instructions`` and
+   ``input: []``: OpenAI's OpenAPI description allows it, so the shape is pinned, not refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from click.testing import CliRunner, Result
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from compaction import Message, Recipe, Store, compile_request
 from compaction.cli import main
 from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import load_transcript
@@ -244,3 +247,35 @@ def test_run_without_skipped_lines_prints_nothing_on_stderr(tmp_path: Path) -> N
     path = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 6, set())
     result = cli("run", path, "--budget", "16000", "--lenient")
     assert result.exit_code == 0 and result.stderr == ""
+
+
+# -- 3. a store of system messages only, compiled for OpenAI ------------------------------------------
+
+#: System texts as an agent writes them (no blank-only text, which a message may not hold).
+SYSTEM_TEXTS = st.lists(
+    st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=40).map(lambda t: f"Rule: {t}."),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=40)
+@given(texts=SYSTEM_TEXTS)
+def test_a_system_only_store_compiles_for_openai_responses_to_instructions_and_an_empty_input(
+    texts: list[str],
+) -> None:
+    """Pinned, not refused: OpenAI's OpenAPI description of ``POST /v1/responses``
+    (github.com/openai/openai-openapi, openapi.yaml, ``CreateResponse``) requires no ``input``,
+    and its item list (``InputParam``) sets no ``minItems`` (as ``context_management`` beside it
+    does), while ``instructions`` "inserts a system (or developer) message" into the context; so
+    ``instructions`` with ``input: []`` is a request the API describes, as Chat's
+    ``messages: [system]`` is (Anthropic's ``messages: []`` is refused: test_system_only_store)."""
+    with Store(":memory:") as store:
+        store.append([Message("system", [{"type": "text", "text": t}]) for t in texts])
+        responses = compile_request(store, Recipe(budget_tokens=4000, output_format="openai-responses"))
+        chat = compile_request(store, Recipe(budget_tokens=4000, output_format="openai"))
+    assert responses.request.body() == {"model": "gpt-4o", "instructions": "\n\n".join(texts), "input": []}
+    assert chat.request.body() == {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": "\n\n".join(texts)}],
+    }
