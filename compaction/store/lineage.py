@@ -172,6 +172,34 @@ class Lineage:
             memo[key] = text
         return text, []
 
+    def child(self, conversation_id: int, fork: int) -> Lineage:
+        """Return the lineage of a branch ``conversation_id`` forked from this conversation at seq ``fork``.
+
+        What :func:`lineage_of` gives once the branch is stored, without reading the
+        ``conversations`` table: the branch's own segment ``[fork, ∞)``, then this lineage with
+        each end capped at ``fork`` (where the branch leaves it).  The ends grow no larger
+        going up a lineage (each is the smallest fork below it), so only the segments before
+        the first ending at or before ``fork`` change, and the rest are this lineage's own
+        objects: a branch of a branch nested ``d`` deep costs what changes (one segment when
+        each fork lies past the one before), not ``d``.
+
+        Raises:
+            InvalidArgument: this lineage is empty (its conversation is not created yet), or
+                ``fork`` is not a seq (a negative or non-integer value).
+        """
+        if not self.segments:
+            raise InvalidArgument("a conversation not created yet has no branch; append to it first")
+        if isinstance(fork, bool) or not isinstance(fork, int) or fork < 0:
+            raise InvalidArgument(f"a branch's fork is a message's seq (an integer >= 0); found {found(fork)}")
+        changed = [Segment(int(conversation_id), fork, None)]
+        kept = len(self.segments)
+        for index, seg in enumerate(self.segments):
+            if seg.end is not None and seg.end <= fork:
+                kept = index
+                break
+            changed.append(Segment(seg.conversation_id, seg.start, fork))
+        return Lineage((*changed, *self.segments[kept:]))
+
     def _memo(self) -> dict[tuple[str, ...], str]:
         """Return this lineage's conditions built so far, by what was asked (built once each).
 
@@ -183,7 +211,7 @@ class Lineage:
         memo: dict[tuple[str, ...], str] = self.__dict__.setdefault("_conditions", {})
         return memo
 
-    def keyed(self, alias: str = "") -> str:
+    def keyed(self, alias: str = "", after: int | None = None) -> str:
         """Return a SQL condition selecting the rows of the conversations of this lineage (any seq).
 
         ``conversation_id IN (...)`` with the store's own integer ids as literals: a superset
@@ -196,11 +224,32 @@ class Lineage:
 
         Args:
             alias: the table's alias with its dot (``"m."``), or ``""``.
+            after: when given, name only the conversations holding some seq past ``after``
+                (a prefix of the lineage: its segments' seq ranges descend), for a caller
+                that knows the row it looks for lies there; one or two conversations for a
+                lookup at a branch's end, however deep the lineage.
         """
-        ids = [
-            str(int(seg.conversation_id)) for seg in self.segments if seg.end is None or seg.end > seg.start
-        ]
-        return f"({alias}conversation_id IN ({', '.join(ids)}))" if ids else "(1 = 0)"
+        count = len(self.segments)
+        if after is not None:
+            count = 0  # the segments holding a seq past `after`: ends fall going up the lineage
+            while count < len(self.segments):
+                end = self.segments[count].end
+                if end is not None and end <= after + 1:
+                    break
+                count += 1
+        memo, key = self._memo(), ("keyed", alias, str(count))
+        text = memo.get(key)
+        if text is None:  # built once a lineage: a lookup per appended message asks for it
+            ids = [
+                str(int(seg.conversation_id))
+                for seg in self.segments[:count]
+                if seg.end is None or seg.end > seg.start
+            ]
+            text = f"({alias}conversation_id IN ({', '.join(ids)}))" if ids else "(1 = 0)"
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[key] = text
+        return text
 
     def sees(self, conversation_id: int, seq: int) -> bool:
         """Return whether the row ``(conversation_id, seq)`` is one this lineage shows (see :meth:`rows`).

@@ -10,6 +10,7 @@ placeholder (``_mark``).
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -23,6 +24,9 @@ from .model import ConversationInfo
 __all__ = ["ConversationScope"]
 
 _Tree = dict[int, tuple[int | None, int | None]]
+
+#: The most lineages a store object keeps (:meth:`ConversationScope._remember`), most recently used.
+_KEPT_LINEAGES = 16
 
 
 class ConversationScope:
@@ -63,6 +67,11 @@ class ConversationScope:
         """
         if conversation_id is None:
             return Lineage(())
+        known = self._known_lineages()
+        lineage = known.get(conversation_id)
+        if lineage is not None:
+            known.move_to_end(conversation_id)
+            return lineage
         m = self._mark
         rows = self._db.execute(
             "WITH RECURSIVE up(id, parent_id, fork_seq) AS ("
@@ -72,7 +81,59 @@ class ConversationScope:
             (conversation_id,),
         ).fetchall()
         tree = {int(i): (None if p is None else int(p), None if f is None else int(f)) for i, p, f in rows}
-        return lineage_of(conversation_id, tree)
+        lineage = lineage_of(conversation_id, tree)
+        self._remember(lineage)
+        return lineage
+
+    def _known_lineages(self) -> OrderedDict[int, Lineage]:
+        """Return the lineages this store object has read or made, by conversation id, newest used last.
+
+        A conversation's parent and fork never change once it is stored (no statement updates
+        or deletes a ``conversations`` row), so a lineage read once holds for the object's
+        life, and a branch's is its parent's plus one segment (:meth:`.Lineage.child`).
+        """
+        known: OrderedDict[int, Lineage] | None = self.__dict__.get("_lineages")
+        if known is None:
+            known = self.__dict__["_lineages"] = OrderedDict()
+        return known
+
+    def _remember(self, lineage: Lineage) -> None:
+        """Keep ``lineage`` among the :data:`_KEPT_LINEAGES` most recently used (each may hold its
+        built conditions: tens of kilobytes a thousand deep)."""
+        own = lineage.own
+        if own is None:
+            return
+        known = self._known_lineages()
+        known[own] = lineage
+        known.move_to_end(own)
+        while len(known) > _KEPT_LINEAGES:
+            known.popitem(last=False)
+
+    def scope_to(self, conversation: str, *, create: bool = True) -> None:
+        """Scope this store object to ``conversation`` of the same store, as opening it with that name does.
+
+        The connection stays open and the lineages already read are reused (an import of many
+        branches opens one store object, not one per branch: each open checks the file and its
+        schema, and reads the branch's lineage anew, one row per ancestor).
+
+        Args:
+            conversation: the conversation (or branch) to read and write from now on.
+            create: as :func:`~compaction.store.factory.open_store`'s: a name not in the store
+                is created at the first write; when false it must exist.
+
+        Raises:
+            InvalidArgument: ``conversation`` is not a valid name.
+            StoreError: ``create`` is false and the store holds no conversation ``conversation``,
+                or the store could not be read.
+        """
+        check_conversation_name(conversation)
+        before = self.conversation, self._lineage
+        try:
+            with self._reading(f"opening the conversation {conversation!r}"):
+                self._bind(conversation, create)
+        except BaseException:
+            self.conversation, self._lineage = before  # still scoped as it was
+            raise
 
     def _bind(self, conversation: str | None, create: bool) -> None:
         """Scope this object to ``conversation`` (``None``: the only one, or ``"default"`` while there is none).
@@ -261,6 +322,8 @@ class ConversationScope:
         shows no summary, and the shadowing condition of :meth:`.Lineage.summaries` (a probe
         of ``summaries`` per ancestor for each row) need not run at all.
         """
+        if self._db.execute("SELECT 1 FROM summaries LIMIT 1").fetchone() is None:
+            return False  # a store without summaries (an import's): no probe per 500 ancestors
         ids = [seg.conversation_id for seg in lineage.segments]
         m = self._mark
         for start in range(0, len(ids), 500):  # under every driver's limit of placeholders
@@ -307,9 +370,13 @@ class ConversationScope:
                 (name, parent, at, created),
             )
             row = self._db.execute(f"SELECT id FROM conversations WHERE name = {m}", (name,)).fetchone()
+            # its lineage is this one's plus its own segment: made here, not read back (one row
+            # per ancestor), and kept for opening it with scope_to
+            made = self._lineage.child(int(row[0]), at)
+            self._remember(made)
             # the new branch's own counts, not every conversation's (conversations() per branch made
             # importing n branches quadratic): it shows [0, at) and the summaries seen there
-            summaries = self._summary_count(self._lineage_of(int(row[0])))
+            summaries = self._summary_count(made)
         return ConversationInfo(
             name=name,
             id=int(row[0]),

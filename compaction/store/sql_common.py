@@ -580,16 +580,19 @@ class AppendRows:
         row = self.store._newest_row("import_key")
         return None if row is None else str(row[0])
 
-    def seq_of(self, import_key: str) -> int | None:
+    def seq_of(self, import_key: str, after: int | None = None) -> int | None:
         # the key's rows in the lineage's conversations (at most one each), filtered here: the
-        # lineage's OR of ranges beside the key made SQLite plan each lookup in depth squared
+        # lineage's OR of ranges beside the key made SQLite plan each lookup in depth squared;
+        # `after`: only the conversations holding seqs past it (see MessageRows.seq_of)
         self.store._refresh()
         lineage = self.store._lineage
         rows = self.db.execute(
-            f"SELECT conversation_id, seq FROM messages WHERE import_key = {self._m} AND {lineage.keyed()}",
+            f"SELECT conversation_id, seq FROM messages WHERE import_key = {self._m} AND {lineage.keyed(after=after)}",
             (import_key,),
         ).fetchall()
-        seen = [int(seq) for cid, seq in rows if lineage.sees(int(cid), int(seq))]
+        seen = [
+            int(seq) for cid, seq in rows if lineage.sees(int(cid), int(seq)) and (after is None or int(seq) > after)
+        ]
         return min(seen) if seen else None
 
     def rekey(self, seq: int, import_key: str) -> None:

@@ -32,8 +32,15 @@ class MessageRows(Protocol):
         """Return the import key of the newest stored message (None for an empty store)."""
         ...
 
-    def seq_of(self, import_key: str) -> int | None:
-        """Return the seq of the message stored under ``import_key``, else None."""
+    def seq_of(self, import_key: str, after: int | None = None) -> int | None:
+        """Return the seq of the message stored under ``import_key``, else None.
+
+        ``after``: look only past that seq.  A chain's keys follow one another in seq order
+        (a row keyed ``chain_key(X, m)`` lies after the row keyed ``X`` in every lineage
+        showing both: rows are added at the end, and completing or re-keying one keeps its
+        place), so a key chained from the row at seq ``s`` is looked for past ``s`` only: a
+        backend reads the conversations holding those seqs, not the whole lineage.
+        """
         ...
 
     def rekey(self, seq: int, import_key: str) -> None:
@@ -76,8 +83,11 @@ def append_batch(rows: MessageRows, batch: list[Message], chain_seed: str | None
         StoreError: from ``rows``.  The caller rolls its transaction back on any error.
     """
     next_seq = rows.next_seq()
+    at: int | None = None  # the seq of the row keyed `key` (None: a seed, or not known here)
     if chain_seed is None:
-        key = rows.last_import_key() or ingest.seed_key("")
+        last = rows.last_import_key()
+        key = last or ingest.seed_key("")
+        at = next_seq - 1 if last is not None else None  # the newest row's
     else:
         key = ingest.seed_key(chain_seed)
     stored_chain: str | None = None  # the stored chain's key where a completion made it differ
@@ -85,30 +95,33 @@ def append_batch(rows: MessageRows, batch: list[Message], chain_seed: str | None
     added = 0
     for index, message in enumerate(batch):
         try:
-            previous, previous_stored = key, stored_chain
-            key, stored_chain = ingest.chain_key(previous, message), None
-            if rows.seq_of(key) is not None:
+            previous, previous_stored, previous_at = key, stored_chain, at
+            key, stored_chain, at = ingest.chain_key(previous, message), None, None
+            seq = rows.seq_of(key, previous_at)  # chained from the row at previous_at: past it
+            if seq is not None:
+                at = seq
                 continue
             if previous_stored is not None:
                 old = ingest.chain_key(previous_stored, message)
                 seq = rows.seq_of(old)
                 if seq is not None:  # stored after a message this call completed: re-key it
                     rows.rekey(seq, key)
-                    stored_chain = old
+                    stored_chain, at = old, seq
                     continue
             if known:
-                completed = _complete(rows, (previous, previous_stored), message, key, next_seq)
+                completed = _complete(rows, ((previous, previous_at), (previous_stored, None)), message, key, next_seq)
                 if completed is not None:
                     stored_chain, appended = completed
                     next_seq += appended
                     added += appended
                     continue
-                held = _held(rows, (previous, previous_stored), message)
+                held = _held(rows, ((previous, previous_at), (previous_stored, None)), message)
                 if held is not None:  # an older snapshot: the store has this message, grown
-                    key = held
+                    key, at = held
                     continue
             known = False
             rows.insert(next_seq, key, ingest.prepare(message, rows.encoding), message)
+            at = next_seq
             next_seq += 1
             added += 1
         except ImageError as err:
@@ -122,22 +135,29 @@ def append_batch(rows: MessageRows, batch: list[Message], chain_seed: str | None
 
 
 def _complete(
-    rows: MessageRows, chains: tuple[str, str | None], message: Message, key: str, next_seq: int
+    rows: MessageRows,
+    chains: tuple[tuple[str, int | None], tuple[str | None, int | None]],
+    message: Message,
+    key: str,
+    next_seq: int,
 ) -> tuple[str, int] | None:
     """Complete the stored prefix of ``message`` (a snapshot's last message), if there is one.
+
+    ``chains``: the keys the message may follow, each with the seq of its row when known
+    (the prefixes are looked for past it).
 
     Returns:
         ``None`` when no stored message of this chain is a prefix of ``message``; else the
         prefix's key and the messages appended (0: completed in place; 1: a summary covers
         the prefix, so the missing blocks were appended as a message of their own).
     """
-    for chain in chains:
+    for chain, chain_at in chains:
         if chain is None:
             continue
         prefixes = ingest.prefix_keys(chain, message)
         for length in range(len(prefixes), 0, -1):  # the longest stored prefix
             old = prefixes[length - 1]
-            seq = rows.seq_of(old)
+            seq = rows.seq_of(old, chain_at)
             if seq is None:
                 continue
             if rows.covered(seq):
@@ -149,13 +169,17 @@ def _complete(
     return None
 
 
-def _held(rows: MessageRows, chains: tuple[str, str | None], message: Message) -> str | None:
-    """Return the key of the stored message that starts with all of ``message``'s blocks and
-    follows the same chain (an older snapshot re-imported after the grown file), else None."""
-    for chain in chains:
+def _held(
+    rows: MessageRows, chains: tuple[tuple[str, int | None], tuple[str | None, int | None]], message: Message
+) -> tuple[str, int] | None:
+    """Return the key and seq of the stored message that starts with all of ``message``'s blocks and
+    follows the same chain (an older snapshot re-imported after the grown file), else None.
+
+    ``chains``: as :func:`_complete`'s (a chain whose row's seq is known is not looked up)."""
+    for chain, chain_at in chains:
         if chain is None:
             continue
-        before = rows.seq_of(chain)
+        before = chain_at if chain_at is not None else rows.seq_of(chain)
         if before is None:
             continue
         found = rows.row_at(before + 1)
@@ -165,5 +189,5 @@ def _held(rows: MessageRows, chains: tuple[str, str | None], message: Message) -
         grown = stored.role == message.role and len(stored.content) > len(message.content)
         if grown and stored.content[: len(message.content)] == message.content:
             if ingest.chain_key(chain, stored) == stored_key:
-                return stored_key
+                return stored_key, before + 1
     return None
