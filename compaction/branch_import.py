@@ -36,7 +36,7 @@ import operator
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .blocks import Message
 from .errors import CompactionError, InvalidTranscript, StoreError
@@ -46,6 +46,12 @@ from .formats._claude_code_tree import Thread, json_lines, path_lines, session_t
 from .store import ingest
 from .store.factory import open_store
 from .store.lineage import ANY_CONVERSATION, MAX_NAME
+
+if TYPE_CHECKING:
+    from .store.postgres import PostgresStore
+    from .store.sqlite import SQLiteStore
+
+    _Store = SQLiteStore | PostgresStore  # one store object, scoped to each path in turn
 
 __all__ = [
     "BRANCHING_FORMATS",
@@ -468,13 +474,16 @@ def store_branches(location: str | Path, plan: BranchPlan) -> tuple[list[Importe
     try:
         # one connection held open meanwhile, so closing each path's store does not checkpoint
         # SQLite's write-ahead log every time (a few ms a branch)
-        with open_store(location, create=False, conversation=ANY_CONVERSATION):
+        # and one store object scoped to each path in turn (scope_to), so the lineages it
+        # reads or makes are reused: a branch's is its parent's plus one segment, and opening
+        # each anew read it whole, one row per ancestor (quadratic in nested rewinds)
+        with open_store(location, create=False, conversation=ANY_CONVERSATION) as store:
             leaves: dict[int, _Node] = {}  # a path -> the node of its last message in known
             for index, path in enumerate(plan.paths):
                 start = leaves.get(path.after) if path.after is not None else None
                 while start is not None and start.depth > path.shared:
                     start = start.parent
-                branch, leaf = _store_path(location, path, known, existing, plan.format, start)
+                branch, leaf = _store_path(store, path, known, existing, plan.format, start)
                 if branch is not None:
                     made.append(branch)
                 if leaf is not None:
@@ -670,7 +679,7 @@ def _existing(location: str | Path) -> dict[str, tuple[str | None, int | None]]:
 
 
 def _free_name(
-    location: str | Path, path: _Path, prints: list[str], existing: dict[str, tuple[str | None, int | None]]
+    store: _Store, path: _Path, prints: list[str], existing: dict[str, tuple[str | None, int | None]]
 ) -> _Path:
     """Return ``path`` under a name that is free or holds what it imported before (a prefix of it).
 
@@ -680,8 +689,8 @@ def _free_name(
     """
     name, count = path.name, 1
     while name in existing:
-        with open_store(location, create=False, conversation=name) as store:
-            held = [m.fingerprint() for m in store.messages()]
+        store.scope_to(name, create=False)
+        held = [m.fingerprint() for m in store.messages()]
         if prints[: len(held)] == held:
             break
         count += 1
@@ -693,7 +702,7 @@ def _free_name(
 
 
 def _store_path(
-    location: str | Path,
+    store: _Store,
     path: _Path,
     known: _PrefixTree,
     existing: dict[str, tuple[str | None, int | None]],
@@ -709,16 +718,18 @@ def _store_path(
     the longest prefix with it, where they part, and only what follows is appended (its
     shared messages are its parent's rows), so a session's branches cost what they add.
     ``start``: the node in ``known`` of the path's first ``start.depth`` messages, so the
-    walks in ``known`` start there (a path costs what it adds, not its length).
+    walks in ``known`` start there (a path costs what it adds, not its length).  ``store``:
+    the import's one store object, scoped here to each conversation read or written
+    (:meth:`~compaction.store.scope.ConversationScope.scope_to`); left scoped to the last.
     """
     prints = path.prints or [m.fingerprint() for m in path.messages]
     if not prints:
         return None, None
-    path = _free_name(location, path, prints, existing)
+    path = _free_name(store, path, prints, existing)
     if path.own:
-        with open_store(location, conversation=path.name) as own:
-            added = own.append(path.messages, chain_seed=format)
-            known.add(path.name, [m.fingerprint() for m in own.messages()])
+        store.scope_to(path.name)
+        added = store.append(path.messages, chain_seed=format)
+        known.add(path.name, [m.fingerprint() for m in store.messages()])
         existing.setdefault(path.name, (None, None))
         return ImportedBranch(path.name, None, None, len(prints), added, path.kind, path.note), None
     name = path.name
@@ -728,22 +739,22 @@ def _store_path(
     assert longest is not None  # the conversation the session went to is always known
     parent, fork = longest
     if name not in existing:
-        with open_store(location, create=False, conversation=parent) as source:
-            source.branch(name, fork)
+        store.scope_to(parent, create=False)
+        store.branch(name, fork)  # keeps the branch's lineage, made from its parent's
         existing[name] = (parent, fork)
     else:
         parent, fork = existing[name][0] or parent, existing[name][1] or 0
-    with open_store(location, conversation=name) as branch:
-        shown = branch.next_seq()
-        leaf: _Node | None = None
-        if 0 < shown <= len(prints) and branch.import_key(shown - 1) == known.key_at(prints, shown, start):
-            # it shows the path's first `shown` messages, chained as a seeded append stores them
-            # (same key, so the same messages): append the rest without walking what it holds
-            added = branch.append(path.messages[shown:]) if shown < len(prints) else 0
-            leaf = known.add(name, prints, start)
-        else:
-            added = branch.append(path.messages, chain_seed=format)
-            known.add(name, [m.fingerprint() for m in branch.messages()])
+    store.scope_to(name)
+    shown = store.next_seq()
+    leaf: _Node | None = None
+    if 0 < shown <= len(prints) and store.import_key(shown - 1) == known.key_at(prints, shown, start):
+        # it shows the path's first `shown` messages, chained as a seeded append stores them
+        # (same key, so the same messages): append the rest without walking what it holds
+        added = store.append(path.messages[shown:]) if shown < len(prints) else 0
+        leaf = known.add(name, prints, start)
+    else:
+        added = store.append(path.messages, chain_seed=format)
+        known.add(name, [m.fingerprint() for m in store.messages()])
     return ImportedBranch(name, parent, fork, len(prints), added, path.kind, path.note), leaf
 
 
