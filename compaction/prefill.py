@@ -112,16 +112,39 @@ def final_turn(store: HistoryStore) -> tuple[str, int] | None:
     """Return the role and seq of the message a compiled request of ``store`` ends with.
 
     That is the newest message other than a system one (compile shows the newest message raw,
-    and system messages ride in the system text); ``None`` when the store holds none.  Reads
-    the newest messages only.
+    and system messages ride in the system text); ``None`` when the store holds none.
+
+    Reads the newest message alone when it is not a system one (almost always).  Otherwise the
+    trailing system messages are found from :meth:`~HistoryStore.pinned_seqs` (one query of
+    seqs: every system message is pinned, so the newest message that is not pinned ends the
+    run); the run is then read newest first in windows that double (1, 2, 4 ... messages), since
+    a message pinned by hand inside it is no system one, and the message before the run, which
+    is not pinned, so no system one, ends the request.  A run of ``r`` messages costs about
+    ``log2(r) + 3`` queries and reads each of its messages once, where reading them one at a
+    time took ``r`` queries.
     """
     end = len(store)
-    while end > 0:  # one message at a time: the newest is almost always the one
-        message = store.messages(end - 1, end)[0]
-        if message.role != "system":
-            return message.role, end - 1
-        end -= 1
-    return None
+    if end == 0:
+        return None
+    newest = store.messages(end - 1, end)[0]
+    if newest.role != "system":
+        return newest.role, end - 1
+    start = end - 1  # the first seq of the run of pinned messages the store ends with
+    for seq in reversed(store.pinned_seqs()):
+        if seq == start - 1:
+            start = seq
+        elif seq < start - 1:
+            break
+    top, window = end - 1, 1  # the newest message is read: a system one
+    while top > start:
+        bottom = max(start, top - window)
+        for offset, message in enumerate(reversed(store.messages(bottom, top))):
+            if message.role != "system":
+                return message.role, top - 1 - offset
+        top, window = bottom, window * 2
+    if start == 0:
+        return None
+    return store.messages(start - 1, start)[0].role, start - 1
 
 
 def prefill_refusal(recipe: Recipe, model: str) -> str | None:

@@ -7,11 +7,14 @@
    (``path:line: what``) and how many more, and ``--json`` gives them all as ``problems``.
 3. A store of system messages only compiled for OpenAI Responses gives ``instructions`` and
    ``input: []``: OpenAI's OpenAPI description allows it, so the shape is pinned, not refused.
+4. ``prefill.final_turn`` read a store's trailing system messages one query each: it now finds
+   the run from the pinned seqs and reads it in doubling windows (log2 of the run in queries).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from compaction.cli import main
 from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, describe, repaired_prefix
+from compaction.prefill import final_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -279,3 +283,90 @@ def test_a_system_only_store_compiles_for_openai_responses_to_instructions_and_a
         "model": "gpt-4o",
         "messages": [{"role": "system", "content": "\n\n".join(texts)}],
     }
+
+
+# -- 4. prefill.final_turn reads a run of trailing system messages in a few queries --------------------
+
+
+class CountingReads:
+    """A store that counts its ``messages`` reads (the queries final_turn makes)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.reads: list[tuple[int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def messages(self, start: int = 0, end: int | None = None) -> list[Message]:
+        self.reads.append((start, len(self.store) if end is None else end))
+        return self.store.messages(start, end)
+
+    def pinned_seqs(self) -> list[int]:
+        return self.store.pinned_seqs()
+
+
+def newest_non_system(store: Store) -> tuple[str, int] | None:
+    """The reference: every message read, the newest that is not a system one."""
+    return next(
+        ((m.role, seq) for seq, m in reversed(list(enumerate(store.messages()))) if m.role != "system"), None
+    )
+
+
+def text_message(role: str, text: str) -> Message:
+    return Message(role, [{"type": "text", "text": text}])
+
+
+@pytest.mark.parametrize("first", ["user", "assistant"])
+def test_final_turn_after_thousands_of_system_messages_reads_them_in_a_few_queries(first: str) -> None:
+    """Before: one query per trailing system message (20,000 took 1.5 s); now log2 of the run."""
+    run = 3000
+    with Store(":memory:") as store:
+        store.append([text_message("user", "fix it"), text_message(first, "on it")])
+        store.append([text_message("system", f"rule {i}") for i in range(run)])
+        counting = CountingReads(store)
+        assert final_turn(counting) == (first, 1)  # type: ignore[arg-type]
+        assert len(counting.reads) <= math.ceil(math.log2(run)) + 3
+        assert sum(end - start for start, end in counting.reads) <= run + 1  # each message read once
+        store.pin(0)  # a pin before the run does not change the answer
+        assert final_turn(store) == (first, 1)
+
+
+@settings(max_examples=80)
+@given(
+    roles=st.lists(st.sampled_from(["user", "assistant", "system", "system"]), max_size=40),
+    trailing=st.integers(0, 70),
+    pins=st.sets(st.integers(0, 120), max_size=6),
+)
+def test_final_turn_is_the_newest_message_that_is_not_a_system_one(
+    roles: list[str], trailing: int, pins: set[int]
+) -> None:
+    """Pinned user and assistant messages inside the trailing run of system messages included."""
+    with Store(":memory:") as store:
+        messages = [text_message(role, f"{role} {i}") for i, role in enumerate(roles)]
+        messages += [text_message("system", f"rule {i}") for i in range(trailing)]
+        if messages:
+            store.append(messages)
+        for seq in sorted(pins):
+            if seq < len(messages) and messages[seq].role != "system":
+                store.pin(seq)
+        counting = CountingReads(store)
+        assert final_turn(counting) == newest_non_system(store)  # type: ignore[arg-type]
+        systems = (
+            len(messages) - 1 - max((i for i, m in enumerate(messages) if m.role != "system"), default=-1)
+        )
+        assert len(counting.reads) <= math.ceil(math.log2(systems + 1)) + 3
+
+
+def test_final_turn_finds_a_pinned_assistant_message_among_the_trailing_system_ones() -> None:
+    with Store(":memory:") as store:
+        store.append([text_message("user", "fix it"), text_message("assistant", "first")])
+        store.append([text_message("system", f"rule {i}") for i in range(100)])
+        store.append(
+            [text_message("assistant", "pinned")] + [text_message("system", f"late {i}") for i in range(2000)]
+        )
+        assert final_turn(store) == ("assistant", 102)
+        store.pin(102)  # now the whole tail is one run of pinned messages
+        counting = CountingReads(store)
+        assert final_turn(counting) == ("assistant", 102)  # type: ignore[arg-type]
+        assert len(counting.reads) <= math.ceil(math.log2(2000 + 1)) + 3
