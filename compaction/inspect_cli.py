@@ -24,12 +24,20 @@ CONVERSATION_HELP = (
 )
 
 
+def _model_name(context: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check ``--model`` as run and compile do: an empty or blank name is a usage error naming the
+    option (exit 2), not a recipe error blaming ``<replace>`` (:func:`compaction.cli._model_name`)."""
+    from .cli import _model_name as check  # lazily: cli imports this module
+
+    return check(context, param, value)
+
+
 @click.command("inspect")
 @click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file, or a postgresql:// store URL.")
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request (default: the recipe's).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
-@click.option("--model", help="Model named in the request (also selects image pricing).")
+@click.option("--model", callback=_model_name, help="Model named in the request (also selects image pricing).")
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option(
     "--tools",

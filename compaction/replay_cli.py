@@ -120,12 +120,20 @@ def print_replay_table(report: ReplayReport) -> None:
     )
 
 
+def _model_name(context: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check ``--model`` as run and compile do: an empty or blank name is a usage error naming the
+    option (exit 2), not a recipe error blaming ``<replace>`` (:func:`compaction.cli._model_name`)."""
+    from .cli import _model_name as check  # lazily: cli imports this module
+
+    return check(context, param, value)
+
+
 @click.command("replay")
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of every request (or budget_tokens in the recipe).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format (default openai).")
-@click.option("--model", help="Model named in the requests (also selects image pricing).")
+@click.option("--model", callback=_model_name, help="Model named in the requests (also selects image pricing).")
 @click.option(
     "--strategy",
     "strategies",

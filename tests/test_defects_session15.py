@@ -9,6 +9,8 @@
    ``input: []``: OpenAI's OpenAPI description allows it, so the shape is pinned, not refused.
 4. ``prefill.final_turn`` read a store's trailing system messages one query each: it now finds
    the run from the pinned seqs and reads it in doubling windows (log2 of the run in queries).
+5. ``inspect`` and ``replay`` passed a blank ``--model`` to the recipe ("<replace>: key 'model'",
+   exit 1): it is now the usage error run and compile give (exit 2, naming the option).
 """
 
 from __future__ import annotations
@@ -370,3 +372,33 @@ def test_final_turn_finds_a_pinned_assistant_message_among_the_trailing_system_o
         counting = CountingReads(store)
         assert final_turn(counting) == ("assistant", 102)  # type: ignore[arg-type]
         assert len(counting.reads) <= math.ceil(math.log2(2000 + 1)) + 3
+
+
+# -- 5. inspect and replay refuse a blank --model as run and compile do -------------------------------
+
+
+@pytest.fixture
+def filled_store(tmp_path: Path) -> Path:
+    store = tmp_path / "s.db"
+    result = cli("import", FORMAT_DATA / "craft-agents__session.jsonl", "--store", store)
+    assert result.exit_code == 0, result.stderr
+    return store
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+@pytest.mark.parametrize("command", ["inspect", "replay", "compile", "run"])
+def test_a_blank_model_is_a_usage_error_naming_the_option_in_every_command(
+    command: str, blank: str, filled_store: Path
+) -> None:
+    """Before: inspect and replay exited 1 with "<replace>: key 'model': expected a non-empty string"."""
+    transcript = FORMAT_DATA / "craft-agents__session.jsonl"
+    args = {
+        "inspect": ["inspect", "--store", filled_store, "--json"],
+        "replay": ["replay", transcript],
+        "compile": ["compile", "--store", filled_store],
+        "run": ["run", transcript],
+    }[command]
+    result = cli(*args, "--budget", "4000", "--model", blank)
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert f"Error: Invalid value for '--model': expected a model name, found {blank!r}" in result.stderr
+    assert "<replace>" not in result.stderr and result.stdout == ""
