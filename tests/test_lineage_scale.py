@@ -17,6 +17,7 @@ import pytest
 from claude_code_sessions import nested_rewinds, write_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_backends import BACKENDS, store_location
 
 from compaction import Message
 from compaction.branch_import import plan_branches, session_main, store_branches
@@ -126,20 +127,26 @@ def _chain(location: str, depth: int, per_level: int = 2) -> list[str]:
     return names
 
 
-def test_a_store_scoped_in_turn_reads_what_a_fresh_open_reads(tmp_path: Path) -> None:
-    location = str(tmp_path / "chain.db")
-    names = _chain(location, 6)
-    with open_store(location, create=False, conversation="b6") as store:
-        for name in [*reversed(names), "b3", "root", "b6"]:
-            store.scope_to(name, create=False)
-            with open_store(location, create=False, conversation=name) as fresh:
-                assert store.messages() == fresh.messages()
-                assert list(store.lineage()) == list(fresh.lineage())
-                assert store.next_seq() == fresh.next_seq() == 2 * (names.index(name) + 1)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_store_scoped_in_turn_reads_what_a_fresh_open_reads(backend: str, tmp_path: Path) -> None:
+    with store_location(backend, tmp_path) as location:
+        names = _chain(location, 6)
+        with open_store(location, create=False, conversation="b6") as store:
+            for name in [*reversed(names), "b3", "root", "b6"]:
+                store.scope_to(name, create=False)
+                with open_store(location, create=False, conversation=name) as fresh:
+                    assert store.messages() == fresh.messages()
+                    assert list(store.lineage()) == list(fresh.lineage())
+                    assert store.next_seq() == fresh.next_seq() == 2 * (names.index(name) + 1)
 
 
-def test_scope_to_a_missing_conversation_raises_and_keeps_the_scope(tmp_path: Path) -> None:
-    location = str(tmp_path / "chain.db")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scope_to_a_missing_conversation_raises_and_keeps_the_scope(backend: str, tmp_path: Path) -> None:
+    with store_location(backend, tmp_path) as location:
+        _scope_to_a_missing_conversation(location)
+
+
+def _scope_to_a_missing_conversation(location: str) -> None:
     _chain(location, 2)
     with open_store(location, create=False, conversation="b2") as store:
         before = store.messages()
@@ -155,10 +162,15 @@ def test_scope_to_a_missing_conversation_raises_and_keeps_the_scope(tmp_path: Pa
         assert [m.content[0]["text"] for m in store.messages()] == ["new"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_branching_keeps_the_branchs_lineage_without_reading_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    location = str(tmp_path / "chain.db")
+    with store_location(backend, tmp_path) as location:
+        _branching_reads_nothing_back(location, monkeypatch)
+
+
+def _branching_reads_nothing_back(location: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _chain(location, 3)
     with open_store(location, create=False, conversation="b3") as store:
         reads = []
