@@ -184,6 +184,9 @@ def detect_format(path: str | Path, head: bytes | None = None) -> str:
     Raises:
         UnknownFormat: the content matches no format (binary data, random text); the message
             names the file and lists the formats.
+        InvalidTranscript: the content starts like one JSON document that no format claims and
+            does not parse (cut short, or broken in the middle): the message names the file, the
+            line and column, and the format the part before the damage reads as, if one does.
 
     Example:
         >>> detect_format("examples/pi__pi-mono__before-compaction.jsonl")  # doctest: +SKIP
@@ -210,7 +213,9 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
 
     Raises:
         InvalidArgument: ``path`` is not a path, or ``format`` not a string.
-        UnknownFormat: ``format`` is not a known name, or detection found none.
+        UnknownFormat: ``format`` is not a known name, or detection found none.  A detected
+            file that starts like one JSON document and does not parse is an
+            :class:`InvalidTranscript` naming the damage (line, column, cut short) instead.
         TranscriptUnreadable: the file cannot be read (missing, a directory, no permission);
             an :class:`InvalidTranscript` and an ``OSError`` both.
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
