@@ -90,6 +90,35 @@ opening a branch reads its lineage, one row per ancestor (lineage_of, three open
 branch), 14.8 of the 1,100-deep import's 16.1 s in one timed run.  Before, 1,100 nested rewinds could not
 finish at all: SQLite refuses a lineage condition past 1,000 terms (fixed: balanced).
 
+**The store's lineage reads.**  Profiled (``python -m cProfile``, 1,100 nested at 09c757f),
+the store took 29.1 of the import's 32.6 s: 3,303 lineage reads (``_lineage_of``, 15.0 s:
+the recursive query, then :func:`compaction.store.lineage.lineage_of` making a segment per
+ancestor), 2,205 opens of the store (checking the file and its schema, 14.1 s with their
+reads) and 5,503 import-key lookups (``seq_of``, 5.1 s: an ``IN`` of every conversation of
+the lineage, its text rebuilt each time).  Now the import scopes one store object to each
+path in turn (``ConversationScope.scope_to``) and a branch's lineage is made from its
+parent's when it is created (``Lineage.child``) and kept (16 a store object, most recently
+used), so the import reads 3 lineages whatever the depth (tests/test_lineage_scale.py); a key
+chained from the row at seq ``s`` is looked for only in the conversations holding seqs past
+``s`` (one or two at a branch's end), and ``keyed`` is built once a lineage.  The same
+profile after: the store 1.8 of 4.7 s, lineage reads 0.01 s, lookups 0.13 s.  The same
+command twice on 2026-12-01, alternating (load average 1 to 2.4; "before" is 09c757f, its
+tree first on ``PYTHONPATH`` with the compiled counter copied in; "after" the shared working
+tree at dce81b2 and dcf5fba, this work's code commits 115c900 and 97b7d7a)::
+
+    python bench/bench_branches.py nested 300 1100 siblings 1000
+
+=================  ========  ==================  ==================  =======
+session            branches  before: s, MiB      after: s, MiB       flat s
+=================  ========  ==================  ==================  =======
+300 nested         300       2.8 / 2.6, 60.0     1.2 / 0.6, 60.0     0.3
+1,100 nested       1,100     25.1 / 23.5, 99.0   2.4 / 2.4, 99.1     0.6
+1,000 siblings     999       7.7 / 4.5, 60.9     1.2 / 1.1, 61.2     0.4
+=================  ========  ==================  ==================  =======
+
+Peak RSS is unchanged: the paths still hold their messages and line numbers as lists
+(see above), 99 MiB at 1,100 deep against 60 MiB at 300.
+
 **Depth.**  :func:`depth_scaling` times, per depth, ``import --branches`` of
 :func:`nested_session` (a fresh process), building a chain of branches as
 tests/test_deep_branch_compile.py does (one message a conversation, a summary every 50th,
@@ -113,6 +142,26 @@ tree first on ``PYTHONPATH``), seconds::
               200   11.69 (x6.9)   6.73 (x4.6)   0.22 (x4.0)  22.41 (x3.5)   0.43 (x3.2)
               400   41.27 (x3.5)  16.23 (x2.4)   0.53 (x2.5)  38.33 (x1.7)   0.74 (x1.7)
               800  105.29 (x2.6)  46.01 (x2.8)   1.07 (x2.0)  91.82 (x2.4)   0.66 (x0.9)
+
+The same command at 200, 400 and 800 on 2026-12-01 (``depth --postgres URL 200 400 800``,
+PostgreSQL 54337 of this session; load average 2 to 3), "before" 09c757f and "after" the
+shared working tree at 2658c60 (this work's code commits 115c900 and 97b7d7a), seconds::
+
+    before  depth  import        chain         compile      pg chain       pg compile
+              200    2.30          4.50          0.06          6.29          0.13
+              400    8.52 (x3.7)  14.28 (x3.2)   0.26 (x4.4)  25.77 (x4.1)   0.32 (x2.4)
+              800   10.93 (x1.3)  14.36 (x1.0)   0.81 (x3.1)  99.04 (x3.8)   1.55 (x4.9)
+    after   depth  import        chain         compile      pg chain       pg compile
+              200    0.60          2.31          0.11          7.17          0.25
+              400    1.26 (x2.1)   6.77 (x2.9)   0.24 (x2.1)  16.53 (x2.3)   0.53 (x2.1)
+              800    2.25 (x1.8)  17.74 (x2.6)   0.55 (x2.3)  50.40 (x3.0)   1.10 (x2.1)
+
+The before figures wander with the load (its 800-deep import took less than twice its
+400-deep one; the 1,100-deep import above took 23.5 to 25.1 s).  The import is now linear
+in the depth.  The chain (a fresh store object per level) still
+grows faster: profiled at 800 (SQLite, cProfile, 12.7 s), the new branch's summary count in
+``branch`` took 5.2 s (the shadowing probe, every 50th level adding a summary), each open
+4.0 s (its lineage read 2.2 s, closing 1.4 s), appends 1.6 s.
 
 A chain's own cost per level, measured apart (python, SQLite, one store object per step
 as above; ms per level over each hundred levels of an 800-deep chain): before 33, 31, 39,
