@@ -255,3 +255,38 @@ def test_the_lineage_module_still_builds_one_condition_per_ask() -> None:
     assert lineage.keyed(after=297) is first  # built once
     assert _ids(first) == {299, 298}
     assert len(lineage.__dict__["_conditions"]) <= lineage_module._MEMO_SIZE
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    trees(),
+    st.lists(
+        st.tuples(st.integers(1, 24), st.integers(1, 3), st.integers(0, 30), st.integers(1, 12)), max_size=30
+    ),
+)
+def test_a_summary_count_over_the_conversations_keeping_one_is_the_whole_lineages(
+    tree: Tree, summaries: list[tuple[int, int, int, int]]
+) -> None:
+    # the count a new branch reports leaves out the ancestors keeping no summary; the whole
+    # lineage's condition (what compile reads) must count the same
+    from compaction.store.sqlite import SQLiteStore
+
+    with SQLiteStore(":memory:", conversation=lineage_module.ANY_CONVERSATION) as store:
+        db = store._db
+        for cid, (parent, fork) in sorted(tree.items()):
+            db.execute(
+                "INSERT INTO conversations (id, name, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, 0)",
+                (cid, f"c{cid}", parent, fork),
+            )
+        for cid, level, start, length in summaries:
+            if cid in tree:
+                db.execute(
+                    "INSERT OR IGNORE INTO summaries (conversation_id, level, start_seq, end_seq, text, created_at)"
+                    " VALUES (?, ?, ?, ?, 's', 0)",
+                    (cid, level, start, start + length),
+                )
+        for cid in tree:
+            lineage = lineage_of(cid, tree)
+            where, args = lineage.summaries()
+            whole = db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0]
+            assert store._summary_count(lineage) == whole

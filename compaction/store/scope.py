@@ -309,10 +309,29 @@ class ConversationScope:
         return out
 
     def _summary_count(self, lineage: Lineage) -> int:
-        """Return how many summaries ``lineage`` shows (inside the caller's read)."""
-        if not self._holds_summaries(lineage):
+        """Return how many summaries ``lineage`` shows (inside the caller's read).
+
+        Counted over the lineage's conversations that keep a summary only (read first, in the
+        same read): one keeping none shows none and hides none, so leaving it out changes
+        nothing, and the shadowing condition (a probe per ancestor for each summary) runs
+        over those few instead of every ancestor (a chain of branches summarized every 50th
+        level: 5.2 of its 12.7 s 800 deep went to the count of each new branch).
+        """
+        if self._db.execute("SELECT 1 FROM summaries LIMIT 1").fetchone() is None:
             return 0
-        where, args = lineage.summaries(mark=self._mark)
+        ids = ", ".join(str(int(seg.conversation_id)) for seg in lineage.segments)
+        if not ids:
+            return 0
+        keeping = {
+            int(row[0])
+            for row in self._db.execute(
+                f"SELECT DISTINCT conversation_id FROM summaries WHERE conversation_id IN ({ids})"
+            ).fetchall()
+        }
+        if not keeping:
+            return 0
+        kept = Lineage(tuple(seg for seg in lineage.segments if seg.conversation_id in keeping))
+        where, args = kept.summaries(mark=self._mark)
         return int(self._db.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", args).fetchone()[0])
 
     def _holds_summaries(self, lineage: Lineage) -> bool:
