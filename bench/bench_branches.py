@@ -158,10 +158,22 @@ shared working tree at 2658c60 (this work's code commits 115c900 and 97b7d7a), s
 
 The before figures wander with the load (its 800-deep import took less than twice its
 400-deep one; the 1,100-deep import above took 23.5 to 25.1 s).  The import is now linear
-in the depth.  The chain (a fresh store object per level) still
-grows faster: profiled at 800 (SQLite, cProfile, 12.7 s), the new branch's summary count in
-``branch`` took 5.2 s (the shadowing probe, every 50th level adding a summary), each open
-4.0 s (its lineage read 2.2 s, closing 1.4 s), appends 1.6 s.
+in the depth.  The chain (a fresh store object per level) grew faster: profiled at 800
+(SQLite, cProfile, 12.7 s), the new branch's summary count in ``branch`` took 5.2 s (the
+shadowing condition over every ancestor, every 50th level adding a summary), each open
+4.0 s (its lineage read 2.2 s, closing 1.4 s), appends 1.6 s.  The count now runs over the
+lineage's conversations keeping a summary only (e38ace5; the same count, hypothesis-tested
+against the whole lineage's): the chain at 800, one run each, 14.05 s at 09c757f and 6.35 s
+after.  The depth command again at e38ace5 (load average 1.6 to 2.1)::
+
+    after   depth  import        chain         compile      pg chain       pg compile
+              200    0.43          1.11          0.06          6.27          0.15
+              400    0.75 (x1.8)   1.85 (x1.7)   0.15 (x2.5)  12.32 (x2.0)   0.40 (x2.6)
+              800    1.37 (x1.8)   6.64 (x3.6)   0.75 (x4.8)  39.96 (x3.2)   0.82 (x2.1)
+
+What still grows in the chain is each open's lineage read, one row per ancestor (a fresh
+store object keeps no lineage of an earlier one): ms per level over each hundred levels of
+an 800-deep chain (SQLite, e38ace5) 5.0, 6.3, 7.1, 8.3, 9.4, 10.8, 9.5, 10.1.
 
 A chain's own cost per level, measured apart (python, SQLite, one store object per step
 as above; ms per level over each hundred levels of an 800-deep chain): before 33, 31, 39,
