@@ -18,7 +18,7 @@ pytest-benchmark's) gives the median of 15 compiles per store and its ratio to `
 generated Claude Code session: one prompt with ``n`` siblings (the user rewound to it ``n``
 times), or ``n`` rewinds each inside the one before.  ``test_import_branches`` times
 ``compaction import --branches`` of 200 siblings beside the same file imported flat (the
-reference, same run).  The sizes the attack pass reported (500, 1,000, 3,000 siblings; 300
+reference, same run), and ``test_import_nested_branches`` 300 nested rewinds likewise.  The sizes the attack pass reported (500, 1,000, 3,000 siblings; 300
 and 1,100 nested rewinds) take seconds to minutes each, so they run from the command line,
 each in a fresh process that reports its own wall time and peak RSS::
 
@@ -337,6 +337,27 @@ def test_import_branches(benchmark, tmp_path: Path) -> None:  # noqa: ANN001
         f"the same file flat: {reference:.2f} s"
     )
     print(line)
+
+
+def test_import_nested_branches(benchmark, tmp_path: Path) -> None:  # noqa: ANN001
+    """``import --branches`` of 300 nested rewinds (each branch's lineage one deeper) beside the
+    same file flat (the reference, same run): the store's work per branch no longer grows with
+    its depth (a lineage made from its parent's, one store object scoped to each path)."""
+    session = nested_session(tmp_path / "nested.jsonl", 300)
+    runs = iter(range(10_000))
+
+    def branched() -> dict[str, Any]:
+        return _import(session, tmp_path / f"n{next(runs)}.db", True)
+
+    report = benchmark.pedantic(branched, rounds=3, iterations=1)
+    assert len(report["branches"]) == 300
+    started = time.perf_counter()
+    _import(session, tmp_path / "flat.db", False)
+    reference = time.perf_counter() - started
+    print(
+        f"import --branches of 300 nested rewinds: {benchmark.stats.stats.median:.2f} s (median of 3); "
+        f"the same file flat: {reference:.2f} s"
+    )
 
 
 _MEASURE = """
