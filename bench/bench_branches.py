@@ -18,9 +18,10 @@ pytest-benchmark's) gives the median of 15 compiles per store and its ratio to `
 generated Claude Code session: one prompt with ``n`` siblings (the user rewound to it ``n``
 times), or ``n`` rewinds each inside the one before.  ``test_import_branches`` times
 ``compaction import --branches`` of 200 siblings beside the same file imported flat (the
-reference, same run), and ``test_import_nested_branches`` 300 nested rewinds likewise.  The sizes the attack pass reported (500, 1,000, 3,000 siblings; 300
-and 1,100 nested rewinds) take seconds to minutes each, so they run from the command line,
-each in a fresh process that reports its own wall time and peak RSS::
+reference, same run), and ``test_import_nested_branches`` 300 nested rewinds likewise.
+The sizes the attack pass reported (500, 1,000, 3,000 siblings; 300 and 1,100 nested
+rewinds) take seconds to minutes each, so they run from the command line, each in a fresh
+process that reports its own wall time and peak RSS::
 
     python bench/bench_branches.py siblings 500 1000 3000 nested 300 1100
 
