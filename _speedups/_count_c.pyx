@@ -716,7 +716,7 @@ cdef void _fill_block(_Block* b, const _unit* s, Py_ssize_t i, Py_ssize_t n) noe
     elif _unit is Py_UCS2:
         _count_c_classify_ucs2(p, &c)
     else:
-        return  # never: 4-byte text has no blocks
+        memset(&c, 0, sizeof(c))  # never called: 4-byte text has no blocks
     if shift:
         c.lower >>= shift
         c.upper >>= shift
@@ -1595,7 +1595,8 @@ cdef Py_ssize_t _bpe_count(const _Ranks* r, const uint8_t* b, Py_ssize_t n) exce
     cdef Py_ssize_t heap_size = 0
     cdef Py_ssize_t parts = n
     cdef Py_ssize_t i
-    cdef uint32_t rank, start, merged, after, before, end
+    cdef uint32_t rank, start, merged, after, end
+    cdef uint32_t before = 0
     cdef uint64_t key, right_head, right_hash, left_head, left_hash
     cdef bint right, left
     if n <= 1:
@@ -2041,13 +2042,18 @@ cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssi
     cdef uint32_t first = <uint32_t>head & 0xFF
     cdef uint32_t second = <uint32_t>(head >> 8) & 0xFF
     cdef uint32_t third
+    cdef uint64_t span[2]
     if n <= 2:
         # every byte is a token; two are one where their pair is (for one byte ``second`` is 0
         # and the pair read is ignored): no branch on the length, which the predictor misses
         return 1 + ((n == 2) & (r.pairs[(first << 8) | second] == NO_RANK))
-    h = _hash_span(<const uint8_t*>&head, n, head)
+    # the bytes with eight readable after them, as _hash_span and _probe may read (for n <= 8
+    # they do not; the compiler cannot tell)
+    span[0] = head
+    span[1] = 0
+    h = _hash_span(<const uint8_t*>span, n, head)
     _prefetch(&r.slots[<size_t>(h >> r.shift)])   # most such pieces are tokens: both loads at once
-    if _maybe_token(r, h) and _probe(r, <const uint8_t*>&head, n, head, h) != NO_RANK:
+    if _maybe_token(r, h) and _probe(r, <const uint8_t*>span, n, head, h) != NO_RANK:
         return 1
     if n == 3:
         third = <uint32_t>(head >> 16) & 0xFF
@@ -2241,7 +2247,7 @@ def _check_encoding(encoding):
 
 cdef int _init_memo(_Memo* memo, size_t max_slots) except -1:
     # An empty generation of at most ``max_slots`` slots (a power of two), 1024 to start with.
-    cdef size_t slots = min(max_slots, 1024)
+    cdef size_t slots = min(max_slots, <size_t>1024)
     free(memo.slots)
     memo.slots = <_Slot*>calloc(slots, sizeof(_Slot))
     if memo.slots == NULL:
