@@ -38,6 +38,7 @@ from ..blocks import (
 from ..errors import ImageError, InvalidMessage, InvalidTranscript
 from ..imageinfo import info_from_block
 from ._json_damage import describe as describe_json_error
+from ._shown import shown
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -154,7 +155,11 @@ class Context:
         self.problems: list[str] = []
 
     def error(self, what: str, *, line: int | None = None) -> InvalidTranscript:
-        """Return the error for ``what`` at ``line``, naming the detected format if there is one."""
+        """Return the error for ``what`` at ``line``, naming the detected format if there is one.
+
+        ``what`` is made fit to print (:func:`~compaction.formats._shown.shown`: credentials
+        redacted, characters that do not print escaped): it may quote the transcript."""
+        what = shown(what, limit=None)
         if self.detected is not None:
             what += (
                 f"; read as {self.detected!r}, detected from its content: "
@@ -164,7 +169,9 @@ class Context:
 
     def note(self, what: str, *, line: int | None = None) -> None:
         """Record how the parse worked around a skipped item (a re-linked chain): one more
-        ``"path:line: what"`` line in ``problems``, not counted as a skipped item."""
+        ``"path:line: what"`` line in ``problems``, not counted as a skipped item; ``what`` is
+        made fit to print (:func:`~compaction.formats._shown.shown`), as a problem's is."""
+        what = shown(what)
         prefix = self.path if self.path is not None else "<memory>"
         if line is not None:
             prefix += f":{line}"
@@ -177,8 +184,12 @@ class Context:
         self.note(what, line=line)
 
     def problem(self, what: str, *, line: int | None = None, where: str | None = None) -> None:
-        """Report one malformed item: raise under strict parsing, record it under lenient."""
-        text = f"{where}: {what}" if where else what
+        """Report one malformed item: raise under strict parsing, record it under lenient.
+
+        What is said of it quotes the transcript, so it is made fit to print first
+        (:func:`~compaction.formats._shown.shown`): credentials redacted, characters that do not
+        print escaped, cut after :data:`~compaction.formats._shown.LIMIT` characters."""
+        text = shown(f"{where}: {what}" if where else what)
         if not self.lenient:
             hint = "; fix it, or skip such lines with --lenient (lenient=True in Python)"
             raise self.error(text + hint, line=line)

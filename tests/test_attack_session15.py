@@ -1,0 +1,139 @@
+"""Hostile input against what session 15 built, each defect pinned by a test that failed before its fix.
+
+1. A lenient parse's listing of skipped lines (``run --lenient``, ``import --lenient``, and the
+   strict error) quoted the transcript as it was: an ``sk-...`` key or a ``Bearer`` token in a
+   bad line was printed, terminal escapes in a line (a Craft Agents message ``type``) reached the
+   terminal raw, and a megabyte on a bad line was printed whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compaction.cli import main
+from compaction.formats import load_transcript
+from compaction.formats._shown import LIMIT, REDACTED, shown
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMAT_DATA = ROOT / "tests" / "data" / "formats"
+
+KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef"
+BEARER = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0cGFydA"
+
+
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+def cli(*args: str | Path) -> Result:
+    return runner().invoke(main, [str(a) for a in args])
+
+
+def chat_line(role: str, text: str) -> str:
+    return json.dumps({"role": role, "content": text})
+
+
+# -- 1. what a skipped line is said to hold ------------------------------------------------------------
+
+
+def hostile_chat(path: Path) -> Path:
+    """A chat JSONL whose bad lines hold a key, a Bearer token and terminal escapes."""
+    lines = [
+        chat_line("user", "fix the login"),
+        json.dumps(KEY),
+        json.dumps([f"Authorization: Bearer {BEARER}"]),
+        json.dumps("\x1b[2J\x1b]0;pwned\x07"),
+        chat_line("assistant", "done"),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def hostile_craft(path: Path, kind: str) -> Path:
+    """The Craft Agents sample with one message of type ``kind`` (its content no string) inserted."""
+    lines = (FORMAT_DATA / "craft-agents__session.jsonl").read_text(encoding="utf-8").splitlines()
+    lines.insert(3, json.dumps({"type": kind, "content": 1}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_run_lenient_lists_skipped_lines_without_their_secrets(tmp_path: Path) -> None:
+    """Before: stderr and --json showed the whole key and the Bearer token."""
+    path = hostile_chat(tmp_path / "t.jsonl")
+    result = cli("run", path, "--lenient", "--budget", "4000", "--json")
+    assert result.exit_code == 0, result.stderr
+    problems = json.loads(result.stdout)["problems"]
+    assert problems[0] == f'{path}:2: expected a JSON object, found str "{REDACTED}"'
+    # the list is clipped to 60 characters ("..." inside the token), and the rest of the token redacted
+    assert problems[1] == f'{path}:3: expected a JSON object, found list ["Authorization: Bearer {REDACTED}'
+    table = cli("run", path, "--lenient", "--budget", "4000")
+    assert table.exit_code == 0, table.stderr
+    assert "skipped 3 malformed lines" in table.stderr
+    assert f'{path}:2: expected a JSON object, found str "{REDACTED}"' in table.stderr
+    said = result.stderr + result.stdout + table.stderr + table.stdout
+    assert KEY[:12] not in said and BEARER[:12] not in said
+
+
+def test_terminal_escapes_in_a_bad_line_are_printed_escaped(tmp_path: Path) -> None:
+    """Before: the raw ESC and BEL of a Craft Agents message type reached stderr."""
+    path = hostile_craft(tmp_path / "c.jsonl", "\x1b[2J\x1b[31mPWNED\x1b]0;evil\x07")
+    lenient = cli("run", path, "--lenient", "--budget", "4000")
+    assert lenient.exit_code == 0, lenient.stderr
+    assert (
+        f"{path}:4: a \\x1b[2J\\x1b[31mPWNED\\x1b]0;evil\\x07 message needs a string 'content'"
+        in lenient.stderr
+    )
+    strict = cli("import", path, "--store", tmp_path / "s.db")
+    assert strict.exit_code == 1
+    assert strict.stderr.startswith(f"compaction: error: {path}:4: a \\x1b[2J")
+    for result in (lenient, strict):
+        assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "s.db").exists()  # the failed import stored nothing
+
+
+def test_a_megabyte_on_a_bad_line_is_listed_cut(tmp_path: Path) -> None:
+    """Before: the whole million-character type was printed (and kept in --json)."""
+    path = hostile_craft(tmp_path / "c.jsonl", "Z" * 1_000_000)
+    result = cli("run", path, "--lenient", "--budget", "4000", "--json")
+    assert result.exit_code == 0, result.stderr
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert len(problem) < LIMIT + len(str(path)) + 60
+    assert problem.endswith("ZZ message needs a string 'content'")  # what is wrong is kept
+    assert f"({1_000_000 + len('a  message needs a string ') + 9 - LIMIT:,} characters cut)" in problem
+    table = cli("run", path, "--lenient", "--budget", "4000")
+    assert "skipped 1 malformed line:" in table.stderr
+    assert max(len(line) for line in table.stderr.splitlines()) < LIMIT + len(str(path)) + 60
+
+
+def test_the_lenient_import_lists_the_same_safe_problems(tmp_path: Path) -> None:
+    parsed = load_transcript(hostile_chat(tmp_path / "t.jsonl"), lenient=True)
+    assert parsed.skipped == 3
+    assert all(KEY[:12] not in p and BEARER[:12] not in p and p.isprintable() for p in parsed.problems)
+    assert [m.role for m in parsed.messages] == ["user", "assistant"]
+
+
+@given(st.text(max_size=3000))
+def test_shown_is_one_printable_bounded_line(text: str) -> None:
+    out = shown(text)
+    assert out.isprintable()
+    assert "\n" not in out and "\x1b" not in out
+    assert len(out) <= 4 * LIMIT + 60  # an escape is at most 10 characters ("\U0010ffff"), most are 4 to 6
+    if text.isprintable() and len(text) <= LIMIT and not any(w in text for w in ("sk-", "Bearer", "bearer")):
+        assert out == text or REDACTED in out  # other key shapes aside, printable text passes unchanged
+
+
+@given(
+    st.text(st.characters(codec="ascii"), max_size=200), st.text(st.characters(codec="ascii"), max_size=200)
+)
+def test_shown_never_shows_a_key_whatever_surrounds_it(before: str, after: str) -> None:
+    out = shown(f"{before} {KEY} {after}")
+    assert KEY not in out and KEY[8:] not in out
