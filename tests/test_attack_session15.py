@@ -4,6 +4,12 @@
    strict error) quoted the transcript as it was: an ``sk-...`` key or a ``Bearer`` token in a
    bad line was printed, terminal escapes in a line (a Craft Agents message ``type``) reached the
    terminal raw, and a megabyte on a bad line was printed whole.
+2. A JSON document cut right after a complete element (between two messages, the commonest
+   cut) was named damaged without the format its part before the cut reads as: the repair
+   dropped that last complete element, so a one-message file repaired to ``[]``.
+3. A JSON text cut inside ``Infinity``, ``-Infinity`` or ``NaN`` (which Python's ``json`` writes
+   for such floats and reads back) was not called cut short (seen as a flaky failure of
+   test_defects_session15's every-prefix property).
 """
 
 from __future__ import annotations
@@ -11,12 +17,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction.cli import main
+from compaction.errors import InvalidTranscript
 from compaction.formats import load_transcript
+from compaction.formats._json_damage import cut_short, repaired_prefix
 from compaction.formats._shown import LIMIT, REDACTED, shown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +146,75 @@ def test_shown_is_one_printable_bounded_line(text: str) -> None:
 def test_shown_never_shows_a_key_whatever_surrounds_it(before: str, after: str) -> None:
     out = shown(f"{before} {KEY} {after}")
     assert KEY not in out and KEY[8:] not in out
+
+
+# -- 2. a JSON document cut right after a complete element ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('[{"role": "user", "content": "hi"}', '[{"role": "user", "content": "hi"}]'),
+        ('[{"role": "user", "content": "hi"}  \n', '[{"role": "user", "content": "hi"}]'),
+        (
+            '{"messages": [{"role": "user", "content": "hi"}',
+            '{"messages": [{"role": "user", "content": "hi"}]}',
+        ),
+        ('{"model": "m", "messages": []', '{"model": "m", "messages": []}'),
+        ('["a", "b"', '["a", "b"]'),
+    ],
+)
+def test_a_cut_right_after_a_complete_element_keeps_it(text: str, kept: str) -> None:
+    """Before: '[{"role": "user", "content": "hi"}' repaired to '[]'."""
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads(text)
+    assert repaired_prefix(text, caught.value.pos) == kept
+
+
+def test_a_one_message_file_cut_before_its_last_bracket_names_its_format(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('[{"role": "user", "content": "hi"}', encoding="utf-8")
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path)
+    assert "up to there it reads as 'openai'" in str(caught.value)
+    assert "cut short?" in str(caught.value)
+
+
+chat_messages = st.lists(
+    st.builds(
+        lambda role, text: {"role": role, "content": text},
+        st.sampled_from(["user", "assistant"]),
+        st.text(max_size=20),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(chat_messages, st.data(), st.sampled_from([None, 1]))
+def test_a_list_cut_after_any_element_repairs_to_the_elements_before_the_cut(
+    messages: list[dict[str, str]], data: st.DataObject, indent: int | None
+) -> None:
+    text = json.dumps(messages, indent=indent)
+    keep = data.draw(st.integers(1, len(messages)))
+    cut = json.dumps(messages[:keep], indent=indent)[:-1].rstrip()  # up to the keep-th message's "}"
+    assert text.startswith(cut) and cut.endswith("}")
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads(cut)
+    assert cut_short(caught.value)
+    repaired = repaired_prefix(cut, caught.value.pos)
+    assert repaired is not None and json.loads(repaired) == messages[:keep]
+
+
+# -- 3. cut inside Infinity, -Infinity, NaN -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("literal", ["Infinity", "-Infinity", "NaN"])
+def test_a_text_cut_inside_a_non_finite_float_is_cut_short(literal: str) -> None:
+    """Before: '[1.5, Inf' was said to be broken in the middle, not cut short."""
+    for end in range(1, len(literal)):
+        text = "[1.5, " + literal[:end]
+        with pytest.raises(json.JSONDecodeError) as caught:
+            json.loads(text)
+        assert cut_short(caught.value), text
+        assert repaired_prefix(text, caught.value.pos) == "[1.5]"

@@ -24,7 +24,9 @@ __all__ = ["cut_short", "describe", "repaired_prefix"]
 #: it), or one of the characters that open, close or separate a container's elements.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{},]', re.DOTALL)
 _CLOSER = {"[": "]", "{": "}"}
-_LITERALS = ("true", "false", "null")
+#: The literals a JSON text may be cut in: JSON's, and the ones Python's :mod:`json` writes for
+#: floats JSON has no number for (``json.dumps(float("inf"))``) and reads back.
+_LITERALS = ("true", "false", "null", "Infinity", "-Infinity", "NaN")
 #: What the decoder leaves of a number cut in its fraction or exponent (``1.``, ``1.5e-``).
 _NUMBER_CUT = re.compile(r"(?=.)(\.[0-9]*)?([eE][-+]?)?")
 #: What it leaves of a ``\uXXXX`` escape (or a surrogate pair of them) cut short.
@@ -37,7 +39,8 @@ def cut_short(err: json.JSONDecodeError) -> bool:
     True when the decoder ran out of text: inside a string (``Unterminated string``) or one of
     its ``\\uXXXX`` escapes, after a complete element of a container still open (the error sits
     at the end, trailing blanks aside), inside a literal or a lone minus sign (``tr``, ``nul``,
-    ``-``), or in a number's fraction or exponent (``1.``, ``2e-``).
+    ``-``, and ``Inf``, ``-Infin``, ``Na``: Python writes them for floats JSON has no number
+    for), or in a number's fraction or exponent (``1.``, ``2e-``).
     """
     if err.msg.startswith("Unterminated string"):
         return True
@@ -77,7 +80,9 @@ def repaired_prefix(text: str, upto: int) -> str | None:
     The containers still open at ``upto`` are closed, and the element each one was in the middle
     of is dropped (the text is cut back to that container's last comma, or to its opening
     bracket); a container with no complete element is dropped whole from the one it is in.  A
-    string, literal or number cut at ``upto`` is so dropped with its element.
+    string, literal or number cut at ``upto`` is so dropped with its element.  When ``upto``
+    falls right after a complete element (a closed container or string, blanks aside: a file
+    cut between two messages), that element is kept.
 
     Args:
         text: a JSON text that does not parse.
@@ -97,10 +102,12 @@ def repaired_prefix(text: str, upto: int) -> str | None:
     opened: list[int] = []  # for each, the offset just past its opening bracket
     cuts: list[int] = []  # for each, the offset to cut back to: its last comma, or its opening
     closed_top = False
+    string_cut = False
     for match in _TOKEN.finditer(text, 0, upto):
         token = match.group()
         if token[0] == '"':
             if len(token) == 1:
+                string_cut = True
                 break  # a string that runs past ``upto``: its element is dropped
             continue
         if token in _CLOSER:
@@ -119,6 +126,12 @@ def repaired_prefix(text: str, upto: int) -> str | None:
             opened.pop()
             cuts.pop()
             closed_top = not brackets
+    if brackets and not string_cut and text[:upto].rstrip().endswith(("}", "]", '"')):
+        # the text stops right after a complete element (a closed container or string: the
+        # commonest cut, between two messages): it is kept, when closing there makes valid JSON
+        whole = text[:upto].rstrip() + "".join(_CLOSER[bracket] for bracket in reversed(brackets))
+        if _parses(whole):
+            return whole
     while len(brackets) > 1 and cuts[-1] == opened[-1]:  # nothing complete in it: drop it whole
         brackets.pop()
         opened.pop()
@@ -126,8 +139,12 @@ def repaired_prefix(text: str, upto: int) -> str | None:
     if not brackets:
         return None
     repaired = text[: cuts[-1]] + "".join(_CLOSER[bracket] for bracket in reversed(brackets))
+    return repaired if _parses(repaired) else None
+
+
+def _parses(text: str) -> bool:
     try:
-        json.loads(repaired)
+        json.loads(text)
     except (ValueError, RecursionError):
-        return None
-    return repaired
+        return False
+    return True
