@@ -64,14 +64,16 @@ PREFILL_REFUSED_FROM = (4, 6)
 #: A Claude model of the current naming (``claude-opus-4-6``, ``claude-sonnet-4-5-20250929``,
 #: ``claude-opus-4-20250514``, ``anthropic/claude-sonnet-4.6``, ``us.anthropic.claude-opus-4-6-v1``,
 #: ``claude-opus-4-6@20260205``): the family, the major version and an optional minor one
-#: (one or two digits, so a date is never read as a minor version).  Names of the older form
+#: (one or two digits, so a date is never read as a minor version); a major version of more
+#: than four digits is no Claude version (and past 4,300 digits Python refuses to convert
+#: it: a model name of 5,000 nines was a ValueError traceback).  Names of the older form
 #: (``claude-3-5-sonnet-20241022``) do not match: all of them take a prefill.
-_CLAUDE = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:[-.](\d{1,2})(?!\d))?")
+_CLAUDE = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d{1,4})(?!\d)(?:[-.](\d{1,2})(?!\d))?")
 
 #: The same with the version before the family (``claude-4.6-opus``, ``claude-4-5-sonnet``), as
 #: some gateways and editors (Cursor) spell it; ``claude-3-5-sonnet`` and ``claude-3-7-sonnet``
 #: read as 3.5 and 3.7, which take a prefill.
-_CLAUDE_VERSION_FIRST = re.compile(r"claude-(\d+)(?:[-.](\d{1,2}))?-(?:opus|sonnet|haiku)")
+_CLAUDE_VERSION_FIRST = re.compile(r"claude-(\d{1,4})(?:[-.](\d{1,2}))?-(?:opus|sonnet|haiku)")
 
 
 def refuses_prefill(model: str) -> bool:
