@@ -122,13 +122,22 @@ def _refuse_both(budget: int | None, name: str) -> None:
 
 
 def _model_name(_context: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """Check ``--model``: an empty or blank name is a usage error naming the option (exit 2).
+    """Check ``--model``: an empty or blank name is a usage error naming the option (exit 2), and
+    so is one holding a character that does not print (a line break, a tab, a terminal escape, a
+    zero-width space or another invisible one: ``str.isprintable``, the space aside), which no
+    provider's model is named with and which would ship in the request's ``model``.
 
     It was passed on to the recipe, whose error named the recipe file (or ``<replace>``) for a key
     the file did not set.
     """
     if value is not None and not value.strip():
         raise click.BadParameter(f"expected a model name, found {value!r}")
+    if value is not None and not value.isprintable():
+        where = next(index for index, char in enumerate(value) if not char.isprintable())
+        raise click.BadParameter(
+            f"expected a model name, found {value[:80]!r}{'...' if len(value) > 80 else ''}: "
+            f"a character that does not print ({value[where]!r}) at position {where}"
+        )
     return value
 
 

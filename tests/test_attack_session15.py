@@ -10,6 +10,10 @@
 3. A JSON text cut inside ``Infinity``, ``-Infinity`` or ``NaN`` (which Python's ``json`` writes
    for such floats and reads back) was not called cut short (seen as a flaky failure of
    test_defects_session15's every-prefix property).
+4. A model name whose Claude version had more than 4,300 digits (``claude-sonnet-999...``) was a
+   ValueError traceback in every compile (``refuses_prefill`` converted it to an int).
+5. ``--model`` took a name holding a line break, a terminal escape or only a zero-width space
+   (it would ship in the request's ``model``): it is now the usage error a blank name is.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from compaction.errors import InvalidTranscript
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, repaired_prefix
 from compaction.formats._shown import LIMIT, REDACTED, shown
+from compaction.prefill import refuses_prefill
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT_DATA = ROOT / "tests" / "data" / "formats"
@@ -218,3 +223,76 @@ def test_a_text_cut_inside_a_non_finite_float_is_cut_short(literal: str) -> None
             json.loads(text)
         assert cut_short(caught.value), text
         assert repaired_prefix(text, caught.value.pos) == "[1.5]"
+
+
+# -- 4. a Claude version of thousands of digits --------------------------------------------------------
+
+
+@pytest.fixture
+def ends_on_assistant(tmp_path: Path) -> tuple[Path, Path]:
+    """A transcript ending on the assistant's turn, and a store holding it."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(chat_line("user", "fix it") + "\n" + chat_line("assistant", "done") + "\n", "utf-8")
+    store = tmp_path / "s.db"
+    assert cli("import", transcript, "--store", store).exit_code == 0
+    return transcript, store
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-" + "9" * 5000, "claude-" + "9" * 5000 + "-opus", "claude-opus-4-" + "6" * 5000]
+)
+def test_a_model_with_a_huge_version_number_is_no_claude_that_refuses_a_prefill(
+    model: str, ends_on_assistant: tuple[Path, Path]
+) -> None:
+    """Before: ValueError: Exceeds the limit (4300 digits) for integer string conversion."""
+    assert refuses_prefill(model) is False
+    transcript, store = ends_on_assistant
+    for args in (["compile", "--store", store], ["run", transcript], ["inspect", "--store", store, "--json"]):
+        result = cli(*args, "--budget", "4000", "--model", model)
+        assert result.exit_code == 0, (args[0], result.stderr[-300:])
+        assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "refuses"),
+    [
+        ("claude-opus-4-6", True),
+        ("claude-opus-4-10", True),
+        ("claude-4.6-opus", True),
+        ("claude-sonnet-4-5", False),
+    ],
+)
+def test_claude_versions_still_read_as_before(model: str, refuses: bool) -> None:
+    assert refuses_prefill(model) is refuses
+
+
+# -- 5. --model holding characters that do not print --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o\nEVIL", "gpt-4o\r", "\u200b", "\ufeff", "claude-opus-4-6\x1b[31m", "a\tb"]
+)
+@pytest.mark.parametrize("command", ["compile", "run", "inspect", "replay"])
+def test_a_model_name_that_does_not_print_is_a_usage_error(
+    command: str, model: str, ends_on_assistant: tuple[Path, Path]
+) -> None:
+    """Before: exit 0, the name shipped in the request as it was."""
+    transcript, store = ends_on_assistant
+    args = {
+        "compile": ["compile", "--store", store],
+        "run": ["run", transcript],
+        "inspect": ["inspect", "--store", store, "--json"],
+        "replay": ["replay", transcript],
+    }[command]
+    result = cli(*args, "--budget", "4000", "--model", model)
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert "Invalid value for '--model': expected a model name" in result.stderr
+    assert "a character that does not print" in result.stderr
+    assert "\x1b" not in result.stderr and "\u200b" not in result.stderr
+
+
+def test_a_model_name_with_a_space_inside_is_still_taken(ends_on_assistant: tuple[Path, Path]) -> None:
+    _transcript, store = ends_on_assistant
+    result = cli("compile", "--store", store, "--budget", "4000", "--model", "my model")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["model"] == "my model"
