@@ -1268,6 +1268,12 @@ cdef inline uint64_t _hash_span(const uint8_t* b, Py_ssize_t n, uint64_t head) n
     return h ^ (h >> 32)
 
 
+cdef inline uint64_t _hash_short(uint64_t head, Py_ssize_t n) noexcept nogil:
+    # _hash_span of a span of n <= 8 bytes, from its _head alone (the same value)
+    cdef uint64_t h = (head ^ (<uint64_t>n << 56)) * 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 32)
+
+
 cdef inline uint64_t _bloom_bits(uint64_t h) noexcept nogil:
     # The three bits of a span of hash h in its word of the Bloom filter.
     return ((1ULL << ((h >> 20) & 63)) | (1ULL << ((h >> 26) & 63))) | (1ULL << ((h >> 14) & 63))
@@ -1296,6 +1302,20 @@ cdef inline uint32_t _probe(const _Ranks* r, const uint8_t* b, Py_ssize_t n, uin
                     return slot.rank
             elif memcmp(r.arena + (slot.shape >> 8) + 8, b + 8, n - 8) == 0:
                 return slot.rank
+        index = (index + 1) & r.mask
+
+
+cdef inline uint32_t _probe_short(const _Ranks* r, uint64_t head, Py_ssize_t n, uint64_t h) noexcept nogil:
+    # _probe of a span of n <= 8 bytes, whose _head ``head`` is all of it: no arena to compare,
+    # and small enough that the compiler inlines it in the hot loop (_probe it does not, there).
+    cdef size_t index = <size_t>(h >> r.shift)
+    cdef const _RankSlot* slot
+    while True:
+        slot = &r.slots[index]
+        if slot.shape == 0:
+            return NO_RANK
+        if slot.head == head and (slot.shape & 0xFF) == <uint32_t>n:
+            return slot.rank
         index = (index + 1) & r.mask
 
 
@@ -2042,18 +2062,13 @@ cdef inline Py_ssize_t _count_short_ascii(const _Ranks* r, uint64_t head, Py_ssi
     cdef uint32_t first = <uint32_t>head & 0xFF
     cdef uint32_t second = <uint32_t>(head >> 8) & 0xFF
     cdef uint32_t third
-    cdef uint64_t span[2]
     if n <= 2:
         # every byte is a token; two are one where their pair is (for one byte ``second`` is 0
         # and the pair read is ignored): no branch on the length, which the predictor misses
         return 1 + ((n == 2) & (r.pairs[(first << 8) | second] == NO_RANK))
-    # the bytes with eight readable after them, as _hash_span and _probe may read (for n <= 8
-    # they do not; the compiler cannot tell)
-    span[0] = head
-    span[1] = 0
-    h = _hash_span(<const uint8_t*>span, n, head)
+    h = _hash_short(head, n)
     _prefetch(&r.slots[<size_t>(h >> r.shift)])   # most such pieces are tokens: both loads at once
-    if _maybe_token(r, h) and _probe(r, <const uint8_t*>span, n, head, h) != NO_RANK:
+    if _maybe_token(r, h) and _probe_short(r, head, n, h) != NO_RANK:
         return 1
     if n == 3:
         third = <uint32_t>(head >> 16) & 0xFF
