@@ -14,6 +14,11 @@
    ValueError traceback in every compile (``refuses_prefill`` converted it to an int).
 5. ``--model`` took a name holding a line break, a terminal escape or only a zero-width space
    (it would ship in the request's ``model``): it is now the usage error a blank name is.
+6. A UTF-16 (or UTF-32) transcript, as Windows tools write them, was called binary content; read
+   as a format named with ``--format``, UTF-16 without a byte order mark even decoded (NUL is
+   UTF-8) and was called invalid JSON at line 1: both now say the encoding and how to convert.
+7. A JSON document nested 100,000 deep (``[[[[...``) was said to match none of the formats:
+   detection now says it is nested too deeply to parse, as ``--format`` did.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction.cli import main
-from compaction.errors import InvalidTranscript
+from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, repaired_prefix
 from compaction.formats._shown import LIMIT, REDACTED, shown
+from compaction.formats._sniff import wide_encoding
 from compaction.prefill import refuses_prefill
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -296,3 +302,66 @@ def test_a_model_name_with_a_space_inside_is_still_taken(ends_on_assistant: tupl
     result = cli("compile", "--store", store, "--budget", "4000", "--model", "my model")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["model"] == "my model"
+
+
+# -- 6. UTF-16 and UTF-32 transcripts -----------------------------------------------------------------
+
+CHAT = chat_line("user", "fix it") + "\n" + chat_line("assistant", "done") + "\n"
+
+
+@pytest.mark.parametrize(
+    ("codec", "named"),
+    [
+        ("utf-16", "UTF-16"),
+        ("utf-16-le", "UTF-16"),
+        ("utf-16-be", "UTF-16"),
+        ("utf-32", "UTF-32"),
+        ("utf-32-le", "UTF-32"),
+        ("utf-32-be", "UTF-32"),
+    ],
+)
+@pytest.mark.parametrize("document", [False, True])
+def test_a_utf16_transcript_is_named_so_with_how_to_convert_it(
+    codec: str, named: str, document: bool, tmp_path: Path
+) -> None:
+    """Before: "the content is binary, not text" when detected; with --format openai, "not UTF-8
+    text (byte 0 ...)", or for UTF-16 without a byte order mark "invalid JSON at line 1"."""
+    text = json.dumps([json.loads(line) for line in CHAT.splitlines()]) if document else CHAT
+    path = tmp_path / "t.json"
+    path.write_bytes(text.encode(codec))
+    assert wide_encoding(path.read_bytes()[:8]) == named
+    detected = cli("import", path, "--store", tmp_path / "s.db")
+    assert detected.exit_code == 1 and "Traceback" not in detected.stderr
+    assert (
+        f"the file is {named} text, not UTF-8: convert it with iconv -f {named} -t UTF-8" in detected.stderr
+    )
+    assert "binary" not in detected.stderr
+    chosen = cli("import", path, "--store", tmp_path / "s.db", "--format", "openai")
+    assert chosen.exit_code == 1
+    assert f"not UTF-8 text but {named}: convert it with iconv -f {named} -t UTF-8" in chosen.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize(
+    "head", [b"", b"{}", b"[1]", b'{"a": "\x00"}', b"hi\x00", b"\x00\x00", b"\xef\xbb\xbf{"]
+)
+def test_utf8_and_binary_heads_are_no_wide_encoding(head: bytes) -> None:
+    assert wide_encoding(head) is None
+
+
+# -- 7. a JSON document nested 100,000 deep --------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "[" * 100_000 + "]" * 100_000, '{"a":' * 50_000])
+def test_a_document_nested_past_what_python_parses_is_said_to_be_nested_too_deeply(
+    text: str, tmp_path: Path
+) -> None:
+    """Before: "cannot tell the transcript format (the content matches none of them)"."""
+    path = tmp_path / "deep.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UnknownFormat) as caught:
+        load_transcript(path)
+    assert "nested too deeply to parse: more than 256 levels are refused" in str(caught.value)
+    result = cli("run", path, "--budget", "4000")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "nested too deeply" in result.stderr and len(result.stderr.strip().splitlines()) == 1

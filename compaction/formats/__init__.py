@@ -52,7 +52,7 @@ from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, U
 from . import anthropic, openai
 from ._common import Context, Draft, Item, LenientLoss, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
-from ._sniff import TranscriptFormat
+from ._sniff import TranscriptFormat, wide_encoding
 
 __all__ = [
     "FORMATS",
@@ -159,6 +159,13 @@ def _lines_of(handle: BinaryIO) -> Iterator[bytes]:
 
 
 def _decode(data: bytes, path: str | None) -> str:
+    wide = wide_encoding(data[:8])
+    if wide is not None:  # UTF-16 read as a format the caller chose: its NUL bytes may even decode
+        raise InvalidTranscript(
+            f"not UTF-8 text but {wide}: convert it with iconv -f {wide} -t UTF-8; "
+            "transcripts are UTF-8 JSON, JSONL or Markdown",
+            path=path,
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -253,13 +260,17 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
                 with open(path, "rb") as handle:
                     messages = finish(parse(_lines_of(handle), ctx), ctx)
             except OSError as err:
-                raise TranscriptUnreadable(f"cannot read the transcript: {err.strerror or err}", path=name) from err
+                raise TranscriptUnreadable(
+                    f"cannot read the transcript: {err.strerror or err}", path=name
+                ) from err
         else:
             messages = finish(transcript_format.parse(_decode(_read_all(path, name), name), ctx), ctx)
     except InvalidTranscript as err:
         if chosen is None or isinstance(err, (TranscriptUnreadable, LenientLoss)):
             raise
-        raise _with_detected_hint(err, chosen, head, name, lambda: _decode(_read_all(path, name), name)) from err
+        raise _with_detected_hint(
+            err, chosen, head, name, lambda: _decode(_read_all(path, name), name)
+        ) from err
 
     def nothing_read(given: TranscriptFormat) -> InvalidTranscript:
         return _nothing_read(given, head, _decode(_read_all(path, name), name), ctx)
@@ -284,7 +295,9 @@ def parse_text(text: str, format: str, *, name: str, lenient: bool = False) -> P
     """
     chosen = format_named(format, name)
     ctx = Context(name, lenient, detected=None)
-    text = text[1:] if text.startswith("\ufeff") else text  # a leading byte order mark, as a file read drops it
+    text = (
+        text[1:] if text.startswith("\ufeff") else text
+    )  # a leading byte order mark, as a file read drops it
     messages = finish(chosen.parse(text, ctx), ctx)
 
     def nothing_read(given: TranscriptFormat) -> InvalidTranscript:

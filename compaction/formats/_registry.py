@@ -22,8 +22,9 @@ from collections.abc import Callable
 from importlib import import_module
 
 from ..errors import InvalidTranscript, UnknownFormat
+from ._common import MAX_RECORD_DEPTH
 from ._json_damage import describe, repaired_prefix
-from ._sniff import Sample, TranscriptFormat, looks_binary
+from ._sniff import Sample, TranscriptFormat, looks_binary, wide_encoding
 
 __all__ = ["FORMATS", "REGISTRY", "detect", "format_named"]
 
@@ -114,6 +115,18 @@ def _damaged(path: str | None, err: json.JSONDecodeError) -> InvalidTranscript:
     )
 
 
+def wide_text(encoding: str) -> str:
+    """Say that a file is ``encoding`` (UTF-16 or UTF-32) text and how to make it UTF-8."""
+    return f"the file is {encoding} text, not UTF-8: convert it with iconv -f {encoding} -t UTF-8"
+
+
+def _unreadable_text(why: str) -> str:
+    """Say why a JSON document could not be parsed (``why``: :attr:`Sample.unreadable`)."""
+    if why == "nested too deeply":
+        return f"it is one JSON document nested too deeply to parse: more than {MAX_RECORD_DEPTH} levels are refused"
+    return f"it is one JSON document that cannot be parsed: {why}"
+
+
 def _claimant(sample: Sample) -> TranscriptFormat | None:
     return next((fmt for fmt in REGISTRY if fmt.sniff(sample)), None)
 
@@ -134,6 +147,9 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     Raises:
         UnknownFormat: the content is empty or binary, or no format claims it; the message
             names the file and lists the formats.
+        UnknownFormat: (an :class:`InvalidTranscript`) also when the content is UTF-16 or
+            UTF-32 text (the message says so and how to convert it), or one JSON document that
+            cannot be parsed (nested too deeply, a number too long; the message says which).
         InvalidTranscript: ``whole`` could not read the file (it is not UTF-8); or the content
             starts like one JSON document, no format claims it and it is not valid JSON (cut
             short, or broken in the middle): the message names the file, the line and column,
@@ -141,6 +157,9 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     """
     if not head.strip():
         raise _unknown(path, "the file is empty")
+    wide = wide_encoding(head)
+    if wide is not None:
+        raise _unknown(path, wide_text(wide))
     if looks_binary(head):
         raise _unknown(path, "the content is binary, not text")
     sample = Sample(head.decode("utf-8-sig", errors="replace"))
@@ -150,6 +169,8 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
         found = _claimant(read)
         if found is None and read.damage is not None and not read.records and read.damage.msg != "Extra data":
             raise _damaged(path, read.damage)
+        if found is None and read.unreadable is not None and not read.records:
+            raise _unknown(path, _unreadable_text(read.unreadable))
     if found is None:
         raise _unknown(path, "the content matches none of them")
     return found

@@ -31,7 +31,7 @@ from typing import Any
 
 from ._common import Context, Draft
 
-__all__ = ["Chat", "Sample", "TranscriptFormat", "looks_binary"]
+__all__ = ["Chat", "Sample", "TranscriptFormat", "looks_binary", "wide_encoding"]
 
 _BINARY_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"RIFF")
 _HEAD_LINES = 40
@@ -41,6 +41,34 @@ _DOCUMENT_ITEMS = 50
 def looks_binary(head: bytes) -> bool:
     """Return whether ``head`` is binary content (NUL bytes or a known magic number)."""
     return head.startswith(_BINARY_MAGIC) or b"\x00" in head[:4096]
+
+
+#: Byte order marks of the encodings wider than UTF-8 (UTF-32's first: it starts like UTF-16's).
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """Return ``"UTF-16"`` or ``"UTF-32"`` when ``head`` is text in that encoding, else ``None``.
+
+    Told from a byte order mark, or from a JSON text's first character (``{`` or ``[``) with the
+    NUL bytes that encoding puts beside it (``{\x00``, ``\x00{``, ``{\x00\x00\x00`` ...):
+    Windows tools (PowerShell's ``>`` and ``Out-File``) write UTF-16, and without this the file
+    would be called binary for its NUL bytes.
+    """
+    for mark, name in _WIDE_MARKS:
+        if head.startswith(mark):
+            return name
+    for first in (b"{", b"["):
+        if head.startswith((first + b"\x00\x00\x00", b"\x00\x00\x00" + first)):
+            return "UTF-32"
+        if head.startswith((first + b"\x00", b"\x00" + first)):
+            return "UTF-16"
+    return None
 
 
 def _loads(text: str) -> Any:
@@ -153,21 +181,29 @@ class Sample:
     def damage(self) -> json.JSONDecodeError | None:
         """Why the whole content, read as one JSON document, does not parse (its line and column
         among them); ``None`` when it parses, was not read, or failed for another reason (nested
-        too deeply, a number too long)."""
+        too deeply, a number too long: :attr:`unreadable`)."""
         return None if self.jsonl else self._whole_parsed[1]
 
     @cached_property
-    def _whole_parsed(self) -> tuple[Any, json.JSONDecodeError | None]:
-        """The whole content parsed (or :data:`NOT_READ` / :data:`NOT_JSON`) and the decode error."""
+    def unreadable(self) -> str | None:
+        """Why the whole content, read as one JSON document, could not be parsed though it may be
+        valid JSON (``"nested too deeply"``, a number longer than Python converts); ``None`` when
+        it parses, was not read, or is damaged (:attr:`damage`)."""
+        return None if self.jsonl else self._whole_parsed[2]
+
+    @cached_property
+    def _whole_parsed(self) -> tuple[Any, json.JSONDecodeError | None, str | None]:
+        """The whole content parsed (or :data:`NOT_READ` / :data:`NOT_JSON`), the decode error and
+        why else it could not be parsed."""
         if self.whole is None or not self.looks_json:
-            return NOT_READ, None
+            return NOT_READ, None, None
         whole = self.whole()  # outside the try: an error reading the file is no parse error
         try:
-            return _loads(whole), None
+            return _loads(whole), None, None
         except json.JSONDecodeError as err:
-            return NOT_JSON, err
-        except ValueError:
-            return NOT_JSON, None
+            return NOT_JSON, err, None
+        except ValueError as err:
+            return NOT_JSON, None, str(err)
 
     @cached_property
     def entries(self) -> tuple[dict[str, Any], ...]:
