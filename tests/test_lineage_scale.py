@@ -174,8 +174,9 @@ def _branching_reads_nothing_back(location: str, monkeypatch: pytest.MonkeyPatch
     _chain(location, 3)
     with open_store(location, create=False, conversation="b3") as store:
         reads = []
-        real = scope.lineage_of
+        real, walked = scope.lineage_of, scope.lineage_from_walk
         monkeypatch.setattr(scope, "lineage_of", lambda *a: reads.append(a) or real(*a))
+        monkeypatch.setattr(scope, "lineage_from_walk", lambda *a: reads.append(a) or walked(*a))
         info = store.branch("b4", 5)
         assert info.messages == 5 and info.parent == "b3"
         store.scope_to("b4")
@@ -195,8 +196,9 @@ def _lineage_reads(tmp_path: Path, depth: int, monkeypatch: pytest.MonkeyPatch) 
         store.append(parsed.messages, chain_seed="claude-code")
     plan = plan_branches(location, session, "main", "claude-code")
     reads = []
-    real = scope.lineage_of
+    real, walked = scope.lineage_of, scope.lineage_from_walk  # a whole tree's, or a walk up the table's
     monkeypatch.setattr(scope, "lineage_of", lambda *a: reads.append(a) or real(*a))
+    monkeypatch.setattr(scope, "lineage_from_walk", lambda *a: reads.append(a) or walked(*a))
     made, _notes = store_branches(location, plan)
     monkeypatch.undo()
     with open_store(location, create=False, conversation=made[-1].name) as deepest:

@@ -42,6 +42,7 @@ __all__ = [
     "Lineage",
     "Segment",
     "check_conversation_name",
+    "lineage_from_walk",
     "lineage_of",
 ]
 
@@ -446,3 +447,51 @@ def lineage_of(conversation_id: int | None, tree: dict[int, tuple[int | None, in
             end = start if end is None else min(end, start)
         current = parent
     return Lineage(tuple(segments))
+
+
+#: The recursive query :func:`lineage_from_walk` reads (``{mark}``: the driver's placeholder for the
+#: conversation's id).  It walks up the ``parent_id`` links from the conversation, carrying each
+#: row's depth and the seq where the lineage leaves it (the smallest fork below it), so each row
+#: is a :class:`Segment` as it comes.  The walk stops at a root, or (a damaged table whose
+#: parents form a cycle) once it is as long as the table holds conversations.
+LINEAGE_WALK = (
+    "WITH RECURSIVE up(id, parent_id, fork_seq, depth, stop) AS ("
+    "SELECT id, parent_id, CAST(fork_seq AS BIGINT), 0, CAST(NULL AS BIGINT) FROM conversations WHERE id = {mark}"
+    " UNION ALL SELECT c.id, c.parent_id, CAST(c.fork_seq AS BIGINT), up.depth + 1,"
+    " CASE WHEN up.stop IS NULL OR COALESCE(up.fork_seq, 0) < up.stop THEN COALESCE(up.fork_seq, 0) ELSE up.stop END"
+    " FROM conversations c JOIN up ON c.id = up.parent_id"
+    " WHERE up.depth < (SELECT COUNT(*) FROM conversations))"
+    " SELECT id, parent_id, CASE WHEN parent_id IS NULL THEN 0 ELSE COALESCE(fork_seq, 0) END, stop"
+    " FROM up ORDER BY depth"
+)
+
+
+def lineage_from_walk(conversation_id: int, walk: list[tuple[int, int | None, int, int | None]]) -> Lineage:
+    """Return the lineage of ``conversation_id`` from the rows of :data:`LINEAGE_WALK`.
+
+    What :func:`lineage_of` gives from the whole ``conversations`` table, with the ends worked
+    out by the query: one :class:`Segment` a row, no dictionary of the tree and no walk in
+    Python (a fresh store object opening a branch spent 2.9 ms building its lineage that way,
+    400 ancestors on average, in a chain 800 deep: cProfile, about 40% of each open).
+
+    Args:
+        conversation_id: the conversation the walk started from.
+        walk: ``(id, parent id, first seq, end seq or None)`` per conversation, from it up to
+            its root (depth order).
+
+    Raises:
+        InvalidArgument: the walk is empty (no such conversation), or its last row has a parent
+            (the parents form a cycle or name a missing conversation): a damaged table.
+    """
+    if not walk or walk[-1][1] is not None:
+        raise InvalidArgument(
+            f"conversation {conversation_id}: its parents form a cycle or name a missing one"
+        )
+    return Lineage(
+        tuple(
+            [
+                Segment(int(cid), int(start), None if stop is None else int(stop))
+                for cid, _p, start, stop in walk
+            ]
+        )
+    )

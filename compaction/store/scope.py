@@ -18,7 +18,15 @@ from typing import Any
 from ..blocks import Message, canonical_json
 from ..errors import InvalidArgument, InvalidMessage, StoreError, found
 from . import ingest
-from .lineage import ANY_CONVERSATION, DEFAULT_CONVERSATION, Lineage, check_conversation_name, lineage_of
+from .lineage import (
+    ANY_CONVERSATION,
+    DEFAULT_CONVERSATION,
+    LINEAGE_WALK,
+    Lineage,
+    check_conversation_name,
+    lineage_from_walk,
+    lineage_of,
+)
 from .model import ConversationInfo
 
 __all__ = ["ConversationScope"]
@@ -60,10 +68,11 @@ class ConversationScope:
     def _lineage_of(self, conversation_id: int | None) -> Lineage:
         """Return the lineage of ``conversation_id``, reading only it and its ancestors' rows.
 
-        One recursive query up the ``parent_id`` links (``UNION`` keeps each row once, so a
-        damaged table whose parents form a cycle ends the walk, and :func:`.lineage_of` names
-        it), instead of every conversation of the store: opening a branch costs its depth,
-        not the store's size.
+        One recursive query up the ``parent_id`` links (:data:`.LINEAGE_WALK`), instead of
+        every conversation of the store: opening a branch costs its depth, not the store's
+        size.  The query works out each segment's seqs, so its rows become the lineage as
+        they come (:func:`.lineage_from_walk`; a damaged table whose parents form a cycle
+        ends the walk at the table's size, and is named).
         """
         if conversation_id is None:
             return Lineage(())
@@ -72,16 +81,8 @@ class ConversationScope:
         if lineage is not None:
             known.move_to_end(conversation_id)
             return lineage
-        m = self._mark
-        rows = self._db.execute(
-            "WITH RECURSIVE up(id, parent_id, fork_seq) AS ("
-            f"SELECT id, parent_id, fork_seq FROM conversations WHERE id = {m}"
-            " UNION SELECT c.id, c.parent_id, c.fork_seq FROM conversations c JOIN up ON c.id = up.parent_id)"
-            " SELECT id, parent_id, fork_seq FROM up",
-            (conversation_id,),
-        ).fetchall()
-        tree = {int(i): (None if p is None else int(p), None if f is None else int(f)) for i, p, f in rows}
-        lineage = lineage_of(conversation_id, tree)
+        walk = self._db.execute(LINEAGE_WALK.format(mark=self._mark), (conversation_id,)).fetchall()
+        lineage = lineage_from_walk(conversation_id, walk)
         self._remember(lineage)
         return lineage
 
