@@ -19,6 +19,9 @@
    UTF-8) and was called invalid JSON at line 1: both now say the encoding and how to convert.
 7. A JSON document nested 100,000 deep (``[[[[...``) was said to match none of the formats:
    detection now says it is nested too deeply to parse, as ``--format`` did.
+8. A JSON document followed by more (a second document, or garbage after the first) was said to
+   match none of the formats: it is now named invalid JSON holding more than one value, where the
+   extra starts and the format the first value reads as.
 """
 
 from __future__ import annotations
@@ -365,3 +368,37 @@ def test_a_document_nested_past_what_python_parses_is_said_to_be_nested_too_deep
     result = cli("run", path, "--budget", "4000")
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     assert "nested too deeply" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# -- 8. more than one JSON value ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "guess"),
+    [
+        ('[{"role": "user", "content": "hi"}] trailing garbage', "line 1, column 37", "openai"),
+        (
+            '[{"role": "user", "content": "hi"}]\n[{"role": "user", "content": "again"}]\n',
+            "line 2, column 1",
+            "openai",
+        ),
+        ('{"messages": [{"role": "user", "content": "hi"}]}{"messages": []}', "line 1, column 50", "openai"),
+        ("[1, 2]\n[3]\n", "line 2, column 1", None),
+    ],
+)
+def test_a_file_of_more_than_one_json_value_is_named_so(
+    content: str, where: str, guess: str | None, tmp_path: Path
+) -> None:
+    """Before: "cannot tell the transcript format (the content matches none of them)"."""
+    path = tmp_path / "t.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path)
+    said = str(caught.value)
+    assert not isinstance(caught.value, UnknownFormat)
+    assert f"invalid JSON: more than one JSON value (after the first, more starts at {where})" in said
+    assert (f"the first reads as {guess!r}" in said) == (guess is not None)
+    result = cli("import", path, "--store", tmp_path / "s.db")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s.db").exists()

@@ -127,6 +127,22 @@ def _unreadable_text(why: str) -> str:
     return f"it is one JSON document that cannot be parsed: {why}"
 
 
+def _more_than_one(path: str | None, err: json.JSONDecodeError) -> InvalidTranscript:
+    """Return the error for a file holding a complete JSON value and then more (``Extra data``:
+    another document, or garbage after the first), naming where the extra starts and the format
+    the first value reads as, when one claims it: it was called an unknown format."""
+    first = err.doc[: err.pos]
+    looks = _claimant(Sample(first, lambda: first))
+    guess = f"; the first reads as {looks.name!r}" if looks is not None else ""
+    return InvalidTranscript(
+        f"invalid JSON: more than one JSON value (after the first, more starts at line {err.lineno}, "
+        f"column {err.colno}){guess}; a transcript is one JSON document, or JSONL with one object a line: "
+        "repair the file",
+        path=path,
+        line=err.lineno,
+    )
+
+
 def _claimant(sample: Sample) -> TranscriptFormat | None:
     return next((fmt for fmt in REGISTRY if fmt.sniff(sample)), None)
 
@@ -167,7 +183,9 @@ def detect(head: bytes, path: str | None, whole: Callable[[], str] | None = None
     if found is None and whole is not None and sample.looks_json:
         read = Sample(sample.head, whole)
         found = _claimant(read)
-        if found is None and read.damage is not None and not read.records and read.damage.msg != "Extra data":
+        if found is None and read.damage is not None and not read.records:
+            if read.damage.msg == "Extra data":
+                raise _more_than_one(path, read.damage)
             raise _damaged(path, read.damage)
         if found is None and read.unreadable is not None and not read.records:
             raise _unknown(path, _unreadable_text(read.unreadable))
