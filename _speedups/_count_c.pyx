@@ -477,6 +477,32 @@ cdef extern from *:
     _COUNT_C_CLASSIFY_PORTABLE(_count_c_classify_portable_ucs1, Py_UCS1)
     _COUNT_C_CLASSIFY_PORTABLE(_count_c_classify_portable_ucs2, Py_UCS2)
 
+    /* The low bytes of p[0:length] (1 <= length <= 8; eight units readable from p), the first
+       in the lowest byte, zero above, in *out; 0 if one of those units is above 0xFF. */
+    #if _COUNT_C_SSE2
+    static const uint16_t _count_c_units_kept[16] = {
+        0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0, 0, 0, 0, 0, 0, 0, 0};
+    static inline int _count_c_pack_ucs2(const Py_UCS2* p, Py_ssize_t length, uint64_t* out) {
+        __m128i v = _mm_and_si128(_mm_loadu_si128((const __m128i*)p),
+                                  _mm_loadu_si128((const __m128i*)(_count_c_units_kept + 8 - length)));
+        __m128i high = _mm_cmpeq_epi8(_mm_srli_epi16(v, 8), _mm_setzero_si128());
+        _mm_storel_epi64((__m128i*)out, _mm_packus_epi16(v, v));
+        return _mm_movemask_epi8(high) == 0xFFFF;
+    }
+    #else
+    static inline int _count_c_pack_ucs2(const Py_UCS2* p, Py_ssize_t length, uint64_t* out) {
+        uint64_t w = 0;
+        unsigned int high = 0;
+        Py_ssize_t k;
+        for (k = 0; k < length; k++) {
+            high |= p[k];
+            w |= (uint64_t)(p[k] & 0xFF) << (8 * k);
+        }
+        *out = w;
+        return high < 256;
+    }
+    #endif
+
     #if _COUNT_C_SSE2
     /* 0xFF in each byte lo <= b < lo + count (unsigned): b - lo + 128 < count - 128, signed */
     static inline __m128i _count_c_range(__m128i v, int lo, int count) {
@@ -611,6 +637,7 @@ cdef extern from *:
         uint64_t other
     bint _COUNT_C_SSE2
     bint _count_c_avx2
+    bint _count_c_pack_ucs2(const Py_UCS2* p, Py_ssize_t length, uint64_t* out) noexcept nogil
     void _count_c_pick_classifier() noexcept nogil
     int _count_c_top64(uint64_t x) noexcept nogil
     void _count_c_classify_sse2_ucs1(const Py_UCS1* p, _count_c_classes* c) noexcept nogil
@@ -978,18 +1005,10 @@ cdef inline uint32_t _hash_piece(const _unit* s, Py_ssize_t i, Py_ssize_t e, Py_
     cdef uint32_t high = 0
     cdef uint32_t fnv, cp
     if _unit is Py_UCS2:
-        if _COUNT_C_LITTLE_ENDIAN and length <= 8 and i + 8 <= n:
-            # the eight units from i in two loads, those past the piece masked off
-            memcpy(&p, s + i, 8)
-            memcpy(&h, s + i + 4, 8)
-            # without a branch on the length: k units of the second word (0 to 4), the rest of
-            # the first (1 to 4); a mask of 2k bytes as two shifts of k bytes (k = 4: 64 bits)
-            k = length - 4
-            k &= ~(k >> 63)
-            p &= 0xFFFFFFFFFFFFFFFFULL >> (64 - 16 * (length - k))
-            h &= ((1ULL << (8 * k)) << (8 * k)) - 1
-            if not (p | h) & 0xFF00FF00FF00FF00ULL:
-                p = _pack4(p) | (_pack4(h) << 32)
+        if length <= 8 and i + 8 <= n:
+            # the eight units from i in one 16-byte load, those past the piece masked off, their
+            # low bytes packed (SSE2; a loop where there is none)
+            if _count_c_pack_ucs2(s + i, length, &p):
                 packed[0] = p
                 is_packed[0] = True
                 return _mix(p * 0x9E3779B97F4A7C15ULL + <uint64_t>length)
