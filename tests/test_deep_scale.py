@@ -118,3 +118,45 @@ def test_a_walk_that_ends_below_a_root_or_holds_nothing_is_refused() -> None:
         lineage_from_walk(5, [(5, 4, 7, None)])  # 4 is not in the table
     with pytest.raises(InvalidArgument, match="conversation 5"):
         lineage_from_walk(5, [])  # no conversation 5
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[Tree, list[tuple[int, int]]]:
+    """A forest of conversations and message rows ``(conversation, seq)``: each holds rows from its
+    fork (0 for a root) on, some past where its branches leave it."""
+    tree = draw(forests())
+    rows = []
+    for cid, (_parent, fork) in tree.items():
+        first = 0 if fork is None else fork
+        rows += [(cid, seq) for seq in range(first, first + draw(st.integers(0, 12)))]
+    return tree, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables(), st.integers(-2, 60), st.integers(0, 60), st.booleans())
+def test_a_lineage_joined_as_a_table_selects_the_rows_its_condition_selects(
+    table: tuple[Tree, list[tuple[int, int]]], start: int, length: int, ranged: bool
+) -> None:
+    import sqlite3
+
+    tree, rows = table
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE messages (conversation_id INTEGER, seq INTEGER, PRIMARY KEY (conversation_id, seq))")
+    db.executemany("INSERT INTO messages VALUES (?, ?)", rows)
+    end = start + length
+    for cid in tree:
+        lineage = lineage_of(cid, tree)
+        bounds = (start, end) if ranged else (None, None)
+        where, args = lineage.rows("m.", "?", *bounds)
+        old = db.execute(
+            f"SELECT m.conversation_id, m.seq FROM messages m WHERE {where} AND m.seq >= ? AND m.seq < ? ORDER BY m.seq",
+            (*args, start, end),
+        ).fetchall()
+        new = db.execute(
+            f"SELECT m.conversation_id, m.seq FROM messages m {lineage.rows_join('m.', *bounds)}"
+            " WHERE m.seq >= ? AND m.seq < ? ORDER BY m.seq",
+            (start, end),
+        ).fetchall()
+        assert new == old
+        # each seq in range once at most, from the conversation the lineage says holds it
+        assert all(lineage.owner(seq) == owner for owner, seq in new)

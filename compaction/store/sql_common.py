@@ -160,6 +160,10 @@ class CommonQueries(ConversationScope):
     _FALSE = "FALSE"
     #: The expression of a message's ``meta["kind"]`` (alias ``m``).
     _KIND_COLUMN = "m.kind"
+    #: Whether full reads of messages join the lineage as a table (:meth:`.Lineage.rows_join`)
+    #: instead of its ``OR`` condition (SQLite: that condition's planning grows faster than
+    #: the square of the depth; PostgreSQL plans it in linear time and keeps it).
+    _JOINED_ROWS = False
     #: A message row's columns after ``conversation_id, seq`` (PostgreSQL adds ``kind`` after ``meta``).
     _MESSAGE_COLUMNS: tuple[str, ...] = (
         "role", "content", "source_id", "meta", "import_key", "tool_uses", "tool_results", "images",
@@ -338,15 +342,28 @@ class CommonQueries(ConversationScope):
             raise StoreError(f"{self.path}: image blob {sha256} is missing")
         return bytes(row[0])
 
+    def _shown_rows(self, start: int | None = None, end: int | None = None) -> tuple[str, str, list[int]]:
+        """Return ``(join, condition, arguments)`` selecting the message rows ``m`` this conversation shows.
+
+        On SQLite the lineage is joined as a table (:meth:`.Lineage.rows_join`, the condition
+        ``1 = 1``), elsewhere it is :meth:`.Lineage.rows`'s condition (the join empty); both
+        select the same rows.  With ``start`` and ``end``, the caller reads ``[start, end)``
+        only, and only the conversations holding some of it are named.
+        """
+        self._refresh()
+        if self._JOINED_ROWS:
+            return self._lineage.rows_join("m.", start, end), "(1 = 1)", []
+        where, args = self._lineage.rows("m.", self._mark, start, end)
+        return "", where, args
+
     def _message_query(self, start: int, end: int) -> list[Any]:
         """Return the stored rows ``(seq, role, content, source_id, meta, import_key)`` of ``[start, end)``, in order."""
         m = self._mark
-        self._refresh()
-        where, args = self._lineage.rows("m.", m, start, end)  # only the conversations holding [start, end)
+        join, where, args = self._shown_rows(start, end)  # only the conversations holding [start, end)
         return list(
             self._db.execute(
                 "SELECT m.seq, m.role, COALESCE(r.content, m.content), m.source_id, m.meta, m.import_key FROM messages m"
-                f" {CURRENT_REVISION} WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
+                f" {join} {CURRENT_REVISION} WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
                 (*args, start, end),
             ).fetchall()
         )
@@ -437,12 +454,12 @@ class CommonQueries(ConversationScope):
         with self._reading("reading message facts"):
             with self._snapshot():
                 end = self.next_seq() if end is None else end
-                where, args = self._rows("m.")
+                join, where, args = self._shown_rows(start, end)
                 rows = self._db.execute(
                     "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
                     " COALESCE(r.images, m.images),"
                     f" COALESCE(t.text_tokens, CASE WHEN ({holds}) THEN NULL ELSE p.text_tokens END),"
-                    f" {self._KIND_COLUMN}, m.conversation_id FROM messages m {CURRENT_REVISION}"
+                    f" {self._KIND_COLUMN}, m.conversation_id FROM messages m {join} {CURRENT_REVISION}"
                     " LEFT JOIN token_counts t ON t.conversation_id = m.conversation_id AND t.seq = m.seq"
                     f" AND t.encoding = {m}"
                     " LEFT JOIN token_counts p ON p.conversation_id = m.conversation_id AND p.seq = m.seq"
@@ -505,13 +522,13 @@ class CommonQueries(ConversationScope):
         m = self._mark
         with self._reading("reading the user turns"), self._snapshot():
             end = self.next_seq() if end is None else end
-            where, args = self._rows("m.")
+            join, where, args = self._shown_rows(start, end)
             content = "COALESCE(r.content, m.content)"
             spaced = self._contains(content, "'\"type\": \"text\"'")
             tight = self._contains(content, "'\"type\":\"text\"'")
             return list(
                 self._db.execute(
-                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {CURRENT_REVISION}"
+                    f"SELECT m.seq{f', {content}, m.meta' if texts else ''} FROM messages m {join} {CURRENT_REVISION}"
                     f" WHERE {where} AND m.role = 'user' AND m.seq >= {m} AND m.seq < {m}"
                     f" AND (COALESCE(r.tool_results, m.tool_results) = '[]' OR {spaced}"
                     f" OR {tight}) ORDER BY m.seq",

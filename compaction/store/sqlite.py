@@ -403,6 +403,7 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
 
     _FALSE = "0"
     _KIND_COLUMN = "json_extract(m.meta, '$.kind')"
+    _JOINED_ROWS = True
 
     def _cache_counts(self, rows: list[tuple[int, int, str, int]]) -> None:
         try:
