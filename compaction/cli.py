@@ -713,11 +713,11 @@ def run(
 _SKIPPED_LISTED = 5
 
 
-def _echo_skipped(skipped: int, problems: list[str]) -> None:
+def _echo_skipped(skipped: int, problems: list[str], command: str = "run") -> None:
     """Print to stderr what a lenient parse skipped: a count, then the first
     :data:`_SKIPPED_LISTED` of its ``path:line: what`` lines (skipped lines and the notes beside
-    them, in file order) and how many more; nothing when no line was skipped.  ``run --json``
-    and ``compaction import --lenient`` give every line."""
+    them, in file order) and how many more; nothing when no line was skipped.  ``<command>
+    --json`` (``run``, ``replay``, ``eval``) and ``compaction import --lenient`` give every line."""
     if not skipped:
         return
     others = len(problems) - skipped  # re-links and left-out branches beside them
@@ -730,7 +730,7 @@ def _echo_skipped(skipped: int, problems: list[str]) -> None:
         click.echo(f"  {problem}", err=True)
     if len(problems) > _SKIPPED_LISTED:
         click.echo(
-            f"  ... and {len(problems) - _SKIPPED_LISTED} more (run --json or compaction import --lenient lists them all)",
+            f"  ... and {len(problems) - _SKIPPED_LISTED} more ({command} --json or compaction import --lenient lists them all)",
             err=True,
         )
 

@@ -99,6 +99,9 @@ class EvalReport:
         strategies: the engine and the baselines, in :data:`STRATEGIES` order.
         engine_seconds: wall time of the engine's compress and compile.
         seconds: wall time of the whole evaluation.
+        skipped: malformed lines or messages a lenient parse skipped.
+        problems: one ``"path:line: what is wrong"`` line per skipped item and per note beside
+            them (:attr:`compaction.formats.ParsedTranscript.problems`).
     """
 
     transcript: str
@@ -110,6 +113,8 @@ class EvalReport:
     strategies: tuple[StrategyResult, ...]
     engine_seconds: float
     seconds: float
+    skipped: int = 0
+    problems: tuple[str, ...] = ()
 
     def strategy(self, name: str) -> StrategyResult:
         return next(s for s in self.strategies if s.name == name)
@@ -152,6 +157,8 @@ class EvalReport:
             },
             "engine_seconds": round(self.engine_seconds, 3),
             "seconds": round(self.seconds, 3),
+            "skipped": self.skipped,
+            "problems": list(self.problems),
         }
         if probes:
             data["probe_list"] = [
@@ -261,6 +268,8 @@ def evaluate(
         strategies=tuple(results),
         engine_seconds=engine_seconds,
         seconds=time.perf_counter() - started,
+        skipped=parsed.skipped,
+        problems=tuple(parsed.problems),
     )
 
 
@@ -374,7 +383,7 @@ def eval_command(
     """
     import json
 
-    from .cli import _errors, _progress, _require_budget
+    from .cli import _echo_skipped, _errors, _progress, _require_budget
 
     reports: list[EvalReport] = []
     with _errors():
@@ -393,3 +402,5 @@ def eval_command(
         click.echo(json.dumps({"reports": [r.to_dict(with_probes) for r in reports], "mean": mean}))
         return
     print_tables(reports)
+    for report in reports:
+        _echo_skipped(report.skipped, list(report.problems), "eval")

@@ -7,18 +7,21 @@ process-wide backend is set.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .errors import CompactionError
-from .formats import FORMATS
+from .errors import CompactionError, InvalidTranscript
+from .formats import FORMATS, ParsedTranscript, load_transcript
 from .outputs import REQUEST_FORMATS
-from .replay import ReplayReport, replay
+from .recipe import Recipe
+from .replay import Progress, ReplayReport, replay
 from .replay_strategies import STRATEGIES
 
 __all__ = ["replay_command", "plot_replay", "print_replay_table", "MATPLOTLIB_MISSING"]
@@ -128,6 +131,32 @@ def _model_name(context: click.Context, param: click.Parameter, value: str | Non
     return check(context, param, value)
 
 
+def _replay_parsed(
+    transcript: str,
+    parsed: ParsedTranscript,
+    recipe: Recipe,
+    strategies: Sequence[str],
+    tools: Sequence[dict[str, Any]],
+    max_turns: int | None,
+    progress: Progress | None,
+) -> ReplayReport:
+    """Replay the messages of ``parsed`` (read from ``transcript``) and name the file in the report.
+
+    Raises:
+        InvalidTranscript: the messages hold no turn to replay (naming ``transcript``).
+        OverBudget, RecipeError: as :func:`~compaction.replay.replay` raises them.
+    """
+    try:
+        report = replay(
+            parsed.messages, recipe, strategies=strategies, tools=tools, max_turns=max_turns, progress=progress
+        )
+    except InvalidTranscript as err:
+        if err.path is not None:
+            raise
+        raise InvalidTranscript(str(err), path=transcript) from err
+    return dataclasses.replace(report, source=transcript, format=parsed.format)
+
+
 @click.command("replay")
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
 @click.option("--budget", type=click.IntRange(min=1), help="Token budget of every request (or budget_tokens in the recipe).")
@@ -175,7 +204,7 @@ def replay_command(
     events, the share of request tokens in the cached prefix, cache-adjusted input cost,
     the largest request and per-turn time.
     """
-    from .cli import _errors, _load_tools, _progress, _recipe, _require_budget
+    from .cli import _echo_skipped, _errors, _load_tools, _progress, _recipe, _require_budget
 
     data: dict[str, Any]
     with _errors():
@@ -185,26 +214,21 @@ def replay_command(
             folder = Path(plot_path).resolve().parent
             if not folder.is_dir():
                 raise CompactionError(f"{plot_path}: cannot write the plot there: the folder {folder} does not exist")
+        tools = _load_tools(tools_path)
+        # parsed here, once, so that what a lenient parse skipped can be listed as run lists it
+        parsed = load_transcript(transcript, format=input_format, lenient=lenient)
         with _progress("replaying") as progress:
-            report = replay(
-                transcript,
-                recipe,
-                strategies=strategies or STRATEGIES,
-                tools=_load_tools(tools_path),
-                format=input_format,
-                lenient=lenient,
-                max_turns=max_turns,
-                progress=progress,
-            )
+            report = _replay_parsed(transcript, parsed, recipe, strategies or STRATEGIES, tools, max_turns, progress)
         if plot_path:
             plot_replay(report, plot_path)
         data = report.to_dict()
     if plot_path:
         data["plot"] = plot_path
     if as_json:
-        click.echo(json.dumps(data))
+        click.echo(json.dumps({**data, "skipped": parsed.skipped, "problems": parsed.problems}))
         return
     print_replay_table(report)
+    _echo_skipped(parsed.skipped, parsed.problems, "replay")
     if all(not t.fits for result in report.strategies for t in result.turns):
         click.echo(f"warning: no request of any strategy fit the budget of {report.budget:,} tokens; raise --budget", err=True)
     if plot_path:

@@ -1,0 +1,116 @@
+"""Defects an attacker found in session 15, each closed with a test that fails without the fix.
+
+1. ``replay --lenient`` and ``eval --lenient`` skipped malformed lines without a word: they now
+   list them as ``run --lenient`` does (the first five ``path:line: what`` lines on stderr and
+   how many more; ``--json`` gives them all as ``problems``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from compaction.cli import main
+
+
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+def cli(*args: object) -> Result:
+    return runner().invoke(main, [str(a) for a in args])
+
+
+def jsonl_with_bad_lines(path: Path, total: int, bad: set[int]) -> Path:
+    """Write ``total`` alternating chat lines (user first), those numbered in ``bad`` (1-based) cut short."""
+    lines = []
+    for number in range(1, total + 1):
+        role = "user" if number % 2 else "assistant"
+        line = json.dumps({"role": role, "content": f"message {number} about the login form"})
+        lines.append(line[:-12] if number in bad else line)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def assert_listed(stderr: str, path: Path, bad: set[int], command: str) -> None:
+    """Check stderr names the skipped lines as ``run --lenient`` names them."""
+    said = [line for line in stderr.strip().splitlines() if line.startswith(("skipped ", "  "))]
+    plural = "s" if len(bad) != 1 else ""
+    assert said[0] == f"skipped {len(bad)} malformed line{plural}:"
+    listed = sorted(bad)[:5]
+    assert [line.split(": invalid JSON: ")[0] for line in said[1 : 1 + len(listed)]] == [
+        f"  {path}:{n}" for n in listed
+    ]
+    more = [line for line in said if "more (" in line]
+    if len(bad) > 5:
+        assert more == [
+            f"  ... and {len(bad) - 5} more ({command} --json or compaction import --lenient lists them all)"
+        ]
+    else:
+        assert more == [] and len(said) == 1 + len(bad)
+
+
+# -- 1. replay --lenient and eval --lenient name the lines they skipped -------------------------------
+
+
+@settings(max_examples=5, deadline=None)
+@example(bad={3})
+@example(bad={3, 5, 7, 9, 11, 13, 15})
+@given(bad=st.sets(st.integers(3, 20), min_size=1, max_size=9))
+def test_replay_lenient_names_the_skipped_lines(
+    bad: set[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: replay --lenient printed its table and never said a line was skipped."""
+    path = jsonl_with_bad_lines(tmp_path_factory.mktemp("replay") / "chat.jsonl", 20, bad)
+    args = ("replay", path, "--budget", "16000", "--strategy", "replan", "--lenient")
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    assert_listed(result.stderr, path, bad, "replay")
+    report = json.loads(cli(*args, "--json").stdout)
+    assert report["skipped"] == len(bad)
+    assert report["messages"] == 20 - len(bad)
+    assert report["transcript"] == str(path) and report["format"] == "openai"
+    assert [int(p.split(":")[1]) for p in report["problems"]] == sorted(bad)
+
+
+@settings(max_examples=5, deadline=None)
+@example(bad={4})
+@example(bad={2, 4, 6, 8, 10, 12, 14, 16})
+@given(bad=st.sets(st.integers(2, 20), min_size=1, max_size=9))
+def test_eval_lenient_names_the_skipped_lines(
+    bad: set[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: eval --lenient printed its tables and never said a line was skipped."""
+    path = jsonl_with_bad_lines(tmp_path_factory.mktemp("eval") / "chat.jsonl", 20, bad)
+    result = cli("eval", path, "--budget", "16000", "--lenient")
+    assert result.exit_code == 0, result.stderr
+    assert_listed(result.stderr, path, bad, "eval")
+    data = json.loads(cli("eval", path, "--budget", "16000", "--lenient", "--json").stdout)
+    (report,) = data["reports"]
+    assert report["skipped"] == len(bad) and report["messages"] == 20 - len(bad)
+    assert [int(p.split(":")[1]) for p in report["problems"]] == sorted(bad)
+
+
+def test_replay_and_eval_without_skipped_lines_list_nothing(tmp_path: Path) -> None:
+    path = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 6, set())
+    replayed = cli("replay", path, "--budget", "16000", "--strategy", "replan", "--lenient", "--json")
+    assert replayed.exit_code == 0 and "skipped" not in replayed.stderr
+    assert json.loads(replayed.stdout)["problems"] == []
+    evaluated = cli("eval", path, "--budget", "16000", "--lenient")
+    assert evaluated.exit_code == 0 and "skipped" not in evaluated.stderr
+
+
+def test_replay_of_a_file_without_a_turn_still_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "hello"}) + "\n", "utf-8")
+    result = cli("replay", path, "--budget", "16000")
+    assert result.exit_code == 1
+    assert f"{path}: no assistant message with a message before it: nothing to replay" in result.stderr
