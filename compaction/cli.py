@@ -25,7 +25,13 @@ from .errors import CompactionError
 from .events import compile_current
 from .formats import FORMATS, load_transcript
 from .outputs import REQUEST_FORMATS
-from .pipeline import append_transcript, caption_before_compile, compress_and_compile, run_pipeline
+from .pipeline import (
+    NothingReadable,
+    append_transcript,
+    caption_before_compile,
+    compress_and_compile,
+    run_pipeline,
+)
 from .recipe import Recipe, load_recipe
 from .store import HistoryStore, compaction_claim, describe_sqlite_error, open_store
 from .store.factory import conversation_holding
@@ -604,16 +610,20 @@ def run(
     with _errors():
         recipe = _require_budget(_recipe(recipe_path, **target, summary_focus=focus, encoding=encoding))
     with _errors(), _progress("compressing") as progress:
-        result = run_pipeline(
-            transcript,
-            recipe,
-            store_path=store_path,
-            format=input_format,
-            lenient=lenient,
-            progress=progress,
-            tools=_load_tools(tools_path),
-            conversation=conversation,
-        )
+        try:
+            result = run_pipeline(
+                transcript,
+                recipe,
+                store_path=store_path,
+                format=input_format,
+                lenient=lenient,
+                progress=progress,
+                tools=_load_tools(tools_path),
+                conversation=conversation,
+            )
+        except NothingReadable as err:  # the listing first, then the error's one line
+            _echo_skipped(err.skipped, err.problems)
+            raise
     compiled = result.compiled
     if out:
         _write_out(out, compiled.request.payload)

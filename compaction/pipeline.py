@@ -22,7 +22,7 @@ from .compile import (
     raw_history_tokens,
     require_budget,
 )
-from .errors import ImageError, InvalidArgument, OverBudget, RecipeError, found
+from .errors import ImageError, InvalidArgument, InvalidTranscript, OverBudget, RecipeError, found
 from .events import compact_to, compile_in_events, low_water, still_over
 from .formats import ParsedTranscript, load_transcript
 from .recipe import Recipe
@@ -31,6 +31,7 @@ from .summarizers.base import Summarizer
 from .summarizers.factory import summarizer_from_recipe
 
 __all__ = [
+    "NothingReadable",
     "RunResult",
     "append_transcript",
     "budget_correction",
@@ -42,6 +43,24 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int], None]
+
+
+class NothingReadable(InvalidTranscript):
+    """A lenient parse skipped every line or message of a transcript: nothing is left to compile.
+
+    Attributes:
+        skipped: the lines or messages skipped.
+        problems: one ``"path:line: what is wrong"`` line per skipped item (and the notes beside
+            them), as :attr:`~compaction.formats.ParsedTranscript.problems` holds them.
+    """
+
+    def __init__(self, path: str | Path, skipped: int, problems: Sequence[str]) -> None:
+        plural = "s" if skipped != 1 else ""
+        super().__init__(
+            f"the file held no message that could be read ({skipped} line{plural} skipped)", path=str(path)
+        )
+        self.skipped = skipped
+        self.problems = list(problems)
 
 _log = logging.getLogger("compaction")
 #: Caption notes already logged by this process (each is said once, not every turn).
@@ -320,6 +339,8 @@ def run_pipeline(
 
     Raises:
         InvalidTranscript, UnknownFormat: the transcript could not be read.
+        NothingReadable: ``lenient`` skipped every line of it (an :class:`InvalidTranscript`
+            carrying what was skipped).
         OverBudget: no budget, or even the parts that cannot shrink exceed it.
         InvalidArgument: an argument of the wrong type.
         StoreError: the store cannot be opened or written, or its file was deleted meanwhile.
@@ -332,6 +353,8 @@ def run_pipeline(
     store = open_store(store_path, encoding=recipe.encoding, conversation=conversation)
     try:
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
+        if not parsed.messages and parsed.skipped:
+            raise NothingReadable(transcript, parsed.skipped, parsed.problems)
         correction = budget_correction(store, recipe)  # as compress_and_compile finds it, before its summarizer calls
         compiled, ticks = compress_and_compile(
             store, recipe, summarizer=summarizer, progress=progress, tools=tools, mode=mode

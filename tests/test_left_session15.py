@@ -3,6 +3,9 @@
 1. ``replay --lenient`` and ``eval --lenient`` skipped malformed lines without a word: they now
    list them as ``run --lenient`` does (the first five ``path:line: what`` lines on stderr and
    how many more; ``--json`` gives them all as ``problems``).
+2. ``run --lenient`` on a file whose every line was skipped failed with ``:memory:: the store
+   holds no messages`` and lost the listing: it now lists them, then says the file held no
+   message that could be read (exit 1).
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from click.testing import CliRunner, Result
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from compaction import Recipe
 from compaction.cli import main
+from compaction.errors import CompactionError, InvalidTranscript
+from compaction.pipeline import NothingReadable, run_pipeline
 
 
 def runner() -> CliRunner:
@@ -114,3 +120,70 @@ def test_replay_of_a_file_without_a_turn_still_names_the_file(tmp_path: Path) ->
     result = cli("replay", path, "--budget", "16000")
     assert result.exit_code == 1
     assert f"{path}: no assistant message with a message before it: nothing to replay" in result.stderr
+
+
+# -- 2. run --lenient on a file with nothing readable -------------------------------------------------
+
+
+def unreadable_chat(path: Path, kinds: list[str]) -> Path:
+    """Write one chat line per kind, each a JSON object no message can be read from."""
+    bad = {
+        "content": {"role": "user", "content": 5},
+        "role": {"role": "wizard", "content": "make it so"},
+        "cut": None,
+    }
+    lines = []
+    for number, kind in enumerate(kinds, 1):
+        line = bad[kind]
+        lines.append(
+            json.dumps(line) if line else json.dumps({"role": "user", "content": f"hi {number}"})[:-3]
+        )
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+@settings(max_examples=8, deadline=None)
+@example(kinds=["content", "cut", "role"])
+@example(kinds=["content"] * 9)
+@given(
+    kinds=st.lists(st.sampled_from(["content", "role", "cut"]), min_size=2, max_size=9).filter(
+        # one line, or a first line that is no JSON, reads as one (broken) JSON document
+        lambda kinds: kinds[0] != "cut"
+    )
+)
+def test_run_lenient_with_every_line_skipped_lists_them_then_says_so(
+    kinds: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: ``:memory:: the store holds no messages; import a transcript first``, no listing."""
+    path = unreadable_chat(tmp_path_factory.mktemp("run") / "chat.jsonl", kinds)
+    for json_flag in ((), ("--json",)):
+        result = cli("run", path, "--budget", "4000", "--lenient", *json_flag)
+        assert result.exit_code == 1
+        said = result.stderr.strip().splitlines()
+        plural = "s" if len(kinds) != 1 else ""
+        assert said[0] == f"skipped {len(kinds)} malformed line{plural}:"
+        listed = [line for line in said if line.startswith(f"  {path}:")]
+        numbers = [int(line.split(":")[1]) for line in listed]
+        assert len(set(numbers)) == len(numbers) == min(len(kinds), 5)
+        assert set(numbers) <= set(range(1, len(kinds) + 1))
+        more = [line for line in said if "more (" in line]
+        assert more == (
+            [f"  ... and {len(kinds) - 5} more (run --json or compaction import --lenient lists them all)"]
+            if len(kinds) > 5
+            else []
+        )
+        assert said[-1] == (
+            f"compaction: error: {path}: the file held no message that could be read "
+            f"({len(kinds)} line{plural} skipped)"
+        )
+        assert ":memory:" not in result.stderr and result.stdout == ""
+
+
+def test_run_pipeline_raises_nothing_readable_with_what_it_skipped(tmp_path: Path) -> None:
+    path = unreadable_chat(tmp_path / "chat.jsonl", ["content", "role"])
+    with pytest.raises(NothingReadable) as caught:
+        run_pipeline(path, Recipe(budget_tokens=4000), lenient=True)
+    assert isinstance(caught.value, InvalidTranscript) and isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, CompactionError)
+    assert caught.value.skipped == 2 and caught.value.path == str(path)
+    assert [p.split(":")[1] for p in caught.value.problems] == ["1", "2"]
