@@ -190,6 +190,58 @@ the depth mostly by parsing every path whole; each event is now parsed once (see
 and the store's lineage reads are what still grows.  An earlier
 run of ffce301 (all but the ranged message read) gave, at 100, 200, 400 and 800: import
 1.54, 5.47, 16.99, 100.87 s; chain 2.92, 4.94, 11.26, 46.98 s.
+
+**Depth: the lineage walk and the first compile.**  Profiled at 800 deep on 2026-12-01
+(SQLite, 013ef58; cProfile of :func:`chain_seconds`'s chain, and its compile with each
+statement timed), two things grew with the depth.  Each open built its lineage in Python
+from the recursive query's rows (a dict of the ancestors, then :func:`lineage_of`'s walk:
+2.9 ms an open in cProfile, about 40% of it).  The query now carries each row's depth and
+the smallest fork below it, so its rows are the segments as they come
+(``compaction.store.lineage.LINEAGE_WALK``, ``lineage_from_walk``; commit 4148c73): the query
+alone 2.2 ms 1,600 deep, the old one 5.4 ms.  And the deepest branch's first compile
+prepared each full read of its messages afresh (a fresh store object has no statement
+cache), where SQLite's planner takes time growing faster than the square of the depth over
+the lineage's ``OR`` of one range per conversation: a full read 1,600 deep took 566 ms the
+first time and 2.2 ms from the cache, and a compile makes five or so (the SQL of the
+compile 800 deep: 0.63 of its 1.0 s; 1,600 deep: 3.4 of 5.7 s).  SQLite's full reads
+(messages, facts, the user turns) now join the lineage as a ``VALUES`` table
+(``Lineage.rows_join``, 2cf065c; the same rows, hypothesis-tested against the condition):
+that read 15 ms the first time; the compile's SQL 0.27 s 800 deep and 1.1 s 1,600 deep.
+The same command, alternating (load average 2 to 3.7; "before" is 013ef58, its tree first on
+``PYTHONPATH`` with the compiled counter copied in; "after" the shared working tree at
+2cf065c and 489cd34), seconds, two runs each::
+
+    python bench/bench_branches.py depth 200 400 800 1600
+
+    before  depth  import        chain          compile       run 2: chain   compile
+              200    0.92          4.50          0.08                1.11     0.07
+              400    2.04 (x2.2)   7.06 (x1.6)   0.50 (x6.2)         3.83     0.22 (x3.1)
+              800    3.68 (x1.8)  17.13 (x2.4)   0.61 (x1.2)         8.30     0.69 (x3.2)
+             1600    6.43 (x1.7)  40.86 (x2.4)   4.49 (x7.4)        24.68     2.44 (x3.5)
+    after   depth  import        chain          compile       run 2: chain   compile
+              200    0.87          2.46          0.05                1.26     0.05
+              400    1.59 (x1.8)   4.56 (x1.9)   0.12 (x2.2)         2.53     0.11 (x2.3)
+              800    1.51 (x1.0)   6.96 (x1.5)   0.29 (x2.5)         8.92     0.32 (x3.0)
+             1600    4.04 (x2.7)  34.82 (x5.0)   2.30 (x7.8)        19.00     1.03 (x3.2)
+
+On PostgreSQL (``depth --postgres URL 200 400 800``, this session's server, one run each,
+before then after) nothing changed beyond the noise: chain 9.22, 20.57, 44.56 s before and
+5.06, 12.08, 45.67 s after; compile 0.36, 0.50, 0.90 s and 0.15, 0.26, 1.06 s (PostgreSQL
+plans the ``OR`` in linear time and keeps it).
+
+The target (a ratio near 2 per doubling) is not reached.  The compile is about twice as
+fast, but still grows by x2.5 to x3.2: :meth:`coarsest_summary_at` runs once per summary of
+each cover the planner asks for (136 queries 800 deep, 528 at 1,600: the chain's summaries
+grow with the depth, and the covers with them), each through the shadowing condition over
+the whole lineage (0.5 ms 1,600 deep unloaded; 130 ms of the compile 800 deep, 770 ms at
+1,600); restricting it to the conversations keeping a summary costs a probe per ancestor
+too (0.4 ms), so what would help is one read of the lineage's summaries per compile.
+``summary_frontier``, ``level_starts_before``, ``pinned_seqs`` and ``len`` keep the
+``OR`` condition (tens of ms each 1,600 deep, the first time).  The chain still reads each branch's
+lineage on every open, one row per ancestor (a fresh store object keeps none): the walk
+(0.9 s over the opens of a chain 800 deep, 2.2 ms one open at 1,600) and a :class:`Segment` per ancestor grow with
+the square of the depth over a chain, beside per-level costs that do not (the commit of
+each append, 2.5 of 15 s 800 deep, and the schema check of each open, 0.9 s).
 """
 
 from __future__ import annotations
