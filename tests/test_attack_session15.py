@@ -30,11 +30,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runner import cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.cli import main
 from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, repaired_prefix
@@ -47,17 +46,6 @@ FORMAT_DATA = ROOT / "tests" / "data" / "formats"
 
 KEY = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef"
 BEARER = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0cGFydA"
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def cli(*args: str | Path) -> Result:
-    return runner().invoke(main, [str(a) for a in args])
 
 
 def chat_line(role: str, text: str) -> str:

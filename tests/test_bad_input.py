@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runner import cli
+from click.testing import Result
 
 from compaction import (
     CompactionError,
@@ -36,7 +37,6 @@ from compaction import (
     load_transcript,
 )
 from compaction.blocks import Message
-from compaction.cli import main
 from compaction.recipe import load_recipe
 
 GOOD = [
@@ -45,17 +45,6 @@ GOOD = [
     {"role": "user", "content": "list the files"},
     {"role": "assistant", "content": "done"},
 ]
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def cli(*args: str | Path) -> Result:
-    return runner().invoke(main, [str(a) for a in args])
 
 
 def user_error(result: Result, *fragments: str, code: int = 1) -> str:

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,13 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PI = ROOT / "examples" / "pi__pi-mono__before-compaction.jsonl"
 
 ratio = st.floats(min_value=0.01, max_value=100.0, allow_nan=False, allow_infinity=False)
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def clamp(value: float) -> float:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from conftest import CASES, EXAMPLES
 from strategies import check_tool_pairing, payload_json
 
@@ -18,13 +18,6 @@ from compaction.recipe import Recipe
 
 PI = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
 TINY = CASES / "tool-pair-at-window-edge.json"
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def test_run_writes_the_request_and_prints_the_table(tmp_path: Path) -> None:

@@ -20,12 +20,12 @@ import math
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runner import cli
+from click.testing import Result
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction import Message, Recipe, Store, compile_request
-from compaction.cli import main
 from compaction.errors import InvalidTranscript, UnknownFormat
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, describe, repaired_prefix
@@ -50,17 +50,6 @@ JSON_DOCUMENTS: list[tuple[str, Path]] = [
     ("anthropic", CASES / "parallel-tool-fanout.json"),
     ("anthropic", CASES / "tool-pair-in-the-middle.json"),
 ]
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def cli(*args: str | Path) -> Result:
-    return runner().invoke(main, [str(a) for a in args])
 
 
 def one_error_line(result: Result) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from conftest import EXAMPLES
 from strategies import check_provider_grammar, payload_json
 
@@ -21,13 +21,6 @@ from compaction.eval_text import PROBE_KINDS, RequestText
 
 PI = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
 SWE = EXAMPLES / "swe-agent__marshmallow-1867__function-calling.traj"
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def user(text: str, **meta: Any) -> Message:

@@ -10,7 +10,7 @@ from importlib import import_module
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,13 +53,6 @@ SAMPLE_CASES = [(name, path) for name, paths in SAMPLES.items() for path in path
 def sample_of(path: Path) -> Sample:
     data = path.read_bytes()
     return Sample(data[: 64 * 1024].decode("utf-8-sig", errors="replace"), lambda: data.decode("utf-8-sig"))
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 # -- the registry --------------------------------------------------------------------------------

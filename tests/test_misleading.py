@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runner import runner
+from click.testing import Result
 
 import compaction.pipeline
 from compaction import (
@@ -50,13 +51,6 @@ from compaction.imageinfo import info_from_base64
 from compaction.pipeline import import_transcript
 from compaction.summarizers.base import SummaryResult
 from compaction.wire import GatedRequest
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def one_line_error(result: Result) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from conftest import CASES, EXAMPLES
 from strategies import check_provider_grammar, check_tool_pairing, payload_json
 
@@ -29,13 +29,6 @@ PI = EXAMPLES / "pi__pi-mono__before-compaction.jsonl"
 TARS = EXAMPLES / "agent-tars__browser__event-stream-with-many-images.json"
 SMALL_BUDGET = 4000  # small enough that the swe-agent session compacts several times
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def assistant_turns(path: Path) -> int:

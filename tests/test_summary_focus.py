@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from fake_anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401
 from fake_openai_server import FakeOpenAI, fake_openai  # noqa: F401
 
@@ -42,13 +42,6 @@ FOCUS = "the database migration and its rollback plan"
 def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv(KEY_ENV, SECRET)
     return SECRET
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def _system_text(body: dict[str, Any], fmt: str) -> str:

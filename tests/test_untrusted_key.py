@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import runner
 from fake_openai_server import Raw
 from http_providers import (  # noqa: F401
     KEY_ENV,
@@ -55,13 +55,6 @@ SHAPES: dict[str, Callable[[str], str]] = {
     "middle_20": lambda key: key[10:30],
     "suffix_12": lambda key: key[-12:],
 }
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 # -- the scrubber on its own ----------------------------------------------------------------
