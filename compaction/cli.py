@@ -24,6 +24,7 @@ from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
 from .events import compile_current
 from .formats import FORMATS, load_transcript
+from .model_names import model_name_problem, shown_model_name
 from .outputs import REQUEST_FORMATS
 from .pipeline import (
     NothingReadable,
@@ -130,20 +131,18 @@ def _refuse_both(budget: int | None, name: str) -> None:
 def _model_name(_context: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Check ``--model``: an empty or blank name is a usage error naming the option (exit 2), and
     so is one holding a character that does not print (a line break, a tab, a terminal escape, a
-    zero-width space or another invisible one: ``str.isprintable``, the space aside), which no
-    provider's model is named with and which would ship in the request's ``model``.
+    zero-width space or another invisible one: ``str.isprintable``, the space aside;
+    :func:`compaction.model_names.model_name_problem`), which no provider's model is named with
+    and which would ship in the request's ``model``.
 
     It was passed on to the recipe, whose error named the recipe file (or ``<replace>``) for a key
     the file did not set.
     """
     if value is not None and not value.strip():
         raise click.BadParameter(f"expected a model name, found {value!r}")
-    if value is not None and not value.isprintable():
-        where = next(index for index, char in enumerate(value) if not char.isprintable())
-        raise click.BadParameter(
-            f"expected a model name, found {value[:80]!r}{'...' if len(value) > 80 else ''}: "
-            f"a character that does not print ({value[where]!r}) at position {where}"
-        )
+    problem = model_name_problem(value) if value is not None else None
+    if value is not None and problem:
+        raise click.BadParameter(f"expected a model name, found {shown_model_name(value)}: {problem}")
     return value
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import InvalidArgument, RecipeError, found
+from .model_names import model_name_problem, shown_model_name
 from .outputs import REQUEST_FORMATS
 from .prefill import ASSISTANT_PREFILL
 from .types import IMAGE_POLICIES as _IMAGE_POLICIES
@@ -365,6 +366,8 @@ class Recipe:
         check = _Checker(self.source)
         self._check_encoding(check)
         check.string("model", self.model, optional=True)
+        if self.model is not None and (problem := model_name_problem(self.model)):
+            raise check.fail("model", f"expected a model name, found {shown_model_name(self.model)}: {problem}")
         check.integer("budget_tokens", self.budget_tokens, minimum=1, optional=True)
         check.boolean("vision", self.vision)
         for name in (

@@ -6,6 +6,8 @@
 2. ``run --lenient`` on a file whose every line was skipped failed with ``:memory:: the store
    holds no messages`` and lost the listing: it now lists them, then says the file held no
    message that could be read (exit 1).
+3. A recipe's ``model = "gpt-4o\\nX"`` was taken and shipped in the request: the recipe refuses a
+   model name with a character that does not print, as ``--model`` does (one shared check).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from click.testing import CliRunner, Result
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from compaction import Recipe
+from compaction import Recipe, load_recipe
 from compaction.cli import main
-from compaction.errors import CompactionError, InvalidTranscript
+from compaction.errors import CompactionError, InvalidTranscript, RecipeError
 from compaction.pipeline import NothingReadable, run_pipeline
 
 
@@ -187,3 +189,50 @@ def test_run_pipeline_raises_nothing_readable_with_what_it_skipped(tmp_path: Pat
     assert isinstance(caught.value, CompactionError)
     assert caught.value.skipped == 2 and caught.value.path == str(path)
     assert [p.split(":")[1] for p in caught.value.problems] == ["1", "2"]
+
+
+# -- 3. a recipe's model name that does not print --------------------------------
+
+UNPRINTABLE = ["\n", "\r", "\t", "\x1b", "\u200b", "\ufeff", "\x00", "\u2028"]
+
+
+def write_recipe(path: Path, model: str) -> Path:
+    """Write a recipe whose ``model`` is ``model``: a TOML basic string, every character that does
+    not print (and the quote and backslash) as its ``\\uXXXX`` escape."""
+    quoted = "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" for c in model)
+    path.write_text(f'budget_tokens = 4000\nmodel = "{quoted}"\n', "utf-8")
+    return path
+
+
+@settings(max_examples=40, deadline=None)
+@example(prefix="gpt-4o", char="\n", suffix="X")
+@given(
+    prefix=st.text(st.characters(codec="utf-8").filter(str.isprintable), min_size=1, max_size=40).filter(
+        str.strip
+    ),
+    char=st.sampled_from(UNPRINTABLE),
+    suffix=st.text(st.characters(codec="utf-8").filter(str.isprintable), max_size=20),
+)
+def test_a_recipe_model_that_does_not_print_is_refused_naming_the_field_and_position(
+    prefix: str, char: str, suffix: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: ``model = "gpt-4o\\nX"`` loaded and shipped in the request's ``model``."""
+    path = write_recipe(tmp_path_factory.mktemp("recipe") / "r.toml", prefix + char + suffix)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: key 'model': expected a model name, found ")
+    assert message.endswith(f": a character that does not print ({char!r}) at position {len(prefix)}")
+    assert "\n" not in message and "\x1b" not in message and "\u200b" not in message
+    assert isinstance(caught.value, ValueError)
+
+
+def test_the_cli_refuses_a_recipe_model_that_does_not_print(tmp_path: Path) -> None:
+    transcript = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 4, set())
+    recipe = write_recipe(tmp_path / "r.toml", "gpt-4o\nX")
+    result = cli("run", transcript, "--recipe", recipe)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"compaction: error: {recipe}: key 'model': expected a model name, found 'gpt-4o\\nX': "
+        "a character that does not print ('\\n') at position 6\n"
+    )
