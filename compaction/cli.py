@@ -131,9 +131,9 @@ def _refuse_both(budget: int | None, name: str) -> None:
 def _model_name(_context: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """Check ``--model``: an empty or blank name is a usage error naming the option (exit 2), and
     so is one holding a character that does not print (a line break, a tab, a terminal escape, a
-    zero-width space or another invisible one: ``str.isprintable``, the space aside;
-    :func:`compaction.model_names.model_name_problem`), which no provider's model is named with
-    and which would ship in the request's ``model``.
+    zero-width space or another invisible one: ``str.isprintable``, the space aside) or one longer
+    than 256 characters (:func:`compaction.model_names.model_name_problem`), which no provider's
+    model is named with and which would ship in the request's ``model``.
 
     It was passed on to the recipe, whose error named the recipe file (or ``<replace>``) for a key
     the file did not set.

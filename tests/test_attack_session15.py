@@ -246,7 +246,9 @@ def test_a_model_with_a_huge_version_number_is_no_claude_that_refuses_a_prefill(
     transcript, store = ends_on_assistant
     for args in (["compile", "--store", store], ["run", transcript], ["inspect", "--store", store, "--json"]):
         result = cli(*args, "--budget", "4000", "--model", model)
-        assert result.exit_code == 0, (args[0], result.stderr[-300:])
+        # a name this long is now refused before any work (tests/test_left_session15.py, 4.)
+        assert result.exit_code == 2, (args[0], result.stderr[-300:])
+        assert f"a name of {len(model):,} characters; at most 256 are taken" in result.stderr
         assert "Traceback" not in result.stderr
 
 

@@ -8,6 +8,8 @@
    message that could be read (exit 1).
 3. A recipe's ``model = "gpt-4o\\nX"`` was taken and shipped in the request: the recipe refuses a
    model name with a character that does not print, as ``--model`` does (one shared check).
+4. A model name had no length limit (a 10 KB ``--model`` was taken): over 256 characters is now a
+   usage error (``--model``) or a :class:`RecipeError` (the recipe), naming the length.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 from compaction import Recipe, load_recipe
 from compaction.cli import main
 from compaction.errors import CompactionError, InvalidTranscript, RecipeError
+from compaction.model_names import MAX_MODEL_NAME_CHARS, model_name_problem
 from compaction.pipeline import NothingReadable, run_pipeline
 
 
@@ -191,7 +194,7 @@ def test_run_pipeline_raises_nothing_readable_with_what_it_skipped(tmp_path: Pat
     assert [p.split(":")[1] for p in caught.value.problems] == ["1", "2"]
 
 
-# -- 3. a recipe's model name that does not print --------------------------------
+# -- 3. and 4. a recipe's model name, and the length of any model name --------------------------------
 
 UNPRINTABLE = ["\n", "\r", "\t", "\x1b", "\u200b", "\ufeff", "\x00", "\u2028"]
 
@@ -236,3 +239,50 @@ def test_the_cli_refuses_a_recipe_model_that_does_not_print(tmp_path: Path) -> N
         f"compaction: error: {recipe}: key 'model': expected a model name, found 'gpt-4o\\nX': "
         "a character that does not print ('\\n') at position 6\n"
     )
+
+
+@settings(max_examples=30, deadline=None)
+@example(length=MAX_MODEL_NAME_CHARS)
+@example(length=MAX_MODEL_NAME_CHARS + 1)
+@example(length=10_240)
+@given(length=st.integers(1, 3 * MAX_MODEL_NAME_CHARS))
+def test_a_model_name_over_256_characters_is_refused_by_recipe_and_option_alike(
+    length: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: a 10 KB ``--model`` (or recipe ``model``) was taken and shipped."""
+    name = ("gpt-4o-" * length)[:length]
+    assert MAX_MODEL_NAME_CHARS == 256
+    if length <= 256:
+        assert model_name_problem(name) is None
+        assert Recipe(model=name).model == name
+        return
+    said = f"a name of {length:,} characters; at most 256 are taken"
+    assert model_name_problem(name) == said
+    with pytest.raises(RecipeError) as caught:
+        Recipe(model=name)
+    assert (
+        str(caught.value) == f"<defaults>: key 'model': expected a model name, found {name[:80]!r}...: {said}"
+    )
+    folder = tmp_path_factory.mktemp("long")
+    transcript = jsonl_with_bad_lines(folder / "chat.jsonl", 4, set())
+    result = cli("run", transcript, "--budget", "4000", "--model", name)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert (
+        f"Invalid value for '--model': expected a model name, found {name[:80]!r}...: {said}" in result.stderr
+    )
+    assert name not in result.stderr
+    recipe = write_recipe(folder / "r.toml", name)
+    loaded = cli("run", transcript, "--recipe", recipe)
+    assert loaded.exit_code == 1
+    assert loaded.stderr.strip().splitlines() == [
+        f"compaction: error: {recipe}: key 'model': expected a model name, found {name[:80]!r}...: {said}"
+    ]
+
+
+def test_a_model_name_of_256_characters_ships_in_the_request(tmp_path: Path) -> None:
+    name = "m" * 256
+    transcript = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 4, set())
+    out = tmp_path / "request.json"
+    result = cli("run", transcript, "--budget", "4000", "--model", name, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(out.read_text("utf-8"))["model"] == name
