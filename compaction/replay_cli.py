@@ -148,7 +148,12 @@ def _replay_parsed(
     """
     try:
         report = replay(
-            parsed.messages, recipe, strategies=strategies, tools=tools, max_turns=max_turns, progress=progress
+            parsed.messages,
+            recipe,
+            strategies=strategies,
+            tools=tools,
+            max_turns=max_turns,
+            progress=progress,
         )
     except InvalidTranscript as err:
         if err.path is not None:
@@ -218,7 +223,9 @@ def replay_command(
         # parsed here, once, so that what a lenient parse skipped can be listed as run lists it
         parsed = load_transcript(transcript, format=input_format, lenient=lenient)
         with _progress("replaying") as progress:
-            report = _replay_parsed(transcript, parsed, recipe, strategies or STRATEGIES, tools, max_turns, progress)
+            report = _replay_parsed(
+                transcript, parsed, recipe, strategies or STRATEGIES, tools, max_turns, progress
+            )
         if plot_path:
             plot_replay(report, plot_path)
         data = report.to_dict()
