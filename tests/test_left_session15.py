@@ -18,26 +18,14 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runner import cli
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction import Recipe, load_recipe
-from compaction.cli import main
 from compaction.errors import CompactionError, InvalidTranscript, RecipeError
 from compaction.model_names import MAX_MODEL_NAME_CHARS, model_name_problem
 from compaction.pipeline import NothingReadable, run_pipeline
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-def cli(*args: object) -> Result:
-    return runner().invoke(main, [str(a) for a in args])
 
 
 def jsonl_with_bad_lines(path: Path, total: int, bad: set[int]) -> Path:
