@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from lenient_checks import assert_listed, jsonl_with_bad_lines
 
 from compaction import Message, Recipe, Store, compile_request
-from compaction.errors import InvalidTranscript, UnknownFormat
+from compaction.errors import InvalidTranscript, StoreError, UnknownFormat
 from compaction.formats import load_transcript
 from compaction.formats._json_damage import cut_short, describe, repaired_prefix
 from compaction.prefill import final_turn
@@ -370,3 +370,17 @@ def test_a_blank_model_is_a_usage_error_naming_the_option_in_every_command(
     assert result.exit_code == 2, (result.exit_code, result.stderr)
     assert f"Error: Invalid value for '--model': expected a model name, found {blank!r}" in result.stderr
     assert "<replace>" not in result.stderr and result.stdout == ""
+
+
+def test_more_message_rows_than_their_range_is_a_store_error_not_stop_iteration(tmp_path: Path) -> None:
+    """_check_dense looked for a missing seq with next() and no default: a read holding a seq
+    twice (more rows than the range) leaked StopIteration out of the store (seen once in
+    test_store_sqlite_claim under load); it is now the store's typed error, naming the range."""
+    store = Store(tmp_path / "s.db")
+    store.append([Message("user", ({"type": "text", "text": f"message {n}"},)) for n in range(4)])
+    with pytest.raises(StoreError, match=r"5 message rows were read for the 4 seqs of \[0, 4\)"):
+        store._check_dense([0, 1, 2, 2, 3], 0, 4)
+    with pytest.raises(StoreError, match="message 2 is missing"):
+        store._check_dense([0, 1, 3], 0, 4)
+    store._check_dense([0, 1, 2, 3], 0, 4)  # dense: no error
+    store.close()

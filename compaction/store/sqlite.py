@@ -430,7 +430,13 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
         if len(seqs) == max(0, end - max(start, 0)):
             return
         present = set(seqs)
-        hole = next(seq for seq in range(max(start, 0), end) if seq not in present)
+        hole = next((seq for seq in range(max(start, 0), end) if seq not in present), None)
+        if hole is None:  # more rows than the range holds: a seq read twice, or one past the newest
+            raise StoreError(
+                f"{self.path}: {len(seqs)} message rows were read for the {max(0, end - max(start, 0))} seqs of "
+                f"[{max(start, 0)}, {end}) (the newest message is {end - 1}); the store changed during the read "
+                "or was edited outside compaction: read again, or restore it from a copy"
+            )
         raise StoreError(
             f"{self.path}: message {hole} is missing from the store (messages are numbered without gaps); "
             "the store was edited outside compaction: restore it from a copy, or import the transcript into a new store"
