@@ -66,6 +66,10 @@ def bench_command(
     from .cli import _errors
 
     with _errors():
+        if plot_path:  # before the measurements, not after them
+            from .replay_cli import require_matplotlib
+
+            require_matplotlib()
         report = run_bench([*files, *transcripts], encoding=encoding, methods=methods,
                            max_bytes=int(max_mb * 1e6), budget=budget)
         if plot_path:

@@ -467,7 +467,7 @@ def compile_command(
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
-        click.echo(f"wrote {out}: {compiled.tokens} tokens of {compiled.budget}", err=True)
+        click.echo(f"wrote {out}: {compiled.tokens:,} tokens of {compiled.budget:,}", err=True)
 
 
 @main.command()

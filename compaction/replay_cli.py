@@ -32,7 +32,8 @@ MATPLOTLIB_MISSING = (
 )
 
 
-def _require_matplotlib() -> None:
+def require_matplotlib() -> None:
+    """Raise CompactionError (one line: how to install it) when matplotlib is not installed."""
     if importlib.util.find_spec("matplotlib") is None:
         raise CompactionError(MATPLOTLIB_MISSING)
 
@@ -48,7 +49,7 @@ def plot_replay(report: ReplayReport, path: str | Path) -> None:
         CompactionError: matplotlib is not installed.
         OSError: the file could not be written.
     """
-    _require_matplotlib()
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -215,7 +216,7 @@ def replay_command(
     with _errors():
         recipe = _require_budget(_recipe(recipe_path, budget_tokens=budget, output_format=output_format, model=model))
         if plot_path:
-            _require_matplotlib()
+            require_matplotlib()
             folder = Path(plot_path).resolve().parent
             if not folder.is_dir():
                 raise CompactionError(f"{plot_path}: cannot write the plot there: the folder {folder} does not exist")

@@ -88,7 +88,7 @@ def test_compile_writes_the_request(tmp_path: Path) -> None:
     body = payload_json(out.read_bytes())
     assert body["messages"][0]["role"] == "user"
     check_tool_pairing(body, "anthropic")
-    assert "tokens of 4000" in result.stderr
+    assert "tokens of 4,000" in result.stderr
 
 
 def test_unknown_recipe_key_fails_naming_the_key(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_compile_after_compress_keeps_the_events_frame(tmp_path: Path) -> None:
     out = tmp_path / "request.json"
     compiled = runner().invoke(main, ["compile", "--store", str(store), "--budget", "16000", "--out", str(out)])
     assert compiled.exit_code == 0, compiled.output
-    tokens = int(compiled.output.split("wrote ")[1].split(": ")[1].split(" tokens")[0])
+    tokens = int(compiled.output.split("wrote ")[1].split(": ")[1].split(" tokens")[0].replace(",", ""))
     assert f'"tokens": {tokens}' in compressed.output or str(tokens) in compressed.output
     # the event's low-water request (the recipe's default low-water mark), not a re-planned one
     assert tokens <= int(16000 * Recipe().low_water_ratio)

@@ -245,3 +245,28 @@ def test_a_model_name_of_256_characters_ships_in_the_request(tmp_path: Path) -> 
     result = cli("run", transcript, "--budget", "4000", "--model", name, "--out", out)
     assert result.exit_code == 0, result.stderr
     assert json.loads(out.read_text("utf-8"))["model"] == name
+
+
+def test_bench_plot_without_matplotlib_says_so_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: bench --plot ran every measurement (seconds), printed no table, then failed on
+    the missing matplotlib; replay --plot checked first.  Now both check first, in one line."""
+    import importlib.util
+
+    import compaction.bench as bench
+    from compaction.replay_cli import MATPLOTLIB_MISSING
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
+    )
+
+    def measured(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("bench measured before checking for matplotlib")
+
+    monkeypatch.setattr(bench, "run_bench", measured)
+    result = cli("bench", "--plot", tmp_path / "bench.png")
+    assert result.exit_code == 1, result.stderr
+    assert result.stderr == f"compaction: error: {MATPLOTLIB_MISSING}\n"
+    assert not (tmp_path / "bench.png").exists()
