@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .credentials import CREDENTIAL_TOKENS
 from .errors import InvalidArgument, RecipeError, found
 from .model_names import model_name_problem, shown_model_name
 from .outputs import REQUEST_FORMATS
@@ -70,11 +71,7 @@ SUMMARIZER_KINDS = ("extractive", "openai", "anthropic")
 
 #: Values that look like credentials: OpenAI / Anthropic (``sk-...``), Google (``AIza...``),
 #: GitHub, Slack, Hugging Face, AWS access keys, and ``Bearer`` headers.
-_SECRET_PATTERNS = re.compile(
-    r"^(?:sk-[A-Za-z0-9_\-]{12,}|sk_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|hf_[A-Za-z0-9]{20,}"
-    r"|(?:AKIA|ASIA)[A-Z0-9]{16}|Bearer\s+\S{8,})$"
-)
+_SECRET_PATTERNS = re.compile(rf"^(?:{CREDENTIAL_TOKENS}|Bearer\s+\S{{8,}})$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -7,7 +7,7 @@ printed on a terminal (``run --lenient``, ``import --lenient``, the strict error
 
 * a credential (an agent's transcript often quotes one): each token that looks like an API key
   (``sk-...``, ``AIza...``, GitHub, Slack, Hugging Face, AWS access keys, the patterns of
-  :mod:`compaction.recipe`) or follows ``Bearer`` is replaced by ``[redacted]``;
+  :mod:`compaction.credentials`) or follows ``Bearer`` is replaced by ``[redacted]``;
 * terminal control sequences (``ESC [ 2 J`` clears the screen, ``ESC ] 0 ;`` retitles the
   window, a bidirectional override reorders what is shown): each character that does not print
   (:meth:`str.isprintable`; the space prints) is written as its Python escape (``\\x1b``,
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from ..credentials import CREDENTIAL_TOKENS
+
 __all__ = ["LIMIT", "REDACTED", "shown"]
 
 #: The most characters of a problem's text that are kept (a cut says how many it left out).
@@ -29,11 +31,7 @@ REDACTED = "[redacted]"
 
 #: Tokens that look like credentials, as :mod:`compaction.recipe` refuses them as settings, here
 #: found anywhere in a text (not preceded by a character a token could go on with).
-_SECRET = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:sk-[A-Za-z0-9_\-]{12,}|sk_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_\-]{30,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|hf_[A-Za-z0-9]{20,}|(?:AKIA|ASIA)[A-Z0-9]{16})"
-)
+_SECRET = re.compile(rf"(?<![A-Za-z0-9_\-])(?:{CREDENTIAL_TOKENS})")
 #: An ``Authorization: Bearer`` value (the word kept, the token redacted).
 _BEARER = re.compile(r"(?i)(\bBearer\s+)[^\s\"',;]{8,}")
 _UNPRINTABLE = re.compile(r"[^ -~]")  # only ASCII that prints passes without a look
