@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from compaction import Message, Recipe, Store, compile_request, compress_and_compile
 from compaction.cli import main
-from compaction.errors import AssistantPrefillRefused, CompactionError, InvalidArgument
+from compaction.errors import AssistantPrefillRefused, CompactionError, InvalidArgument, RecipeError
 from compaction.inspect import inspect_store
 from compaction.prefill import refuses_prefill
 
@@ -286,21 +286,20 @@ def test_a_retry_after_the_400_is_forwarded(
     "model", ["claude-opus-4-6\nsecond line", "claude-opus-4-6\r", "claude-opus-4-6\x1b[31m"]
 )
 def test_a_model_name_with_a_line_break_keeps_the_refusal_one_line(tmp_path: Path, model: str) -> None:
-    # the name was printed as it is: a CLI error of two lines, the second one the caller's text
-    with Store(":memory:") as store:
-        store.append([Message("user", [_text("q")]), Message("assistant", [_text("a")])])
-        with pytest.raises(AssistantPrefillRefused) as caught:
-            compile_request(store, Recipe(budget_tokens=4000, model=model))
-        data = inspect_store(store, Recipe(budget_tokens=4000, model=model))
+    # the name was printed as it is: a CLI error of two lines, the second one the caller's text;
+    # since session 15 (f4968af, 31d40ee) such a name is refused before anything is compiled, by
+    # the recipe and by --model, in one printable line naming the character
+    with pytest.raises(RecipeError) as caught:
+        Recipe(budget_tokens=4000, model=model)
     message = str(caught.value)
-    assert f"{model!r} refuses an assistant prefill" in message and message.isprintable()
-    assert caught.value.model == model  # the attribute keeps the name as given
-    assert data.prefill_refused is not None and data.prefill_refused.startswith(f"{model!r} refuses")
+    assert "a character that does not print" in message and message.isprintable()
     path = tmp_path / "s.db"
     with Store(path) as store:
         store.append([Message("user", [_text("q")]), Message("assistant", [_text("a")])])
     result = _runner().invoke(main, ["compile", "--store", str(path), "--budget", "4000", "--model", model])
-    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.exit_code == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "does not print" in line]
+    assert len(errors) == 1 and errors[0].isprintable(), result.stderr
 
 
 # -- the compiled counter on hostile text --------------------------------------------------------
