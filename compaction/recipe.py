@@ -196,6 +196,8 @@ class SummarizerSettings:
                 "base_url", f"expected an http:// or https:// URL, found {_describe(self.base_url)}"
             )
         check.string("model", self.model, optional=True)
+        if self.model is not None and (problem := model_name_problem(self.model)):
+            raise check.fail("model", f"expected a model name, found {shown_model_name(self.model)}: {problem}")
         if self.kind in ("openai", "anthropic") and self.model is None:
             raise check.fail(
                 "model", f"required when summarizer.kind = {self.kind!r} (the model the server runs)"

@@ -1,0 +1,97 @@
+"""Session 16: CLI and import messages that are true and complete.
+
+Each test says what was wrong before its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from compaction.errors import RecipeError
+from compaction.model_names import MAX_MODEL_NAME_CHARS
+from compaction.recipe import Recipe, load_recipe
+from tests.cli_runner import cli
+from tests.lenient_checks import jsonl_with_bad_lines
+
+# -- 5. a recipe's summarizer.model is checked as its model is -------------------------------------
+
+UNPRINTABLE = ["\n", "\r", "\t", "\x1b", "\u200b", "\ufeff", "\x00", "\u2028"]
+
+
+def write_summarizer_recipe(path: Path, model: str) -> Path:
+    """Write a recipe whose ``[summarizer] model`` is ``model`` (an ``openai`` summarizer): a TOML
+    basic string, every character that does not print (and the quote and backslash) as ``\\uXXXX``."""
+    quoted = "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" for c in model)
+    path.write_text(
+        'budget_tokens = 4000\n[summarizer]\nkind = "openai"\nbase_url = "http://127.0.0.1:9"\n'
+        f'model = "{quoted}"\n',
+        "utf-8",
+    )
+    return path
+
+
+@settings(max_examples=40, deadline=None)
+@example(prefix="llama3", char="\n", suffix="X")
+@given(
+    prefix=st.text(st.characters(codec="utf-8").filter(str.isprintable), min_size=1, max_size=40).filter(
+        str.strip
+    ),
+    char=st.sampled_from(UNPRINTABLE),
+    suffix=st.text(st.characters(codec="utf-8").filter(str.isprintable), max_size=20),
+)
+def test_a_summarizer_model_that_does_not_print_is_refused_naming_the_key_and_position(
+    prefix: str, char: str, suffix: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: ``[summarizer] model = "llama3\\nX"`` loaded and was sent in every summary request."""
+    path = write_summarizer_recipe(tmp_path_factory.mktemp("recipe") / "r.toml", prefix + char + suffix)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: key 'summarizer.model': expected a model name, found ")
+    assert message.endswith(f": a character that does not print ({char!r}) at position {len(prefix)}")
+    assert message.isprintable()
+    assert isinstance(caught.value, ValueError)
+
+
+@settings(max_examples=30, deadline=None)
+@example(length=MAX_MODEL_NAME_CHARS)
+@example(length=MAX_MODEL_NAME_CHARS + 1)
+@example(length=10_240)
+@given(length=st.integers(1, 3 * MAX_MODEL_NAME_CHARS))
+def test_a_summarizer_model_over_256_characters_is_refused(length: int) -> None:
+    """Before: a 10 KB summarizer model loaded."""
+    name = ("qwen2.5-" * length)[:length]
+    settings_ = {"kind": "openai", "base_url": "http://127.0.0.1:9", "model": name}
+    if length <= MAX_MODEL_NAME_CHARS:
+        assert Recipe().replace(summarizer=settings_).summarizer.model == name
+        return
+    with pytest.raises(RecipeError) as caught:
+        Recipe().replace(summarizer=settings_)
+    assert str(caught.value) == (
+        f"<replace>: key 'summarizer.model': expected a model name, found {name[:80]!r}...: "
+        f"a name of {length:,} characters; at most 256 are taken"
+    )
+
+
+@pytest.mark.parametrize("model", ["", "   ", "\t"])
+def test_a_blank_summarizer_model_is_refused(model: str) -> None:
+    with pytest.raises(RecipeError) as caught:
+        Recipe().replace(summarizer={"kind": "openai", "base_url": "http://127.0.0.1:9", "model": model})
+    assert str(caught.value) == (
+        f"<replace>: key 'summarizer.model': expected a non-empty string, found string {model!r}"
+    )
+
+
+def test_the_cli_refuses_a_summarizer_model_that_does_not_print_in_one_line(tmp_path: Path) -> None:
+    transcript = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 4, set())
+    recipe = write_summarizer_recipe(tmp_path / "r.toml", "llama3\x1b[2JX")
+    result = cli("run", transcript, "--recipe", recipe)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"compaction: error: {recipe}: key 'summarizer.model': expected a model name, found "
+        "'llama3\\x1b[2JX': a character that does not print ('\\x1b') at position 6\n"
+    )
