@@ -787,7 +787,11 @@ def _dropped_counts(dropped: Any) -> dict[str, int]:
 @click.option(
     "--store",
     "store_path",
-    help="Count a store's message texts instead of files (an SQLite file or a postgresql:// URL).",
+    help=(
+        "Count a store's message texts instead of files (an SQLite file or a postgresql:// URL): each "
+        "message as `compaction show` prints it, thinking and tool labels included, no request framing "
+        "(run's 'tokens before' prices the request instead)."
+    ),
 )
 @click.option("--conversation", help="With --store: the conversation (optional while the store holds one).")
 def count(
@@ -830,6 +834,14 @@ def count(
         click.echo(f"{total:>10}  total")
 
 
+#: What ``count --store`` counts, printed under its total (the README's *Quick start* reconciles the two).
+STORE_COUNT_NOTE = (
+    "  (each message's text as `compaction show` prints it: thinking included, tool calls and results "
+    "labelled [tool_use NAME ID] / [tool_result ID], no message or request framing; `compaction run`'s "
+    "'tokens before' is the request OpenAI Chat would carry instead: framed messages, no thinking)"
+)
+
+
 def _count_store(
     location: str,
     conversation: str | None,
@@ -851,7 +863,8 @@ def _count_store(
         data = {"encoding": encoding, "method": method, "messages": counted.messages}
         click.echo(json.dumps({**data, "characters": counted.characters, "total": counted.tokens}))
         return
-    click.echo(f"{counted.tokens:>10}  {counted.messages:,} messages")
+    click.echo(f"{counted.tokens:>10}  tokens of {counted.messages:,} messages' text")
+    click.echo(STORE_COUNT_NOTE)
 
 
 from .eval import eval_command  # noqa: E402  (eval's command reuses _errors and _progress above)
