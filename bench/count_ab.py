@@ -23,7 +23,12 @@ an if-free choice among a piece's alternatives (json 0.78, agent 0.77: 48% more
 instructions for 24% fewer mispredicts), a rank table at most 4/5 full instead of 1/2
 (json:1 0.88), splitting the next piece before counting this one and prefetching its rank
 slot (json:1 0.87-0.89), a cache of merges keyed by the two ranks (json 1.00-1.06, agent
-0.93-0.97, base64 0.90-0.97).
+0.93-0.97, base64 0.90-0.97).  Session 16's (reverted): a miss of 3 to 32 bytes first tried as
+two tokens (a cut where both halves are tokens, the two compatible as backtracking decides;
+four misses in five of 4 to 23 bytes are two tokens) instead of merged (json 0.94, agent 0.89,
+code 0.91, base64 0.81; valgrind: json -2.4% instructions, about 1,050 a call, near the merge
+loop's own), and short ASCII pieces looked up in the memo before the rank table (agent 0.82,
+json 0.91, base64 0.81).
 """
 
 from __future__ import annotations
