@@ -18,6 +18,9 @@ The events (``JsonStreamEventType`` in google-gemini/gemini-cli,
 A line with another ``type`` is ignored.  A ``message`` without string ``content``, a
 ``tool_use`` without ``tool_name`` / ``tool_id`` or a ``tool_result`` without ``tool_id`` is
 malformed.
+
+The same format name reads Gemini CLI's chat recordings (``chats/session-*.json``, one JSON
+document): see :mod:`compaction.formats._gemini_chat`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..blocks import Block
-from ._common import Context, Draft, Malformed, iter_jsonl, parse_arguments, tool_result, tool_use
+from ._common import (
+    Context,
+    Draft,
+    Malformed,
+    first_line_is_object,
+    iter_jsonl,
+    load_json_document,
+    parse_arguments,
+    tool_result,
+    tool_use,
+)
+from ._gemini_chat import is_chat_recording, parse_recording
 from ._sniff import Sample, TranscriptFormat
 
 __all__ = ["FORMAT", "NAME", "parse", "sniff"]
@@ -127,7 +141,16 @@ class _Stream:
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
-    """Parse a Gemini CLI stream-json transcript into drafts."""
+    """Parse a Gemini CLI stream-json transcript (JSONL) or chat recording (a JSON document
+    with ``sessionId``, ``projectHash`` and ``messages``) into drafts."""
+    if not first_line_is_object(text):
+        document = load_json_document(text, ctx)
+        if not is_chat_recording(document):
+            raise ctx.error(
+                "expected Gemini CLI stream-json events (JSONL) or a chat recording (an object "
+                "with 'sessionId', 'projectHash' and a 'messages' list of user / gemini records)"
+            )
+        return parse_recording(document, ctx)
     stream = _Stream()
     for line, event in iter_jsonl(text, ctx):
         try:
@@ -160,8 +183,11 @@ def _is_gemini_event(record: dict[str, Any]) -> bool:
 def sniff(sample: Sample) -> bool:
     """Claim JSONL whose first lines hold a Gemini CLI stream-json event: ``init`` with
     ``session_id`` and ``model``, ``tool_use`` with ``tool_name`` and ``tool_id``,
-    ``tool_result`` with ``tool_id``, or a ``message`` with a string ``content``."""
-    return any(_is_gemini_event(record) for record in sample.entries)
+    ``tool_result`` with ``tool_id``, or a ``message`` with a string ``content``; or a
+    chat recording document (:func:`~compaction.formats._gemini_chat.is_chat_recording`)."""
+    if any(_is_gemini_event(record) for record in sample.entries):
+        return True
+    return not sample.jsonl and is_chat_recording(sample.document)
 
 
 FORMAT = TranscriptFormat(
@@ -169,5 +195,8 @@ FORMAT = TranscriptFormat(
     priority=45,
     sniff=sniff,
     parse=parse,
-    holds="a Gemini CLI stream-json 'message', 'tool_use' or 'tool_result' event",
+    holds=(
+        "a Gemini CLI stream-json 'message', 'tool_use' or 'tool_result' event, or a chat "
+        "recording's 'messages' of user / gemini records"
+    ),
 )
