@@ -5,13 +5,15 @@ Each test says what was wrong before its fix.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from compaction.errors import RecipeError
+from compaction.formats import load_transcript
 from compaction.model_names import MAX_MODEL_NAME_CHARS
 from compaction.recipe import Recipe, load_recipe
 from tests.cli_runner import cli
@@ -95,3 +97,58 @@ def test_the_cli_refuses_a_summarizer_model_that_does_not_print_in_one_line(tmp_
         f"compaction: error: {recipe}: key 'summarizer.model': expected a model name, found "
         "'llama3\\x1b[2JX': a character that does not print ('\\x1b') at position 6\n"
     )
+
+
+# -- 3. the skipped lines are listed in file order ---------------------------------------------------
+
+
+def jsonl_with_two_kinds_of_damage(path: Path, total: int, cut: set[int], bad_image: set[int]) -> Path:
+    """Write ``total`` alternating chat lines; those in ``cut`` are invalid JSON (found as the line
+    is read), those in ``bad_image`` hold an image whose data is not base64 (found once every
+    line is read, when the messages are checked)."""
+    lines = []
+    for number in range(1, total + 1):
+        role = "user" if number % 2 else "assistant"
+        if number in bad_image:
+            image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "!!!"}}
+            lines.append(json.dumps({"role": role, "content": [image]}))
+            continue
+        line = json.dumps({"role": role, "content": f"message {number} about the login form"})
+        lines.append(line[:-12] if number in cut else line)
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def listed_lines(problems: list[str], path: Path) -> list[int]:
+    return [int(p[len(f"{path}:") :].partition(":")[0]) for p in problems]
+
+
+@settings(max_examples=40, deadline=None)
+@example(cut={4}, bad_image={2})
+@given(
+    cut=st.sets(st.integers(1, 30), min_size=1, max_size=8),
+    bad_image=st.sets(st.integers(1, 30), min_size=1, max_size=8),
+)
+def test_lenient_problems_come_in_file_order(
+    cut: set[int], bad_image: set[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: a line found malformed once the file was read (an image that is not base64) was
+    listed after every invalid-JSON line, whatever its place: line 4, then line 2."""
+    bad_image -= cut
+    assume(bad_image and len(cut | bad_image) < 30)
+    path = jsonl_with_two_kinds_of_damage(tmp_path_factory.mktemp("order") / "chat.jsonl", 30, cut, bad_image)
+    parsed = load_transcript(path, format="openai", lenient=True)
+    assert parsed.skipped == len(cut | bad_image)
+    assert listed_lines(parsed.problems, path) == sorted(cut | bad_image)
+
+
+def test_run_lenient_lists_the_skipped_lines_in_file_order(tmp_path: Path) -> None:
+    path = jsonl_with_two_kinds_of_damage(tmp_path / "chat.jsonl", 12, cut={4, 9}, bad_image={2, 7})
+    result = cli("run", path, "--budget", "4000", "--lenient")
+    assert result.exit_code == 0, result.stderr
+    listed = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert [line.strip().partition(": ")[0] for line in listed] == [f"{path}:{n}" for n in (2, 4, 7, 9)]
+    assert listed[0].endswith(
+        "malformed assistant message: content[0]: invalid base64 image data: unexpected character '!'"
+    )
+    assert ": invalid JSON: " in listed[1]

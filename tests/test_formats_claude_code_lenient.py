@@ -152,12 +152,12 @@ def test_a_trailing_sidechain_is_kept_on_the_last_message_and_a_too_deep_one_onl
     path = _write(tmp_path, lines)
     parsed = load_transcript(path)
     assert [(r["line"], r["uuid"]) for r in parsed.messages[-1].meta["claude_code_sidechain"]] == [(3, "u20")]
-    notes = [p[len(str(path)) + 1 :] for p in parsed.problems]
-    assert notes[0] == (
+    notes = [p[len(str(path)) + 1 :] for p in parsed.problems]  # in file order (session 16)
+    assert notes[1] == (
         "4: this sidechain event nests more than 98 levels of JSON, too deep to keep in a message's "
         "meta; it is only reported"
     )
-    assert notes[1].startswith("3: 2 sidechain events") and notes[1].endswith(
+    assert notes[0].startswith("3: 2 sidechain events") and notes[0].endswith(
         "lines 3, 4) are not imported into the main conversation"
         " (compaction import --branches imports each sidechain as a branch)"
     )

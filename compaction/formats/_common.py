@@ -18,8 +18,10 @@ the item, counts it and records one ``"path:line: what"`` line.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -175,7 +177,24 @@ class Context:
         prefix = self.path if self.path is not None else "<memory>"
         if line is not None:
             prefix += f":{line}"
-        self.problems.append(f"{prefix}: {what}")
+        self._record(f"{prefix}: {what}", line)
+
+    def _line_of(self, entry: str) -> float:
+        """Return the line an entry of ``problems`` names (``inf`` for one that names none)."""
+        prefix = (self.path if self.path is not None else "<memory>") + ":"
+        number = entry[len(prefix) :].partition(":")[0] if entry.startswith(prefix) else ""
+        return int(number) if number.isdigit() else math.inf
+
+    def _record(self, entry: str, line: int | None) -> None:
+        """Put ``entry`` in ``problems`` in file order: the lines a parse reports late (a
+        message found malformed once the file is read, a chain re-linked at its end) go
+        before those of later lines; an entry naming no line goes after every one that does,
+        in the order they came.  Entries mostly come in order: one comparison each then."""
+        key = math.inf if line is None else line
+        if not self.problems or self._line_of(self.problems[-1]) <= key:
+            self.problems.append(entry)
+            return
+        self.problems.insert(bisect.bisect_right(self.problems, key, key=self._line_of), entry)
 
     def lose(self, count: int, what: str, *, line: int | None = None) -> None:
         """Record ``count`` messages that could not be placed (a note saying so; see
@@ -195,11 +214,11 @@ class Context:
             raise self.error(text + hint, line=line)
         self.skipped += 1
         if line is not None:
-            self.skipped_lines.append(line)
+            bisect.insort(self.skipped_lines, line)
         prefix = self.path if self.path is not None else "<memory>"
         if line is not None:
             prefix += f":{line}"
-        self.problems.append(f"{prefix}: {text}")
+        self._record(f"{prefix}: {text}", line)
 
 
 #: One source value to convert, with where it came from: ``(value, line, where)``.
