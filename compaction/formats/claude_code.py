@@ -19,8 +19,12 @@ whose ``content`` is a string or content blocks (``text``, ``tool_use``, ``tool_
   ``uuid``, ``type`` and ``message`` of each, in ``meta["claude_code_sidechain"]`` of the next
   main message (of the last one when none follows); an event
   whose ``uuid`` was already taken (sessions resumed into a new file repeat events) is skipped.
-* Events that are not messages (``summary``, ``system``, ``file-history-snapshot``,
-  ``queue-operation`` and any other ``type``) are skipped without being counted as problems.
+* Events that are not messages and that Claude Code writes for itself (``summary``,
+  ``system``, ``file-history-snapshot``, ``queue-operation``, ``progress``, ``custom-title``,
+  ``ai-title``, ``agent-name``, ``permission-mode``, ``last-prompt``, ``pr-link``, ``tag``)
+  are skipped without being counted as problems.  An event of any other ``type`` is skipped
+  too, and the report names it (one note per type: how many, and their lines), since it may
+  hold something the model saw.
 * A line that is not a JSON object with a string ``type``, or a user/assistant event whose
   ``message`` is missing, has no ``content`` or holds something other than blocks, is
   malformed.
@@ -105,6 +109,24 @@ def _join(target: Draft, extra: Draft) -> None:
     ids = target.meta.setdefault("source_ids", [target.source_id])
     ids.append(extra.source_id)
 
+
+#: Event types Claude Code writes for itself (titles, snapshots, queue and UI state): no message.
+BOOKKEEPING_TYPES = frozenset(
+    {
+        "summary",
+        "system",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "custom-title",
+        "ai-title",
+        "agent-name",
+        "permission-mode",
+        "last-prompt",
+        "pr-link",
+        "tag",
+    }
+)
 
 #: How Claude Code opens the summary it writes when it compacts a conversation.
 COMPACT_SUMMARY_PREFIX = "This session is being continued from a previous conversation"
@@ -257,6 +279,7 @@ class SessionReader:
         self.sidechain: list[dict[str, Any]] = []  # sidechain events waiting for the next main message
         self.shared = 0  # the drafts before this index are shared with a fork: copied before a change
         self.rewritten: list[int] = []  # the index of each shared draft copied to be changed, in order
+        self.unknown_types: dict[str, list[int]] = {}  # an event type no reader knows -> its lines
 
     def fork(self) -> SessionReader:
         """Return a reader in this one's state (its ``ctx`` a copy, no chain), to feed other events."""
@@ -345,6 +368,8 @@ class SessionReader:
                 self.drafts.append(draft)
             return
         if kind not in ("user", "assistant") or event.get("isSidechain") is True:
+            if kind not in BOOKKEEPING_TYPES and kind not in ("user", "assistant"):
+                self.unknown_types.setdefault(kind, []).append(line)
             return
         uuid = event.get("uuid")
         if isinstance(uuid, str) and uuid in self.seen_uuids:
@@ -388,6 +413,15 @@ class SessionReader:
             self._own(len(drafts) - 1).meta.setdefault("claude_code_sidechain", []).extend(sidechain)
         if self.chain is not None:
             self.chain.report_sidechains()
+        for kind, lines in self.unknown_types.items():
+            shown_lines = ", ".join(map(str, lines[:5])) + (
+                f" and {len(lines) - 5} more" if len(lines) > 5 else ""
+            )
+            self.ctx.note(
+                f"{len(lines)} event(s) of type {kind!r} (not a message type this reader knows) "
+                f"skipped: lines {shown_lines}",
+                line=lines[0],
+            )
         return drafts
 
 
