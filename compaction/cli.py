@@ -23,7 +23,7 @@ from .compactor import Compactor, quarantined_chunks
 from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError
 from .events import compile_current
-from .formats import FORMATS, load_transcript
+from .formats import FORMATS, NothingRead, load_transcript
 from .model_names import model_name_problem, shown_model_name
 from .outputs import REQUEST_FORMATS
 from .pipeline import (
@@ -53,6 +53,9 @@ def _fail(err: Exception) -> None:
 def _errors() -> Iterator[None]:
     try:
         yield
+    except (NothingRead, NothingReadable) as err:  # what was skipped first, then the error's one line
+        _echo_skipped(err.skipped, err.problems, failed=True)
+        _fail(err)
     except CompactionError as err:
         _fail(err)
     except OSError as err:
@@ -609,20 +612,16 @@ def run(
     with _errors():
         recipe = _require_budget(_recipe(recipe_path, **target, summary_focus=focus, encoding=encoding))
     with _errors(), _progress("compressing") as progress:
-        try:
-            result = run_pipeline(
-                transcript,
-                recipe,
-                store_path=store_path,
-                format=input_format,
-                lenient=lenient,
-                progress=progress,
-                tools=_load_tools(tools_path),
-                conversation=conversation,
-            )
-        except NothingReadable as err:  # the listing first, then the error's one line
-            _echo_skipped(err.skipped, err.problems)
-            raise
+        result = run_pipeline(  # NothingReadable: _errors lists what was skipped, then the error
+            transcript,
+            recipe,
+            store_path=store_path,
+            format=input_format,
+            lenient=lenient,
+            progress=progress,
+            tools=_load_tools(tools_path),
+            conversation=conversation,
+        )
     compiled = result.compiled
     if out:
         _write_out(out, compiled.request.payload)
@@ -722,11 +721,13 @@ def run(
 _SKIPPED_LISTED = 5
 
 
-def _echo_skipped(skipped: int, problems: list[str], command: str = "run") -> None:
+def _echo_skipped(skipped: int, problems: list[str], command: str = "run", *, failed: bool = False) -> None:
     """Print to stderr what a lenient parse skipped: a count, then the first
     :data:`_SKIPPED_LISTED` of its ``path:line: what`` lines (skipped lines and the notes beside
     them, in file order) and how many more; nothing when no line was skipped.  ``<command>
-    --json`` (``run``, ``replay``, ``eval``) and ``compaction import --lenient`` give every line."""
+    --json`` (``run``, ``replay``, ``eval``) and ``compaction import --lenient`` give every line,
+    except when the command ``failed`` because nothing could be read (no command lists more
+    then: the "more" line says how many, and no more)."""
     if not skipped:
         return
     others = len(problems) - skipped  # re-links and left-out branches beside them
@@ -738,10 +739,8 @@ def _echo_skipped(skipped: int, problems: list[str], command: str = "run") -> No
     for problem in problems[:_SKIPPED_LISTED]:
         click.echo(f"  {problem}", err=True)
     if len(problems) > _SKIPPED_LISTED:
-        click.echo(
-            f"  ... and {len(problems) - _SKIPPED_LISTED} more ({command} --json or compaction import --lenient lists them all)",
-            err=True,
-        )
+        where = "" if failed else f" ({command} --json or compaction import --lenient lists them all)"
+        click.echo(f"  ... and {len(problems) - _SKIPPED_LISTED} more{where}", err=True)
 
 
 def _live_window(compiled: Any) -> str:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from compaction.errors import RecipeError
-from compaction.formats import load_transcript
+from compaction.errors import InvalidTranscript, RecipeError
+from compaction.formats import NothingRead, load_transcript
 from compaction.model_names import MAX_MODEL_NAME_CHARS
 from compaction.recipe import Recipe, load_recipe
 from tests.cli_runner import cli
@@ -152,3 +152,43 @@ def test_run_lenient_lists_the_skipped_lines_in_file_order(tmp_path: Path) -> No
         "malformed assistant message: content[0]: invalid base64 image data: unexpected character '!'"
     )
     assert ": invalid JSON: " in listed[1]
+
+
+# -- 2. --format X under which every line is bad lists them, not only the first ----------------------
+
+
+def chat_lines_without_roles(path: Path, total: int) -> Path:
+    """Write ``total`` JSON lines none of which is a chat message (no ``role``)."""
+    path.write_text("".join(json.dumps({"kind": "event", "n": n}) + "\n" for n in range(total)), "utf-8")
+    return path
+
+
+@settings(max_examples=12, deadline=None)
+@example(total=2)
+@example(total=5)
+@example(total=6)
+@given(total=st.integers(2, 14))  # one line alone is a JSON document, not JSONL
+def test_a_format_under_which_every_line_is_bad_lists_them_first(
+    total: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: ``--format openai --lenient`` on a file none of whose lines is a chat message said
+    only the first line's problem ("the first: line 1: ...") and nothing of the others."""
+    folder = tmp_path_factory.mktemp("allbad")
+    path = chat_lines_without_roles(folder / "events.jsonl", total)
+    with pytest.raises(NothingRead) as caught:
+        load_transcript(path, format="openai", lenient=True)
+    assert isinstance(caught.value, InvalidTranscript) and caught.value.skipped == total
+    why = "unknown role None; expected system, developer, user, assistant, tool or function"
+    assert caught.value.problems == [f"{path}:{n}: {why}" for n in range(1, total + 1)]
+    plural = "s" if total != 1 else ""
+    expected = [f"skipped {total} malformed line{plural}:"]
+    expected += [f"  {path}:{n}: {why}" for n in range(1, min(total, 5) + 1)]
+    expected += [f"  ... and {total - 5} more"] if total > 5 else []
+    expected.append(f"compaction: error: {caught.value}")
+    for args in (
+        ("run", path, "--budget", "4000", "--format", "openai", "--lenient"),
+        ("import", path, "--store", folder / "s.db", "--format", "openai", "--lenient"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr.splitlines() == expected

@@ -50,7 +50,7 @@ from typing import Any, BinaryIO, cast
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
 from . import anthropic, openai
-from ._common import Context, Draft, Item, LenientLoss, finish, unknown_block_counts
+from ._common import Context, Draft, Item, LenientLoss, NothingRead, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
 from ._sniff import TranscriptFormat, wide_encoding
 
@@ -58,6 +58,7 @@ __all__ = [
     "FORMATS",
     "REGISTRY",
     "LenientLoss",
+    "NothingRead",
     "ParsedTranscript",
     "TranscriptFormat",
     "detect_format",
@@ -389,7 +390,12 @@ def _nothing_read(chosen: TranscriptFormat, head: bytes, text: str, ctx: Context
             f"is it another format? Detected from its content it would be {detected!r}: "
             f"pass --format {detected} (format={detected!r} in Python) or leave the format out"
         )
-    return InvalidTranscript(f"read as {chosen.name!r}, nothing was imported: {why}; {hint}", path=ctx.path)
+    return NothingRead(
+        f"read as {chosen.name!r}, nothing was imported: {why}; {hint}",
+        path=ctx.path,
+        skipped=ctx.skipped,
+        problems=ctx.problems,
+    )
 
 
 def parse_messages(data: list[dict[str, Any]], format: str = "openai") -> list[Message]:

@@ -46,6 +46,7 @@ __all__ = [
     "MAX_RECORD_DEPTH",
     "Context",
     "LenientLoss",
+    "NothingRead",
     "Draft",
     "Item",
     "Malformed",
@@ -106,6 +107,25 @@ class LenientLoss(InvalidTranscript):
         self.unplaced = unplaced
         self.problems = list(problems)
         self.skipped_lines = list(skipped_lines)
+
+
+class NothingRead(InvalidTranscript):
+    """A transcript read as the format the caller named gave no message: its lines hold no
+    record of that format, or every one that might was malformed and skipped (``lenient``).
+
+    Attributes:
+        skipped: the malformed lines or messages skipped (0 when no line was such a record).
+        problems: one ``"path:line: what is wrong"`` line per skipped item, in file order, and
+            the notes beside them, as :attr:`~compaction.formats.ParsedTranscript.problems`
+            holds them; the command line lists the first five before the error's line.
+    """
+
+    def __init__(
+        self, message: str, *, path: str | None, skipped: int = 0, problems: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message, path=path)
+        self.skipped = skipped
+        self.problems = list(problems)
 
 
 @dataclass
