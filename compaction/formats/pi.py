@@ -30,8 +30,10 @@ kept); the store keeps every message, so no message is dropped: the summary is a
 ``meta["pi_compaction"]`` to the next message.  ``branch_summary`` entries summarise a branch
 the user came back from, which is not otherwise in the result, so they become a user text
 message (pi sends them to the model the same way).  ``custom_message`` entries become user
-messages.  Header, ``model_change``, ``thinking_level_change``, ``label`` and other entries
-carry no conversation and are skipped.  Assistant messages with no content (aborted requests)
+messages.  The header (``session``), ``model_change``, ``thinking_level_change``, ``label``,
+``session_info`` and ``custom`` (extension state) entries carry no conversation and are
+skipped; an entry of any other type is skipped too, and the report names it (one note per
+type: how many, and their lines).  Assistant messages with no content (aborted requests)
 are dropped as empty.
 """
 
@@ -252,6 +254,11 @@ def _lines(numbers: list[int], shown: int = 10) -> str:
     return text + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
 
 
+#: Entry types that carry no conversation: skipped without a note.
+_BOOKKEEPING = frozenset(
+    {"session", "model_change", "thinking_level_change", "label", "session_info", "custom"}
+)
+
 #: The fields of an entry that place it in the session tree (all :func:`_active_branch` reads).
 _LINK_KEYS = ("type", "id", "parentId")
 
@@ -311,11 +318,20 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
     """
     links: list[tuple[int, dict[str, Any]]] = []
     outcomes: dict[int, _Outcome] = {}
+    unknown: dict[str, list[int]] = {}
     for line, entry in iter_jsonl(text, ctx):
         links.append((line, {key: entry[key] for key in _LINK_KEYS if key in entry}))
         outcome = _outcome(line, entry)
         if outcome is not None:
             outcomes[line] = outcome
+        elif isinstance(entry.get("type"), str) and entry["type"] not in _BOOKKEEPING:
+            unknown.setdefault(entry["type"], []).append(line)
+    for kind, lines in unknown.items():
+        ctx.note(
+            f"{len(lines)} entr{'y' if len(lines) == 1 else 'ies'} of type {kind!r} (not one this "
+            f"reader knows) skipped: line{'s' if len(lines) != 1 else ''} {_lines(lines)}",
+            line=lines[0],
+        )
     drafts: list[Draft] = []
     pending: dict[str, Any] = {}
     for line, _links in _active_branch(links, ctx):
