@@ -274,6 +274,7 @@ def import_command(
             "skipped": parsed.skipped,
             "problems": parsed.problems,
             "unknown_blocks": parsed.unknown_blocks,
+            "read": parsed.read.to_json(),
             "store_messages": len(store),
             "conversation": store.conversation,
         }
@@ -292,7 +293,7 @@ def import_command(
         click.echo(json.dumps(report))
         return
     click.echo(
-        f"{transcript}: {parsed.format}, {len(parsed.messages)} messages, {added} added "
+        f"{transcript}: {parsed.format}, {parsed.read.describe()}; {added} added "
         f"({report['store_messages']} in conversation {report['conversation']!r} of the store)"
     )
     for made_branch in made_branches if branches else []:
@@ -313,7 +314,9 @@ def import_command(
     if parsed.skipped:
         others = len(parsed.problems) - parsed.skipped  # re-links and left-out branches beside them
         click.echo(
-            f"skipped {parsed.skipped} malformed lines" + (f", and {others} notes:" if others > 0 else ":"), err=True
+            f"skipped {parsed.skipped} malformed line{'s' if parsed.skipped != 1 else ''}"
+            + (f", and {others} note{'s' if others != 1 else ''}:" if others > 0 else ":"),
+            err=True,
         )
     elif parsed.problems:
         click.echo("notes:", err=True)
@@ -642,6 +645,7 @@ def run(
         "format": result.transcript.format,
         "messages": compiled.total_messages,
         "skipped": result.transcript.skipped,
+        "read": result.transcript.read.to_json(),
         "unknown_blocks": result.transcript.unknown_blocks,
         "tokens_before": result.tokens_before,
         "tokens_after": compiled.tokens,
@@ -666,11 +670,11 @@ def run(
     if as_json:
         click.echo(json.dumps(report))
         return
-    skipped = f" ({result.transcript.skipped} skipped)" if result.transcript.skipped else ""
     request = compiled.request
     rows = [
         ("format", result.transcript.format),
-        ("messages", f"{compiled.total_messages:,}{skipped}"),
+        ("messages", f"{compiled.total_messages:,}"),
+        ("read", result.transcript.read.describe()),
         (f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}"),
         ("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})"),
     ]

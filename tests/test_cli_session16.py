@@ -192,3 +192,130 @@ def test_a_format_under_which_every_line_is_bad_lists_them_first(
         result = cli(*args)
         assert result.exit_code == 1 and result.stdout == ""
         assert result.stderr.splitlines() == expected
+
+
+# -- 1. every line of the file is accounted for: skipped, joined, left out, or no message ------------
+
+PI = Path(__file__).resolve().parent.parent / "examples" / "pi__pi-mono__before-compaction.jsonl"
+
+
+def pi_with_line_damaged(path: Path, number: int) -> Path:
+    """Write the shipped pi session with line ``number`` (1-based) cut short."""
+    lines = PI.read_text("utf-8").splitlines()
+    lines[number - 1] = lines[number - 1][:-12]
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+def table_row(table: str, what: str) -> str:
+    """Return the value of row ``what`` of a table ``run`` prints, its wrapped lines joined."""
+    cells = [
+        [c.strip() for c in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")
+    ]
+    start = next(i for i, row in enumerate(cells) if row[0] == what)
+    end = next((i for i in range(start + 1, len(cells)) if cells[i][0]), len(cells))
+    return " ".join(row[1] for row in cells[start:end])
+
+
+def test_the_shipped_pi_session_with_one_line_damaged_accounts_for_every_line(tmp_path: Path) -> None:
+    """Before: 1 line damaged, 2 messages fewer (962 -> 960), and the report said only "1 skipped".
+
+    Line 6 is an assistant turn between two tool results (lines 5 and 7): skipped, it leaves the
+    two results one after the other, and they are joined into one user turn (one turn answers
+    a fan-out), so a second message goes without a line being lost.
+    """
+    records = [json.loads(line) for line in PI.read_text("utf-8").splitlines()]
+    assert [r["message"]["role"] for r in records[4:7]] == ["toolResult", "assistant", "toolResult"]
+    clean = json.loads(cli("run", PI, "--budget", "16000", "--json").stdout)["read"]
+    assert clean == {
+        "lines": 1003,
+        "records": 990,
+        "messages": 962,
+        "skipped": 0,
+        "tool_results_joined": 15,
+        "empty_left_out": 13,
+        "lines_without_a_message": 13,
+    }
+    path = pi_with_line_damaged(tmp_path / "pi.jsonl", 6)
+    damaged = cli("run", path, "--budget", "16000", "--lenient", "--json")
+    assert damaged.exit_code == 0, damaged.stderr
+    report = json.loads(damaged.stdout)
+    assert report["messages"] == 960 and report["skipped"] == 1
+    assert report["read"] == {
+        **clean,
+        "records": 989,
+        "messages": 960,
+        "skipped": 1,
+        "tool_results_joined": 16,
+    }
+    table = cli("run", path, "--budget", "16000", "--lenient")
+    assert table_row(table.stdout, "read") == (
+        "1,003 lines: 960 messages, 1 line skipped, 16 tool results joined to the turn before, "
+        "13 empty messages left out, 13 lines with no message of their own"
+    )
+    assert table_row(table.stdout, "messages") == "960"
+    imported = cli("import", path, "--store", tmp_path / "s.db", "--lenient")
+    assert imported.stdout == (
+        f"{path}: pi, 1,003 lines: 960 messages, 1 line skipped, 16 tool results joined to the turn "
+        "before, 13 empty messages left out, 13 lines with no message of their own; 960 added "
+        "(960 in conversation 'pi' of the store)\n"
+    )
+    assert imported.stderr.splitlines()[0] == "skipped 1 malformed line, and 1 note:"
+
+
+@st.composite
+def chat_with_tools(draw: st.DrawFn) -> tuple[list[str], set[int]]:
+    """OpenAI Chat JSONL lines: turns of a user ask, an assistant making 0-3 tool calls (or an
+    empty answer) and one tool message per call; and the 1-based numbers of lines to cut short."""
+    lines: list[str] = []
+    for turn in range(draw(st.integers(1, 8))):
+        lines.append(json.dumps({"role": "user", "content": f"ask {turn}"}))
+        calls = draw(st.integers(-1, 3))
+        if calls < 0:
+            lines.append(json.dumps({"role": "assistant", "content": ""}))  # nothing to show: left out
+            continue
+        ids = [f"call_{turn}_{n}" for n in range(calls)]
+        tool_calls = [
+            {"id": i, "type": "function", "function": {"name": "read", "arguments": "{}"}} for i in ids
+        ]
+        lines.append(
+            json.dumps({"role": "assistant", "content": f"answer {turn}", "tool_calls": tool_calls or None})
+        )
+        lines += [json.dumps({"role": "tool", "tool_call_id": i, "content": f"output of {i}"}) for i in ids]
+    cut = draw(st.sets(st.integers(1, len(lines)), max_size=len(lines) // 2))
+    return lines, cut
+
+
+@settings(max_examples=60, deadline=None)
+@given(chat=chat_with_tools())
+def test_every_line_of_a_chat_transcript_is_accounted_for(
+    chat: tuple[list[str], set[int]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """lines = messages + skipped + tool results joined + empty left out, and each figure is what
+    the lines say: a tool message joins the message kept before it when that one is a tool message too."""
+    lines, cut = chat
+    assume(len(lines) > 1)
+    path = tmp_path_factory.mktemp("chat") / "chat.jsonl"
+    path.write_text(
+        "\n".join(line[:-12] if n in cut else line for n, line in enumerate(lines, 1)) + "\n", "utf-8"
+    )
+    parsed = load_transcript(path, format="openai", lenient=True)
+    kept = [json.loads(line) for n, line in enumerate(lines, 1) if n not in cut]
+    empty = [m for m in kept if m["role"] == "assistant" and not m["content"] and not m.get("tool_calls")]
+    shown = [m for m in kept if not any(m is e for e in empty)]
+    joined = sum(1 for a, b in zip(shown, shown[1:], strict=False) if a["role"] == b["role"] == "tool")
+    tally = parsed.read
+    assert (tally.lines, tally.skipped, tally.joined, tally.left_out) == (
+        len(lines),
+        len(cut),
+        joined,
+        len(empty),
+    )
+    assert tally.messages == len(parsed.messages) == len(shown) - joined
+    assert tally.lines == tally.messages + tally.skipped + tally.joined + tally.left_out
+    assert tally.other_lines == 0
+    described = tally.describe()
+    assert described.startswith(
+        f"{len(lines):,} line{'s' if len(lines) != 1 else ''}: {tally.messages:,} message"
+    )
+    assert (f"{joined} tool result" in described) == (joined > 0)

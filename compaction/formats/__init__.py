@@ -50,7 +50,7 @@ from typing import Any, BinaryIO, cast
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
 from . import anthropic, openai
-from ._common import Context, Draft, Item, LenientLoss, NothingRead, finish, unknown_block_counts
+from ._common import Context, Draft, Item, LenientLoss, NothingRead, ReadTally, finish, unknown_block_counts
 from ._registry import FORMATS, REGISTRY, detect, format_named
 from ._sniff import TranscriptFormat, wide_encoding
 
@@ -124,6 +124,9 @@ class ParsedTranscript:
         unknown_blocks: how many blocks of each type no request format knows were imported
             (kept verbatim, rendered by the loud default rule), largest count first; empty
             when there are none.
+        read: how the file's lines (or records) became ``messages``, every one accounted for
+            (skipped, tool results joined to the turn before, empty messages left out, lines
+            with no message of their own): :class:`~compaction.formats._common.ReadTally`.
     """
 
     messages: list[Message]
@@ -131,6 +134,7 @@ class ParsedTranscript:
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
     unknown_blocks: dict[str, int] = field(default_factory=dict)
+    read: ReadTally = field(default_factory=ReadTally)
 
 
 def _read_all(path: str | Path, name: str) -> bytes:
@@ -334,6 +338,7 @@ def _parsed(
         skipped=ctx.skipped,
         problems=ctx.problems,
         unknown_blocks=unknown_block_counts(messages),
+        read=ReadTally.of(ctx, len(messages)),
     )
 
 

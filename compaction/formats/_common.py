@@ -48,6 +48,7 @@ __all__ = [
     "LenientLoss",
     "NothingRead",
     "Draft",
+    "ReadTally",
     "Item",
     "Malformed",
     "FinishMemo",
@@ -175,6 +176,12 @@ class Context:
         self.skipped_lines: list[int] = []
         self.unplaced = 0
         self.problems: list[str] = []
+        self.lines = 0  # non-blank JSONL lines read (read_jsonl_line)
+        self.records = 0  # drafts given to finish: what the parser read as messages
+        self.joined = 0  # tool-result-only drafts joined to the user turn before them
+        self.left_out = 0  # drafts with no content, left out
+        self.draft_skipped = 0  # drafts finish found malformed (counted in skipped too)
+        self.line_each = True  # every draft came from a line of its own
 
     def error(self, what: str, *, line: int | None = None) -> InvalidTranscript:
         """Return the error for ``what`` at ``line``, naming the detected format if there is one.
@@ -239,6 +246,102 @@ class Context:
         if line is not None:
             prefix += f":{line}"
         self._record(f"{prefix}: {text}", line)
+
+
+@dataclass(frozen=True)
+class ReadTally:
+    """How the lines (or records) of a transcript became its messages, every one accounted for.
+
+    ``records`` (what the parser read as messages) is ``messages + joined + left_out`` and the
+    skipped messages among them; a JSONL file's ``lines`` are those records, the lines skipped
+    before they became one, and the lines that hold no message of their own (a format's
+    metadata records, a message's later parts): :attr:`other_lines`.
+
+    Attributes:
+        lines: the non-blank lines of a JSONL transcript (0 for a JSON document or Markdown).
+        records: the messages the parser read, before the rules every format shares.
+        messages: the messages kept.
+        skipped: malformed lines or messages skipped (``lenient``).
+        joined: tool results joined to the user turn before them: a user message holding
+            only tool results right after another is one turn (the answers of a fan-out), as
+            the Messages API wants it.
+        left_out: messages with no content, left out (nothing to show a model).
+        line_each: every record came from a line of its own, so ``lines`` can be accounted for.
+    """
+
+    lines: int = 0
+    records: int = 0
+    messages: int = 0
+    skipped: int = 0
+    joined: int = 0
+    left_out: int = 0
+    line_each: bool = False
+
+    @classmethod
+    def of(cls, ctx: Context, messages: int) -> ReadTally:
+        """Return the tally of the parse ``ctx`` recorded, which kept ``messages`` messages."""
+        return cls(
+            lines=ctx.lines,
+            records=ctx.records,
+            messages=messages,
+            skipped=ctx.skipped,
+            joined=ctx.joined,
+            left_out=ctx.left_out,
+            line_each=ctx.line_each and ctx.records > 0,
+        )
+
+    @property
+    def other_lines(self) -> int | None:
+        """The lines that hold no message of their own, or ``None`` when the lines cannot be
+        accounted for (no JSONL lines, or a line that gave more than one record)."""
+        if not self.lines or not self.line_each:
+            return None
+        other = self.lines - self.records - (self.skipped - self._record_skips)
+        return other if other >= 0 else None
+
+    @property
+    def _record_skips(self) -> int:
+        """The skipped messages that were records (found malformed once read)."""
+        return self.records - self.messages - self.joined - self.left_out
+
+    def to_json(self) -> dict[str, int | None]:
+        """Return the tally as ``run --json`` and ``import --json`` give it (``read``)."""
+        return {
+            "lines": self.lines or None,
+            "records": self.records,
+            "messages": self.messages,
+            "skipped": self.skipped,
+            "tool_results_joined": self.joined,
+            "empty_left_out": self.left_out,
+            "lines_without_a_message": self.other_lines,
+        }
+
+    def describe(self) -> str:
+        """Say how the input became the messages, e.g. ``"962 lines: 960 messages, 1 line skipped,
+        1 tool result joined to the turn before"``; each figure said only when it is not 0."""
+
+        def many(count: int, one: str, more: str) -> str:
+            return f"{count:,} {one if count == 1 else more}"
+
+        other = self.other_lines
+        unit = ("line", "lines") if other is not None else ("record", "records")
+        total = self.lines if other is not None else self.records + self.skipped - self._record_skips
+        parts = [many(self.messages, "message", "messages")]
+        if self.skipped:
+            parts.append(many(self.skipped, f"{unit[0]} skipped", f"{unit[1]} skipped"))
+        if self.joined:
+            parts.append(
+                many(
+                    self.joined,
+                    "tool result joined to the turn before",
+                    "tool results joined to the turn before",
+                )
+            )
+        if self.left_out:
+            parts.append(many(self.left_out, "empty message left out", "empty messages left out"))
+        if other:
+            parts.append(many(other, "line with no message of its own", "lines with no message of their own"))
+        return f"{many(total, *unit)}: {', '.join(parts)}"
 
 
 #: One source value to convert, with where it came from: ``(value, line, where)``.
@@ -369,6 +472,7 @@ def read_jsonl_line(
     """
     if not line.strip():
         return None
+    ctx.lines += 1
     try:
         value = loads(line)
     except json.JSONDecodeError as err:
@@ -768,11 +872,18 @@ def finish(drafts: list[Draft], ctx: Context, memo: FinishMemo | None = None) ->
         why = memo.problem(draft) if memo is not None else _malformed(draft)
         if why is not None:
             ctx.problem(why, line=draft.line, where=draft.where)
+            ctx.draft_skipped += 1
             continue
         valid.append(draft)
     if empty:
         ctx.note(empty_note(empty))
+    lines = {draft.line for draft in drafts}
+    ctx.line_each = ctx.line_each and None not in lines and len(lines) == len(drafts)
+    ctx.records += len(drafts)
+    ctx.left_out += len(empty)
+    before = len(valid)
     valid = _merge_tool_result_runs(valid, memo)
+    ctx.joined += before - len(valid)
     uniquify_tool_ids(valid, memo.renamed if memo is not None else None)
     if memo is None:
         return [_message(draft) for draft in valid]
