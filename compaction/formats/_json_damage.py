@@ -20,9 +20,14 @@ import re
 
 __all__ = ["cut_short", "describe", "repaired_prefix"]
 
-#: A complete string (escapes included), an unterminated one (a lone quote: the text ends in
-#: it), or one of the characters that open, close or separate a container's elements.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{},]', re.DOTALL)
+#: The text up to the next token (``gap``: no string, bracket or brace in it: numbers, literals,
+#: blanks, colons and commas), then the token, if any before the end: a complete string (escapes
+#: included), an unterminated one (a lone quote: the text ends in it), or a character that opens
+#: or closes a container.  The gap is one greedy run of a character class (C speed), and of its
+#: commas only the last matters (the cut of the container open there), found with ``str.rfind``.
+#: Before, every comma was a token of its own, and the search tried the token's alternatives at
+#: every character: a 20 MB array of numbers cost 3.3 million Python steps (5 to 17 s).
+_TOKEN = re.compile(r'(?P<gap>[^"\[\]{}]*)(?P<token>"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}])?', re.DOTALL)
 _CLOSER = {"[": "]", "{": "}"}
 #: The literals a JSON text may be cut in: JSON's, and the ones Python's :mod:`json` writes for
 #: floats JSON has no number for (``json.dumps(float("inf"))``) and reads back.
@@ -104,7 +109,13 @@ def repaired_prefix(text: str, upto: int) -> str | None:
     closed_top = False
     string_cut = False
     for match in _TOKEN.finditer(text, 0, upto):
-        token = match.group()
+        if cuts:  # the last comma before this token separates the open container's elements
+            comma = text.rfind(",", match.start(), match.end("gap"))
+            if comma >= 0:
+                cuts[-1] = comma
+        token = match.group("token")
+        if token is None:
+            break  # the end (``upto``): the gap before it was the last
         if token[0] == '"':
             if len(token) == 1:
                 string_cut = True
@@ -116,9 +127,6 @@ def repaired_prefix(text: str, upto: int) -> str | None:
             brackets.append(token)
             opened.append(match.end())
             cuts.append(match.end())
-        elif token == ",":
-            if cuts:
-                cuts[-1] = match.start()
         elif not brackets or _CLOSER[brackets[-1]] != token:
             return None
         else:
