@@ -49,13 +49,16 @@ from the parent's newest event that showed no message past the fork.  Both in th
 
     python bench/bench_branches.py cache [N]
 
-Measured on 2026-12-01 (cached tokens over tokens; events: the branch's own)::
+Measured again on 2026-12-01 at 23:32 UTC (the shared working tree at fb66bdd with 83b468d's
+planner change; cached tokens over tokens; events: the branch's own).  The table this replaces
+had the fork at turn 354 at 0.967 / 0.986 with 1 event; it now prints 0.970 / 0.908 with 2,
+so a branch's first ten requests are cached 0.90-0.93 (the README's figure since b7bee70)::
 
                      fork at requests first: before  after first N: before  after events: before  after
       turn 118/472 (seq 237)       10         0.000  0.988           0.767  0.899              2      2
-      turn 236/472 (seq 479)       10         0.000  0.987           0.710  0.927              2      2
-      turn 354/472 (seq 719)       10         0.000  0.967           0.776  0.986              2      1
-      turn 424/472 (seq 862)       10         0.000  0.991           0.767  0.898              2      2
+      turn 236/472 (seq 479)       10         0.000  0.987           0.710  0.931              2      2
+      turn 354/472 (seq 719)       10         0.000  0.970           0.776  0.908              2      2
+      turn 424/472 (seq 862)       10         0.000  0.991           0.767  0.903              2      2
 
 Before, the branch's first request opened with an ask ledger and summaries of its own fresh
 plan, so nothing past the request header was cached; after, it is the parent's request at
