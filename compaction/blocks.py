@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -315,8 +316,10 @@ def validate_block(block: Any, *, where: str = "block") -> None:
 
     Raises:
         InvalidMessage: the block is not a dict with a string ``type``, a known type lacks a
-            required field, or it nests too deeply; the message names the block
-            (``content[2].content[0]``), the field or depth, and what was found.
+            required field, it nests too deeply, or it holds a number JSON cannot carry
+            (``inf``, ``-inf``, ``nan``: what ``1e999``, ``Infinity`` and ``NaN`` parse to); the
+            message names the block (``content[2].content[0]``), the field or depth, and what
+            was found.
     """
     pending: list[tuple[Any, str, int]] = [(block, where, 1)]
     while pending:
@@ -384,6 +387,13 @@ def _check_one_block(block: Any, where: str) -> list[Any] | None:
         else:
             raise InvalidMessage(f"{where}: tool_result content must be a string or a list of blocks")
     for value in block.values():
+        number = _non_finite_number(value) if value is not inner else None
+        if number is not None:
+            raise InvalidMessage(
+                f"{where}: the {kind} block holds the number {number!r}, which JSON cannot carry "
+                "(1e999 overflows to it, and NaN and Infinity are no JSON): a provider refuses the "
+                "request; write the value as a string"
+            )
         if value is inner or not isinstance(value, _CONTAINERS):
             continue  # the blocks a tool result holds are checked as blocks
         if json_depth(value, MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1:  # the block is a level
@@ -392,6 +402,26 @@ def _check_one_block(block: Any, where: str) -> list[Any] | None:
                 f"(objects and arrays, the block included); at most {MAX_JSON_DEPTH} are allowed"
             )
     return inner
+
+
+def _non_finite_number(value: Any) -> float | None:
+    """Return the first infinite or NaN float inside a JSON value (a block's field), else ``None``.
+
+    Python's :mod:`json` reads ``1e999`` as ``inf`` and the non-JSON literals ``NaN`` and
+    ``Infinity``; written back they give a body no JSON parser (nor any provider) accepts.
+    The walk is iterative; the blocks a tool result holds are checked as blocks of their own.
+    """
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, float):
+            if not math.isfinite(current):
+                return current
+        elif isinstance(current, dict):
+            pending.extend(current.values())
+        elif isinstance(current, (list, tuple)):
+            pending.extend(current)
+    return None
 
 
 def iter_strings(value: Any) -> Iterator[str]:
