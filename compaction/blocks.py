@@ -207,15 +207,54 @@ def replace_data_uris(text: str) -> str:
     return DATA_URI_RE.sub(data_uri_stand_in, text)
 
 
+#: A base64 source object as :func:`canonical_json` writes it (keys sorted): an image's or a
+#: document's inline bytes.  Group 1 is the base64 text, group 2 the declared media type.
+_BASE64_SOURCE_RE = re.compile(
+    r'\{"data":"((?:[A-Za-z0-9+/_=-]|\\[nr])*)","media_type":"([^"\\]{0,100})","type":"base64"\}'
+)
+#: A JSON string that is the base64 of an image file, told by the file's first bytes (PNG,
+#: JPEG, GIF, WebP/RIFF; standard or URL-safe alphabet), whatever key or media type names it.
+_BASE64_IMAGE_RE = re.compile(r'"((?:iVBORw0KGgo|/9j/|_9j_|R0lGOD[dl]h|UklGR)(?:[A-Za-z0-9+/_=-]|\\[nr])*)"')
+_MAGIC_TYPES = {"i": "image/png", "/": "image/jpeg", "_": "image/jpeg", "R": "image/gif", "U": "image/webp"}
+_BYTES_NOT_SHOWN = "not shown: it is inside a block this format cannot carry; the block is kept in the store"
+
+
+def _base64_stand_ins(json_text: str) -> str:
+    """Return canonical JSON with the inline base64 bytes it carries replaced by loud stand-ins.
+
+    A base64 source object keeps its shape and media type, its ``data`` replaced by a line
+    naming the media type and the base64 length (characters); any other string that is the
+    base64 of an image file (a nested ``tool_result``'s image, an image under a key of an
+    unknown block, a media type that lies) becomes one such line too.  The stand-ins hold no
+    base64 and no quote, so the text stays JSON and no image byte ships as text.
+    """
+    if len(json_text) < 64:
+        return json_text
+
+    def source(match: re.Match[str]) -> str:
+        media = match.group(2)
+        line = f"[base64 data ({media}) of {len(match.group(1)):,} characters {_BYTES_NOT_SHOWN}]"
+        return f'{{"data":"{line}","media_type":"{media}","type":"base64"}}'
+
+    def image(match: re.Match[str]) -> str:
+        media = _MAGIC_TYPES[match.group(1)[0]]
+        return f'"[base64 {media} data of {len(match.group(1)):,} characters {_BYTES_NOT_SHOWN}]"'
+
+    return _BASE64_IMAGE_RE.sub(image, _BASE64_SOURCE_RE.sub(source, json_text))
+
+
 def unknown_block_text(block: Block) -> str:
     """Return the loud text stand-in for a block a request format cannot carry (never empty).
 
     The block's canonical JSON, named by its type; a ``data:`` image URI inside it is replaced
-    by :func:`data_uri_stand_in` (a text stand-in carries no image input, and the gate decides
-    only the images of text, image and tool blocks).
+    by :func:`data_uri_stand_in`, and inline base64 bytes (a base64 source, a string that is
+    the base64 of an image file) by a line naming their media type and length
+    (:func:`_base64_stand_ins`): a text stand-in carries no image input and no image byte, and
+    the gate decides only the images of text, image and tool blocks.
     """
     return replace_data_uris(
-        f"[content block of type {block.get('type')!r} not supported by this format: {canonical_json(block)}]"
+        f"[content block of type {block.get('type')!r} not supported by this format: "
+        f"{_base64_stand_ins(canonical_json(block))}]"
     )
 
 
