@@ -18,10 +18,11 @@ from typing import Any
 import click
 
 from . import __version__
+from ._files import special_file_problem
 from .captions import CaptionReport
 from .compactor import Compactor, quarantined_chunks
 from .compile import CompiledRequest, raw_history_tokens
-from .errors import CompactionError
+from .errors import CompactionError, InvalidArgument
 from .events import compile_current
 from .formats import FORMATS, NothingRead, load_transcript
 from .model_names import model_name_problem, shown_model_name
@@ -190,6 +191,9 @@ def _load_tools(path: str | None) -> list[Any]:
     """Read tool definitions (a JSON array, OpenAI or Anthropic shape) from ``path``."""
     if not path:
         return []
+    special = special_file_problem(path, "a tool list")
+    if special is not None:  # /dev/zero or a pipe: read to an end that never comes
+        raise InvalidArgument(special)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -819,6 +823,9 @@ def count(
         _count_store(store_path, conversation, encoding, method, as_json, engine, workers, scheduler)
         return
     with _errors():
+        special = next(filter(None, (special_file_problem(name, "a file to count") for name in files)), None)
+        if special is not None:  # /dev/zero or a pipe: read to an end that never comes
+            raise InvalidArgument(special)
         if engine == "dask":
             pairs = count_files_on_dask(files, encoding, method, workers=workers, scheduler=scheduler)
         else:

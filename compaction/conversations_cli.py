@@ -135,6 +135,7 @@ def edit_command(
     """
     from pathlib import Path
 
+    from ._files import special_file_problem
     from .cli import _errors
     from .errors import InvalidArgument
     from .store.factory import open_store
@@ -143,6 +144,9 @@ def edit_command(
         raise click.UsageError("give one of --text TEXT or --content FILE.json")
     with _errors():
         if content_path is not None:
+            special = special_file_problem(content_path, "--content")
+            if special is not None:  # /dev/zero or a pipe: read to an end that never comes
+                raise InvalidArgument(special)
             try:
                 content = json.loads(Path(content_path).read_text(encoding="utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ._files import special_file_problem
 from .credentials import CREDENTIAL_TOKENS
 from .errors import InvalidArgument, RecipeError, found
 from .model_names import model_name_problem, shown_model_name
@@ -625,6 +626,9 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     source = os.fspath(path)
     if not isinstance(source, str):
         raise InvalidArgument(f"path must be a text path, not bytes; found {found(path)}")
+    special = special_file_problem(source, "a recipe")
+    if special is not None:  # /dev/zero or a pipe: read to an end that never comes
+        raise RecipeError(special)
     try:
         with open(source, "rb") as handle:
             data = tomllib.load(handle)

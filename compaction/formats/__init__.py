@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from .._files import special_file_kind
 from ..blocks import Message
 from ..errors import InvalidArgument, InvalidTranscript, TranscriptUnreadable, UnknownFormat, found
 from . import anthropic, openai
@@ -228,8 +229,9 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         UnknownFormat: ``format`` is not a known name, or detection found none.  A detected
             file that starts like one JSON document and does not parse is an
             :class:`InvalidTranscript` naming the damage (line, column, cut short) instead.
-        TranscriptUnreadable: the file cannot be read (missing, a directory, no permission);
-            an :class:`InvalidTranscript` and an ``OSError`` both.
+        TranscriptUnreadable: the file cannot be read (missing, a directory, no permission,
+            a pipe or a device, refused before it is opened); an :class:`InvalidTranscript`
+            and an ``OSError`` both.
         InvalidTranscript: a malformed line or message (strict mode), naming the file, the
             1-based line and what is wrong; or a whole-document JSON file that does not parse.
             When the format was detected rather than given, the message names the format
@@ -252,6 +254,13 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
         raise InvalidArgument(f"format must be a format name (str) or None; found {found(format)}")
     name = str(path)
     chosen = format_named(format, name) if format is not None else None
+    special = special_file_kind(path)
+    if special is not None:  # a pipe loses what the head read took; a device never ends
+        raise TranscriptUnreadable(
+            f"cannot read the transcript: it is {special}, not a regular file (a transcript is read "
+            "twice, its head and then the whole); save it to a file first",
+            path=name,
+        )
     try:
         head = _read_head(path)
     except OSError as err:  # missing, a directory, unreadable: one typed error naming the file
