@@ -157,13 +157,14 @@ class Upstream:
 
         Raises:
             UpstreamTimeout: no status and headers within ``timeout_seconds``.
-            UpstreamError: the upstream could not be reached (connection refused, TLS, DNS...).
+            UpstreamError: the upstream could not be reached (connection refused, TLS, DNS...),
+                or it answered a redirect (3xx with a ``Location``), which is not followed.
         """
         url = self.base_url + path + (f"?{query}" if query else "")
         request = self._client.build_request("POST", url, content=body, headers=request_headers(headers))
         try:
             with anyio.fail_after(self.limits.timeout_seconds):
-                return await self._client.send(request, stream=True)
+                response = await self._client.send(request, stream=True)
         except TimeoutError as err:
             raise UpstreamTimeout(
                 f"the upstream sent no answer within {self.limits.timeout_seconds:g} s"
@@ -172,6 +173,16 @@ class Upstream:
             raise UpstreamTimeout(f"the upstream timed out ({_describe(err)})") from err
         except httpx.HTTPError as err:
             raise UpstreamError(f"cannot reach the upstream: {_describe(err)}") from err
+        if response.is_redirect:  # never followed: the client's credentials would go with it
+            await response.aclose()
+            target = urlsplit(response.headers.get("location", "")).hostname
+            where = f"to host {target}" if target else "elsewhere"
+            raise UpstreamError(
+                f"the upstream answered {response.status_code} redirecting {where}; redirects are not "
+                "followed (the client's credentials would go with them): give --upstream the URL that answers",
+                code="upstream_redirect",
+            )
+        return response
 
     async def read(self, response: httpx.Response, started: float) -> bytes:
         """Read a whole answer within the size cap and what is left of ``timeout_seconds``.
