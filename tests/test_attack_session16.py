@@ -1,0 +1,534 @@
+"""Session 16's attack on the whole tool as a hostile user and a hostile server would make it.
+
+Each test failed before its fix:
+
+1. A number JSON cannot carry (``1e999``, which Python reads as ``inf``, and the literals
+   ``NaN`` and ``Infinity`` its parser takes) was imported, stored and shipped as
+   ``Infinity`` in the request body, which no provider parses.  A block holding one is now a
+   malformed message: one line naming the file, the line and the number.
+2. Under ``image_policy = "placeholders"`` an image's base64 shipped as text inside a block
+   the request format cannot carry (a ``tool_result`` nested in another, a block of an
+   unknown type with a base64 source, a media type that lies): the stand-in now names the
+   media type and length instead of the bytes.
+3. A transcript, recipe, tool list, ``--content`` file or file to count that is a pipe or a
+   device hung (``/dev/zero`` read forever; a FIFO blocked, or lost what the format
+   detection read and was said to be cut short): refused in one line before it is opened.
+4. An upstream's redirect reached the client as a bare 3xx with no body and no ``Location``:
+   now a 502 in the API's error shape naming the host it pointed to; nothing follows it and
+   the key never reaches the other host, the stores or the log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import os
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cli_runner import cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from serve_support import live_server
+
+from compaction import InvalidMessage, Recipe, Store, append_anthropic, compress_and_compile
+from compaction.blocks import Message, unknown_block_text
+from compaction.serve import Limits, ServeSettings, create_app
+
+COMPACTION = [sys.executable, "-m", "compaction"]
+FORMATS = ["openai", "anthropic", "openai-responses"]
+
+
+def _strict_json(text: str) -> Any:
+    """Parse ``text`` as JSON proper: ``NaN`` and ``Infinity`` are refused as providers refuse them."""
+
+    def refuse(literal: str) -> Any:
+        raise ValueError(f"not JSON: {literal}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+# -- 1. numbers JSON cannot carry -----------------------------------------------------------------------
+
+ANTHROPIC_TURNS = [
+    '{"role":"user","content":"run it"}',
+    '{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"calc","input":{"x":NUMBER}}]}',
+    '{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]}',
+    '{"role":"user","content":"thanks"}',
+]
+
+
+@pytest.mark.parametrize(
+    ("number", "shown"), [("1e999", "inf"), ("-1e999", "-inf"), ("NaN", "nan"), ("Infinity", "inf")]
+)
+def test_a_number_json_cannot_carry_is_refused_at_import_naming_file_and_line(
+    tmp_path: Path, number: str, shown: str
+) -> None:
+    """Before: imported, then shipped as {"x":Infinity} in the Anthropic body (rc 0)."""
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"role":"user","content":"kept"}\n', "utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(ANTHROPIC_TURNS).replace("NUMBER", number) + "\n", "utf-8")
+    store = tmp_path / "s.db"
+    assert cli("import", good, "--store", store, "--conversation", "c").exit_code == 0
+    result = cli("import", bad, "--store", store, "--conversation", "c")
+    assert result.exit_code == 1
+    line = _one_error_line(result.stderr)
+    assert line.startswith(f"compaction: error: {bad}:2: malformed assistant message: content[0]: ")
+    assert f"the tool_use block holds the number {shown}, which JSON cannot carry" in line
+    with Store(store, create=False) as opened:
+        assert [m.text() for m in opened.messages()] == ["kept"]  # nothing stored lost, nothing added
+    out = tmp_path / "request.json"
+    assert cli("run", bad, "--budget", "1000", "--to", "anthropic", "--out", out).exit_code == 1
+    assert not out.exists()
+
+
+def test_lenient_skips_the_line_and_every_request_is_json(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(ANTHROPIC_TURNS).replace("NUMBER", "1e999") + "\n", "utf-8")
+    for to in FORMATS:
+        out = tmp_path / f"{to}.json"
+        result = cli("run", bad, "--budget", "1000", "--to", to, "--lenient", "--out", out)
+        assert result.exit_code == 0, result.stderr
+        assert "bad.jsonl:2: malformed assistant message" in result.stderr
+        body = _strict_json(out.read_text("utf-8"))
+        assert "Infinity" not in out.read_text("utf-8") and body["model"]
+
+
+def test_openai_arguments_overflowing_a_double_are_refused(tmp_path: Path) -> None:
+    """Chat arguments are JSON text: '{"x": 1e999}' became input {"x": inf}, shipped as Infinity."""
+    path = tmp_path / "chat.json"
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1e999}'}}
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            ]
+        ),
+        "utf-8",
+    )
+    result = cli("run", path, "--budget", "1000")
+    assert result.exit_code == 1
+    assert (
+        "messages[1]: malformed assistant message: content[0]: the tool_use block holds the number inf"
+        in (_one_error_line(result.stderr))
+    )
+
+
+FINITE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=4), FINITE, max_size=3),
+    bad=st.sampled_from([math.inf, -math.inf, math.nan]),
+    path=st.lists(st.sampled_from(["k", 0]), max_size=4),
+)
+def test_a_non_finite_number_anywhere_in_a_block_is_refused(
+    value: dict[str, Any], bad: float, path: list[Any]
+) -> None:
+    """Invariant: a message holds no number JSON cannot carry, however deep it sits."""
+    nested: Any = bad
+    for step in reversed(path):
+        nested = [nested] if step == 0 else {"k": nested}
+    block = {"type": "tool_use", "id": "t", "name": "f", "input": {**value, "deep": nested}}
+    with pytest.raises(InvalidMessage, match="which JSON cannot carry"):
+        Message("assistant", (block,))
+    with pytest.raises(InvalidMessage, match="which JSON cannot carry"):
+        Message("user", ({"type": "opaque_kind", "field": nested},))
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=4), FINITE, max_size=3), to=st.sampled_from(FORMATS))
+def test_finite_inputs_compile_to_strict_json(value: dict[str, Any], to: str) -> None:
+    """Invariant: every compiled body is JSON proper (no NaN, no Infinity)."""
+    store = Store(":memory:")
+    try:
+        append_anthropic(
+            store,
+            [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": value}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+                },
+            ],
+        )
+        compiled, _ = compress_and_compile(
+            store, Recipe(budget_tokens=100_000, output_format=to), mode="replan"
+        )
+        _strict_json(compiled.request.payload.decode("utf-8"))
+    finally:
+        store.close()
+
+
+def test_the_api_refuses_infinity_and_stores_nothing() -> None:
+    store = Store(":memory:")
+    try:
+        append_anthropic(store, [{"role": "user", "content": "first"}])
+        bad = {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"x": math.inf}}],
+        }
+        with pytest.raises(InvalidMessage, match="holds the number inf"):
+            append_anthropic(store, [{"role": "user", "content": "second"}, bad])
+        assert [m.text() for m in store.messages()] == ["first"]
+    finally:
+        store.close()
+
+
+# -- 2. no image byte as text under placeholders --------------------------------------------------------
+
+
+def _png(width: int, height: int) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\x00" * 3 * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+PNG = base64.b64encode(_png(4, 4)).decode()
+GIF = base64.b64encode(b"GIF89a\x01\x00\x01\x00\x00\x00\x00;" + bytes(40)).decode()
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(60)).decode()
+#: What a body must not hold: the first characters of each image's base64.
+IMAGE_PREFIXES = [PNG[:24], GIF[:24], JPEG[:24]]
+
+
+def _image_source(data: str, media_type: str = "image/png") -> dict[str, Any]:
+    return {"type": "base64", "media_type": media_type, "data": data}
+
+
+def _hidden_images_transcript(path: Path) -> Path:
+    """Images where no request format carries an image: a tool result nested in a tool result,
+    blocks of unknown types (a base64 source, a lying media type, base64 under any key)."""
+    turns = [
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "inner",
+                            "content": [{"type": "image", "source": _image_source(PNG)}],
+                        },
+                    ],
+                }
+            ],
+        },
+        {"role": "assistant", "content": "ok"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "screenshot", "source": _image_source(PNG)},
+                {"type": "attachment", "source": _image_source(GIF, "application/pdf")},
+                {"type": "frame", "pixels": JPEG, "meta": {"thumb": PNG}},
+            ],
+        },
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go"},
+    ]
+    path.write_text("\n".join(json.dumps(t) for t in turns) + "\n", "utf-8")
+    return path
+
+
+@pytest.mark.parametrize("to", FORMATS)
+def test_no_image_byte_ships_as_text_under_placeholders(tmp_path: Path, to: str) -> None:
+    """Before: the nested image and the unknown blocks' base64 shipped inside their JSON text."""
+    transcript = _hidden_images_transcript(tmp_path / "t.jsonl")
+    out = tmp_path / "body.json"
+    result = cli("run", transcript, "--budget", "100000", "--vision", "false", "--to", to, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    shipped = out.read_text("utf-8")
+    for prefix in IMAGE_PREFIXES:
+        assert prefix not in shipped
+    assert ";base64," not in shipped and "data:image" not in shipped
+    assert shipped.count(f"[base64 data (image/png) of {len(PNG):,} characters not shown") == 2
+    assert f"[base64 data (application/pdf) of {len(GIF):,} characters not shown" in shipped
+    assert f"[base64 image/jpeg data of {len(JPEG):,} characters not shown" in shipped
+    with Store(tmp_path / "s.db") as store:  # and the store keeps every byte
+        store.append(
+            Message(
+                m["role"],
+                tuple(m["content"])
+                if isinstance(m["content"], list)
+                else ({"type": "text", "text": m["content"]},),
+            )
+            for m in map(json.loads, transcript.read_text().splitlines())
+        )
+        stored = json.dumps([list(m.content) for m in store.messages()])
+    assert PNG in stored and GIF in stored and JPEG in stored
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=10).filter(
+        lambda k: k not in {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+    ),
+    image=st.sampled_from([PNG, GIF, JPEG, PNG.replace("+", "-").replace("/", "_")]),
+    keys=st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=4), min_size=1, max_size=4),
+    as_source=st.booleans(),
+    media_type=st.sampled_from(["image/png", "image/gif", "text/plain", "application/octet-stream"]),
+)
+def test_an_unknown_block_s_stand_in_never_holds_image_base64(
+    kind: str, image: str, keys: list[str], as_source: bool, media_type: str
+) -> None:
+    """Invariant: whatever key holds it and whatever media type is declared, no image base64 is shown."""
+    value: Any = _image_source(image, media_type) if as_source else image
+    for key in reversed(keys):
+        value = {key: value}
+    text = unknown_block_text({"type": kind, **value})
+    assert image[:24] not in text
+    assert "characters not shown: it is inside a block this format cannot carry" in text
+    assert text.startswith(f"[content block of type {kind!r} not supported by this format: ")
+
+
+# -- 3. pipes and devices ------------------------------------------------------------------------------
+
+
+def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own: a hang is a failure (timeout), not a stuck test run."""
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [*COMPACTION, *map(str, args)], capture_output=True, text=True, timeout=60, cwd=cwd, env=env
+    )
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"role":"user","content":"hi"}\n{"role":"assistant","content":"yo"}\n', "utf-8")
+    return path
+
+
+@pytest.fixture
+def fifo(tmp_path: Path, transcript: Path) -> Iterator[Path]:
+    """A named pipe a writer fills with the transcript (the writer is freed at the end)."""
+    path = tmp_path / "pipe.jsonl"
+    os.mkfifo(path)
+    writer = threading.Thread(target=lambda: path.write_bytes(transcript.read_bytes()), daemon=True)
+    writer.start()
+    yield path
+    if writer.is_alive():  # nobody opened it: open it once so the writer returns
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+        writer.join(10)
+
+
+@pytest.mark.parametrize("command", ["import", "run"])
+def test_a_fifo_transcript_is_refused_in_one_line(tmp_path: Path, fifo: Path, command: str) -> None:
+    """Before: import blocked; run read the pipe twice and said the file was cut short."""
+    extra = ["--store", tmp_path / "s.db"] if command == "import" else ["--budget", "100"]
+    result = _run(command, fifo, *extra, cwd=tmp_path)
+    assert result.returncode == 1
+    assert _one_error_line(result.stderr) == (
+        f"compaction: error: {fifo}: cannot read the transcript: it is a pipe (FIFO), not a regular file "
+        "(a transcript is read twice, its head and then the whole); save it to a file first"
+    )
+    assert not (tmp_path / "s.db").exists() or command == "run"
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["import", "/dev/zero", "--format", "openai", "--store", "s.db"], None),
+        (["run", "T", "--budget", "100", "--recipe", "/dev/zero"], "a recipe"),
+        (["run", "T", "--budget", "100", "--tools", "/dev/zero"], "a tool list"),
+        (["count", "T", "/dev/zero"], "a file to count"),
+    ],
+)
+def test_dev_zero_is_refused_in_one_line(
+    tmp_path: Path, transcript: Path, args: list[str], what: str | None
+) -> None:
+    """Before: each read /dev/zero until the timeout, memory growing."""
+    result = _run(*[transcript if a == "T" else a for a in args], cwd=tmp_path)
+    assert result.returncode == 1
+    line = _one_error_line(result.stderr)
+    if what is None:
+        assert line == (
+            "compaction: error: /dev/zero: cannot read the transcript: it is a character device, not a regular "
+            "file (a transcript is read twice, its head and then the whole); save it to a file first"
+        )
+    else:
+        assert line == (
+            f"compaction: error: /dev/zero is a character device, not a regular file: {what} is read from a "
+            "file; save it to one first"
+        )
+
+
+def test_edit_content_from_dev_zero_is_refused_and_the_store_unchanged(
+    tmp_path: Path, transcript: Path
+) -> None:
+    store = tmp_path / "s.db"
+    assert _run("import", transcript, "--store", store, cwd=tmp_path).returncode == 0
+    result = _run("edit", "--store", store, "0", "--content", "/dev/zero", cwd=tmp_path)
+    assert result.returncode == 1
+    assert _one_error_line(result.stderr).endswith(
+        "/dev/zero is a character device, not a regular file: "
+        "--content is read from a file; save it to one first"
+    )
+    with Store(store, create=False) as opened:
+        assert [m.text() for m in opened.messages()] == ["hi", "yo"]
+
+
+def test_a_fifo_recipe_is_refused(tmp_path: Path, transcript: Path) -> None:
+    recipe = tmp_path / "recipe.toml"
+    os.mkfifo(recipe)
+    result = _run("run", transcript, "--budget", "100", "--recipe", recipe, cwd=tmp_path)
+    assert result.returncode == 1
+    assert _one_error_line(result.stderr) == (
+        f"compaction: error: {recipe} is a pipe (FIFO), not a regular file: a recipe is read from a file; "
+        "save it to one first"
+    )
+
+
+# -- 4. an upstream that redirects ----------------------------------------------------------------------
+
+KEY = "sk-ant-REDIRECTqrstuvwx9876543210ABC"
+
+
+class _Upstream:
+    """A loopback server: every POST gets ``status`` with a ``Location`` and records its headers."""
+
+    def __init__(self, status: int, location: str | None) -> None:
+        self.headers: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                payload = b'{"moved": true}'
+                self.send_response(status)
+                if location is not None:
+                    self.send_header("Location", location)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_a_clear_502_and_the_key_goes_nowhere_else(
+    tmp_path: Path, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: the client got the bare 3xx (its body, no Location) as if it were the answer."""
+    elsewhere = _Upstream(200, None)
+    redirecting = _Upstream(status, elsewhere.url + "/messages?token=" + KEY)
+    store_dir = tmp_path / "stores"
+    app = create_app(ServeSettings(redirecting.url, store_dir, limits=Limits(timeout_seconds=10)))
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi " + KEY}],
+    }
+    try:
+        with caplog.at_level(logging.INFO, logger="compaction"), live_server(app) as proxy:
+            answer = httpx.post(
+                f"{proxy}/messages",
+                json=body,
+                timeout=30,
+                headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"},
+            )
+    finally:
+        redirecting.close()
+        elsewhere.close()
+    assert answer.status_code == 502
+    assert answer.json() == {
+        "type": "error",
+        "error": {
+            "type": "api_error",
+            "message": (
+                f"compaction serve: the upstream answered {status} redirecting to host 127.0.0.1; redirects are not "
+                "followed (the client's credentials would go with them): give --upstream the URL that answers"
+            ),
+        },
+    }
+    assert len(redirecting.headers) == 1 and redirecting.headers[0]["x-api-key"] == KEY
+    assert elsewhere.headers == []  # never followed
+    assert KEY[8:] not in answer.text
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("compaction")]
+    assert any("error=upstream_redirect" in line for line in logged)
+    assert all(KEY[8:16] not in line for line in logged)
+    for path in store_dir.rglob("*"):
+        if path.is_file():
+            assert KEY[8:16].encode() not in path.read_bytes(), path
+
+
+def test_a_client_body_holding_1e999_gets_400_and_nothing_goes_upstream(tmp_path: Path) -> None:
+    upstream = _Upstream(200, None)
+    app = create_app(ServeSettings(upstream.url, tmp_path / "stores", limits=Limits(timeout_seconds=10)))
+    raw = (
+        b'{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":'
+        b'[{"type":"text","text":"x","n":1e999}]}]}'
+    )
+    try:
+        with live_server(app) as proxy:
+            answer = httpx.post(
+                f"{proxy}/messages", content=raw, timeout=30, headers={"content-type": "application/json"}
+            )
+    finally:
+        upstream.close()
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert message.startswith("compaction serve: malformed messages: messages[0]: malformed user message: ")
+    assert "content[0]: the text block holds the number inf, which JSON cannot carry" in message
+    assert upstream.headers == []
