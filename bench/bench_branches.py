@@ -245,6 +245,39 @@ lineage on every open, one row per ancestor (a fresh store object keeps none): t
 (0.9 s over the opens of a chain 800 deep, 2.2 ms one open at 1,600) and a :class:`Segment` per ancestor grow with
 the square of the depth over a chain, beside per-level costs that do not (the commit of
 each append, 2.5 of 15 s 800 deep, and the schema check of each open, 0.9 s).
+
+**Depth: one question a summary.**  Profiled 1,600 deep (cProfile of a compile of the chain's
+deepest, SQLite, 2026-12-01, fb66bdd): :meth:`coarsest_summary_at` took 1.26 of the 2.2 s,
+asked 528 times for 32 summaries (each of the 33 covers priced asked again for the summaries
+older covers had found, each through the shadowing condition over the whole lineage).  The
+planner now keeps the store's answers per start seq and reuses one whenever it settles a
+smaller bound (``WindowPlanner.coarsest_at``, 83b468d): 32 questions, 0.10 s.  The same command
+on 2026-12-01 at 23:53-00:00 UTC (load average 3.8 to 4.5; "before" is 4a7276f's tree first on
+``PYTHONPATH`` with the compiled counter copied in; "after" the shared working tree at
+83b468d, run before and after it), seconds::
+
+    python bench/bench_branches.py depth 200 400 800 1600
+
+    before  depth  import        chain          compile
+              200    1.28          2.76          0.14
+              400    2.53 (x2.0)   5.71 (x2.1)   0.27 (x1.8)
+              800    4.60 (x1.8)  18.31 (x3.2)   0.52 (x1.9)
+             1600    8.51 (x1.8)  46.94 (x2.6)   2.87 (x5.6)
+    after   depth  import        chain          compile       run 2: chain   compile
+              200    0.81          3.72          0.08                3.19     0.08
+              400    1.83 (x2.2)   7.75 (x2.1)   0.12 (x1.6)         7.64     0.20 (x2.4)
+              800    4.55 (x2.5)  13.90 (x1.8)   0.21 (x1.8)        17.92     0.39 (x2.0)
+             1600    8.14 (x1.8)  38.33 (x2.8)   0.59 (x2.8)        47.51     1.11 (x2.8)
+
+This compile is a fresh store object's first (its statements prepared, the counter's memo
+cold: 0.25 s of it 1,600 deep).  A second compile in the same process (``/tmp`` script, the
+chains built once) took 0.55 s 800 deep and 1.08 s 1,600 deep (x2.0); in cProfile, what still
+grows faster than the depth is the ask ledger's names index (``names_index._window``: once per
+live-window start, each over up to 2,000 messages before it: 0.10 s 800 deep, 0.18 s 1,600)
+and the 32 remaining questions (a probe per ancestor each: 0.04 s and 0.10 s); the full message
+reads (0.16 and 0.29 s) and the fact pages grow with it.  The chain itself still grows by x2.3
+to x2.8 a doubling: each level opens the branch afresh and walks its lineage, one row per
+ancestor (see above), which this change does not touch.
 """
 
 from __future__ import annotations
