@@ -254,7 +254,7 @@ planner now keeps the store's answers per start seq and reuses one whenever it s
 smaller bound (``WindowPlanner.coarsest_at``, 83b468d): 32 questions, 0.10 s.  The same command
 on 2026-12-01 at 23:53-00:00 UTC (load average 3.8 to 4.5; "before" is 4a7276f's tree first on
 ``PYTHONPATH`` with the compiled counter copied in; "after" the shared working tree at
-83b468d, run before and after it), seconds::
+83b468d, two runs), seconds::
 
     python bench/bench_branches.py depth 200 400 800 1600
 
