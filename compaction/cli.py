@@ -25,6 +25,7 @@ from .compile import CompiledRequest, raw_history_tokens
 from .errors import CompactionError, InvalidArgument
 from .events import compile_current
 from .formats import FORMATS, NothingRead, load_transcript
+from .formats._shown import printable
 from .model_names import model_name_problem, shown_model_name
 from .outputs import REQUEST_FORMATS
 from .pipeline import (
@@ -46,7 +47,9 @@ BOOL = click.Choice(["true", "false"], case_sensitive=False)
 
 
 def _fail(err: Exception) -> None:
-    click.echo(f"compaction: error: {err}", err=True)
+    """Print ``err`` as one line on stderr (each character that does not print escaped: a file
+    name may hold a line break or a terminal escape) and exit 1."""
+    click.echo(f"compaction: error: {printable(str(err))}", err=True)
     sys.exit(1)
 
 
@@ -292,12 +295,12 @@ def import_command(
         branch_notes += notes
         report["branch_notes"] = branch_notes
     for note in branch_notes if branches else []:
-        click.echo(note, err=True)
+        click.echo(printable(note), err=True)
     if as_json:
         click.echo(json.dumps(report))
         return
     click.echo(
-        f"{transcript}: {parsed.format}, {parsed.read.describe()}; {added} added "
+        f"{printable(transcript)}: {parsed.format}, {parsed.read.describe()}; {added} added "
         f"({report['store_messages']} in conversation {report['conversation']!r} of the store)"
     )
     for made_branch in made_branches if branches else []:
@@ -311,7 +314,7 @@ def import_command(
             f"{made_branch['messages']} messages, {made_branch['added']} added"
         )
         if made_branch["note"]:
-            click.echo(f"    ({made_branch['note']})")
+            click.echo(f"    ({printable(made_branch['note'])})")
     if parsed.unknown_blocks:  # kept verbatim, rendered by the loud default rule: say so
         kinds = ", ".join(f"{count} {kind}" for kind, count in parsed.unknown_blocks.items())
         click.echo(f"unknown blocks kept verbatim: {kinds}", err=True)
@@ -325,7 +328,7 @@ def import_command(
     elif parsed.problems:
         click.echo("notes:", err=True)
     for problem in parsed.problems:  # every skipped line, re-link and left-out branch: nothing lost silently
-        click.echo(f"  {problem}", err=True)
+        click.echo(f"  {printable(problem)}", err=True)
 
 
 @main.command()
@@ -477,7 +480,7 @@ def compile_command(
         compiled = compile_current(store, recipe, tools=_load_tools(tools_path))
     _write_request(compiled, out)
     if out:
-        click.echo(f"wrote {out}: {compiled.tokens:,} tokens of {compiled.budget:,}", err=True)
+        click.echo(f"wrote {printable(out)}: {compiled.tokens:,} tokens of {compiled.budget:,}", err=True)
 
 
 @main.command()
@@ -558,7 +561,7 @@ def stats(
         (f"  L{q.level} messages {q.start_seq}–{q.end_seq - 1}", f"{q.failures} failures; last: {q.last_reason[:80]}")
         for q in quarantined
     ]
-    _print_table(f"store {store_path}, conversation {data['conversation']!r}", rows)
+    _print_table(f"store {printable(store_path)}, conversation {data['conversation']!r}", rows)
 
 
 @main.command()
@@ -717,11 +720,11 @@ def run(
     rows += [
         (
             "request",
-            f"{request.format} -> {out}" if out else f"{request.format} (not written: use --out FILE)",
+            f"{request.format} -> {printable(out)}" if out else f"{request.format} (not written: use --out FILE)",
         ),
         ("time", f"{result.seconds:.2f} s"),
     ]
-    _print_table(f"compaction run: {transcript}", rows)
+    _print_table(f"compaction run: {printable(transcript)}", rows)
     _echo_skipped(result.transcript.skipped, result.transcript.problems)
 
 
@@ -745,7 +748,7 @@ def _echo_skipped(skipped: int, problems: list[str], command: str = "run", *, fa
         err=True,
     )
     for problem in problems[:_SKIPPED_LISTED]:
-        click.echo(f"  {problem}", err=True)
+        click.echo(f"  {printable(problem)}", err=True)
     if len(problems) > _SKIPPED_LISTED:
         where = "" if failed else f" ({command} --json or compaction import --lenient lists them all)"
         click.echo(f"  ... and {len(problems) - _SKIPPED_LISTED} more{where}", err=True)
@@ -839,7 +842,7 @@ def count(
         click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows, "total": total}))
         return
     for row in rows:
-        click.echo(f"{row['tokens']:>10}  {row['file']}")
+        click.echo(f"{row['tokens']:>10}  {printable(row['file'])}")
     if len(rows) > 1:
         click.echo(f"{total:>10}  total")
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from compaction.errors import InvalidTranscript, RecipeError
 from compaction.formats import NothingRead, load_transcript
+from compaction.formats._shown import printable
 from compaction.model_names import MAX_MODEL_NAME_CHARS
 from compaction.recipe import Recipe, load_recipe
 from tests.cli_runner import cli
@@ -320,3 +321,52 @@ def test_every_line_of_a_chat_transcript_is_accounted_for(
         f"{len(lines):,} line{'s' if len(lines) != 1 else ''}: {tally.messages:,} message"
     )
     assert (f"{joined} tool result" in described) == (joined > 0)
+
+
+# -- 4. a file name holding a control character is printed escaped ---------------------------------
+
+CONTROL = ["\n", "\r", "\t", "\x1b", "\x1b[2J", "\x07", "\x7f", "\u202e", "\u200b", "\u2028"]
+
+
+@settings(max_examples=25, deadline=None)
+@example(stem="chat", control="\n")
+@example(stem="chat", control="\x1b[2J")
+@given(
+    stem=st.text(st.characters(codec="utf-8", exclude_characters="/\\").filter(str.isprintable), max_size=12),
+    control=st.sampled_from(CONTROL),
+)
+def test_a_file_name_with_a_control_character_is_printed_escaped(
+    stem: str, control: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: ``compaction run $'chat\\n.jsonl'`` printed the name raw in its error and report
+    lines: a line break split a one-line error in two, an ESC reached the terminal."""
+    folder = tmp_path_factory.mktemp("names")
+    path = jsonl_with_bad_lines(folder / f"{stem}{control}.jsonl", 4, {2})
+    escaped = str(path).replace(control, control.encode("unicode_escape").decode("ascii"))
+    assert escaped != str(path) and escaped.isprintable()
+
+    def lines(text: str) -> list[str]:
+        assert all(line.isprintable() for line in text.split("\n")), text
+        return text.split("\n")
+
+    strict = cli("run", path, "--budget", "4000")
+    assert strict.exit_code == 1
+    assert lines(strict.stderr)[0].startswith(f"compaction: error: {escaped}:2: invalid JSON: ")
+    assert len(strict.stderr.splitlines()) == 1
+    lenient = cli("run", path, "--budget", "4000", "--lenient", "--out", folder / f"out{control}.json")
+    assert lenient.exit_code == 0, lenient.stderr
+    assert lines(lenient.stderr)[:2] == [
+        "skipped 1 malformed line:",
+        f"  {escaped}:2: invalid JSON: Unterminated string starting at column 34",
+    ]
+    assert f"compaction run: {escaped}" in " ".join(lines(lenient.stdout))
+    imported = cli("import", path, "--store", folder / f"s{control}.db", "--lenient", "--conversation", "c")
+    assert imported.exit_code == 0, imported.stderr
+    assert lines(imported.stdout)[0].startswith(f"{escaped}: openai, 4 lines: 3 messages, 1 line skipped; ")
+    assert lines(imported.stderr)[1] == f"  {escaped}:2: invalid JSON: Unterminated string starting at column 34"
+
+
+def test_printable_escapes_only_what_does_not_print() -> None:
+    assert printable("chat.jsonl") == "chat.jsonl"
+    assert printable("a b\n\x1b[2J\u202e\u00e9.jsonl") == "a b\\n\\x1b[2J\\u202e\u00e9.jsonl"
+    assert printable(printable("a\nb")) == "a\\nb"  # once escaped, it prints

@@ -382,8 +382,8 @@ def _nothing_read(chosen: TranscriptFormat, head: bytes, text: str, ctx: Context
     found = f"its {lines:,} line{'s' if lines != 1 else ''}" if lines else "the file (it is empty)"
     if ctx.skipped:
         first = ctx.problems[0]
-        if ctx.path is not None and first.startswith(f"{ctx.path}:"):
-            first = first[len(ctx.path) + 1 :].lstrip()
+        if ctx.path is not None and first.startswith(f"{ctx.shown_path}:"):
+            first = first[len(ctx.shown_path) + 1 :].lstrip()
             first = f"line {first}" if first[:1].isdigit() else first
         why = (
             f"nothing in {found} holds {chosen.holds}: the {ctx.skipped:,} item"

@@ -40,7 +40,7 @@ from ..blocks import (
 from ..errors import ImageError, InvalidMessage, InvalidTranscript
 from ..imageinfo import info_from_block
 from ._json_damage import describe as describe_json_error
-from ._shown import shown
+from ._shown import printable, shown
 
 __all__ = [
     "MAX_RECORD_DEPTH",
@@ -93,7 +93,7 @@ class LenientLoss(InvalidTranscript):
         self, path: str | None, skipped: int, unplaced: int, problems: list[str], skipped_lines: list[int]
     ) -> None:
         first_loss = next((p for p in problems if "could not be placed" in p), "")
-        where = f"{path}:" if path is not None else "<memory>:"
+        where = f"{printable(path)}:" if path is not None else "<memory>:"
         detail = first_loss[len(where) :] if first_loss.startswith(where) else first_loss
         number, colon, rest = detail.partition(": ")
         detail = rest if colon and number.isdigit() else detail  # "12: what" -> "what"
@@ -183,6 +183,12 @@ class Context:
         self.draft_skipped = 0  # drafts finish found malformed (counted in skipped too)
         self.line_each = True  # every draft came from a line of its own
 
+    @property
+    def shown_path(self) -> str:
+        """The file as ``problems`` name it: each character of its name that does not print
+        escaped (:func:`~compaction.formats._shown.printable`), ``<memory>`` for in-memory input."""
+        return printable(self.path) if self.path is not None else "<memory>"
+
     def error(self, what: str, *, line: int | None = None) -> InvalidTranscript:
         """Return the error for ``what`` at ``line``, naming the detected format if there is one.
 
@@ -201,14 +207,14 @@ class Context:
         ``"path:line: what"`` line in ``problems``, not counted as a skipped item; ``what`` is
         made fit to print (:func:`~compaction.formats._shown.shown`), as a problem's is."""
         what = shown(what)
-        prefix = self.path if self.path is not None else "<memory>"
+        prefix = self.shown_path
         if line is not None:
             prefix += f":{line}"
         self._record(f"{prefix}: {what}", line)
 
     def _line_of(self, entry: str) -> float:
         """Return the line an entry of ``problems`` names (``inf`` for one that names none)."""
-        prefix = (self.path if self.path is not None else "<memory>") + ":"
+        prefix = self.shown_path + ":"
         number = entry[len(prefix) :].partition(":")[0] if entry.startswith(prefix) else ""
         return int(number) if number.isdigit() else math.inf
 
@@ -242,7 +248,7 @@ class Context:
         self.skipped += 1
         if line is not None:
             bisect.insort(self.skipped_lines, line)
-        prefix = self.path if self.path is not None else "<memory>"
+        prefix = self.shown_path
         if line is not None:
             prefix += f":{line}"
         self._record(f"{prefix}: {text}", line)

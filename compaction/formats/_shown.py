@@ -22,7 +22,7 @@ import re
 
 from ..credentials import CREDENTIAL_TOKENS
 
-__all__ = ["LIMIT", "REDACTED", "shown"]
+__all__ = ["LIMIT", "REDACTED", "printable", "shown"]
 
 #: The most characters of a problem's text that are kept (a cut says how many it left out).
 LIMIT = 1000
@@ -40,6 +40,24 @@ _UNPRINTABLE = re.compile(r"[^ -~]")  # only ASCII that prints passes without a 
 def _escaped(match: re.Match[str]) -> str:
     char = match.group()
     return char if char.isprintable() else repr(char)[1:-1]
+
+
+def printable(text: str) -> str:
+    """Return ``text`` with each character that does not print (:meth:`str.isprintable`; the
+    space prints) written as its Python escape: a line break as ``\\n``, ESC as ``\\x1b``, a
+    bidirectional override as ``\\u202e``; nothing redacted, nothing cut.
+
+    For what the command line prints that is not a transcript's content but may hold such a
+    character all the same: a file name (``compaction run $'a\\nb.jsonl'``), and an error's
+    whole line, so each message stays one line of plain text.
+
+    Example:
+        >>> printable("chat\\n\\x1b[2J.jsonl")
+        'chat\\\\n\\\\x1b[2J.jsonl'
+    """
+    if text.isprintable():
+        return text
+    return _UNPRINTABLE.sub(_escaped, text)
 
 
 def shown(text: str, limit: int | None = LIMIT) -> str:
@@ -64,6 +82,4 @@ def shown(text: str, limit: int | None = LIMIT) -> str:
     if limit is not None and len(text) > limit:  # the middle goes: what is wrong is said at the end
         tail = limit // 4
         text = f"{text[: limit - tail]} ... ({len(text) - limit:,} characters cut) ... {text[-tail:]}"
-    if text.isprintable():
-        return text
-    return _UNPRINTABLE.sub(_escaped, text)
+    return printable(text)
