@@ -842,7 +842,7 @@ def count(
         click.echo(json.dumps({"encoding": encoding, "method": method, "files": rows, "total": total}))
         return
     for row in rows:
-        click.echo(f"{row['tokens']:>10}  {printable(row['file'])}")
+        click.echo(f"{row['tokens']:>10}  {printable(str(row['file']))}")
     if len(rows) > 1:
         click.echo(f"{total:>10}  total")
 

@@ -363,7 +363,9 @@ def test_a_file_name_with_a_control_character_is_printed_escaped(
     imported = cli("import", path, "--store", folder / f"s{control}.db", "--lenient", "--conversation", "c")
     assert imported.exit_code == 0, imported.stderr
     assert lines(imported.stdout)[0].startswith(f"{escaped}: openai, 4 lines: 3 messages, 1 line skipped; ")
-    assert lines(imported.stderr)[1] == f"  {escaped}:2: invalid JSON: Unterminated string starting at column 34"
+    assert (
+        lines(imported.stderr)[1] == f"  {escaped}:2: invalid JSON: Unterminated string starting at column 34"
+    )
 
 
 def test_printable_escapes_only_what_does_not_print() -> None:
