@@ -327,6 +327,25 @@ def decide_and_price(
     return decisions, tokens
 
 
+def _with_sniffed_media_type(block: Block, site: ImageSite) -> Block:
+    """Return a kept image block whose base64 source names the media type its bytes have.
+
+    A transcript may declare ``image/jpeg`` for PNG bytes; the providers check the bytes
+    against the declared type and refuse the whole request (Anthropic: "Image does not match
+    the provided media type").  The bytes' own type (:func:`~compaction.imageinfo.sniff_media_type`,
+    from their magic number) ships instead; the store keeps the block as it came.
+    """
+    source = block.get("source")
+    if (
+        not isinstance(source, dict)
+        or source.get("type") != "base64"
+        or site.media_type is None
+        or source.get("media_type") == site.media_type
+    ):
+        return block
+    return {**block, "source": {**source, "media_type": site.media_type}}
+
+
 class _Rebuild:
     """Rewrite blocks in :func:`find_image_sites` order, one decision per site."""
 
@@ -356,7 +375,7 @@ class _Rebuild:
                 buffer = []
                 source = {
                     "type": "base64",
-                    "media_type": f"image/{match.group(1).lower()}",
+                    "media_type": site.media_type or f"image/{match.group(1).lower()}",
                     "data": canonical_base64(match.group(2)),
                 }
                 pieces.append({"type": "image", "source": source})
@@ -373,11 +392,9 @@ class _Rebuild:
 
     def image_block(self, block: Block) -> Block:
         site, decision = self.next()
-        return (
-            block
-            if decision.keep
-            else {"type": "text", "text": placeholder_for(site, decision.reason, decision.caption)}
-        )
+        if not decision.keep:
+            return {"type": "text", "text": placeholder_for(site, decision.reason, decision.caption)}
+        return _with_sniffed_media_type(block, site)
 
     def blocks(self, blocks: Sequence[Block]) -> list[Block]:
         out: list[Block] = []

@@ -532,3 +532,93 @@ def test_a_client_body_holding_1e999_gets_400_and_nothing_goes_upstream(tmp_path
     assert message.startswith("compaction serve: malformed messages: messages[0]: malformed user message: ")
     assert "content[0]: the text block holds the number inf, which JSON cannot carry" in message
     assert upstream.headers == []
+
+
+# -- 5. a media type that lies ------------------------------------------------------------------------
+
+#: Real image bytes of each type the providers take, base64.
+REAL_IMAGES = {
+    "image/png": PNG,
+    "image/gif": base64.b64encode(
+        b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00"
+        b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+    ).decode(),
+}
+
+
+def _shipped_media_types(payload: str) -> list[str]:
+    """The media type of every image the body ships (a base64 source, or a data URI)."""
+    body = json.loads(payload)
+    found: list[str] = []
+    pending: list[Any] = [body]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "base64" and isinstance(item.get("media_type"), str):
+                found.append(item["media_type"])
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str) and item.startswith("data:image/"):
+            found.append(item[len("data:") : item.index(";")])
+    return sorted(found)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    real=st.sampled_from(sorted(REAL_IMAGES)),
+    declared=st.sampled_from(
+        ["image/png", "image/jpeg", "image/gif", "image/webp", "application/octet-stream"]
+    ),
+    to=st.sampled_from(FORMATS),
+    in_result=st.booleans(),
+)
+def test_a_kept_image_ships_the_media_type_of_its_bytes(
+    real: str, declared: str, to: str, in_result: bool
+) -> None:
+    """Before: PNG bytes declared image/jpeg shipped as image/jpeg, which a provider refuses."""
+    image = {"type": "image", "source": _image_source(REAL_IMAGES[real], declared)}
+    store = Store(":memory:")
+    try:
+        if in_result:
+            append_anthropic(
+                store,
+                [
+                    {"role": "user", "content": "look"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "toolu_1", "name": "shot", "input": {}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [image]}],
+                    },
+                ],
+            )
+        else:
+            append_anthropic(store, [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}])
+        compiled, _ = compress_and_compile(
+            store, Recipe(budget_tokens=100_000, output_format=to), mode="replan"
+        )
+        assert compiled.request.images_replaced == 0
+        assert _shipped_media_types(compiled.request.payload.decode("utf-8")) == [real]
+        (stored,) = [
+            b for m in store.messages() for b in m.content if b.get("type") in ("image", "tool_result")
+        ]
+        kept = stored if stored["type"] == "image" else stored["content"][0]
+        assert kept["source"]["media_type"] == declared  # the store keeps what came
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("to", FORMATS)
+def test_a_data_uri_ships_the_media_type_of_its_bytes(to: str) -> None:
+    store = Store(":memory:")
+    try:
+        append_anthropic(store, [{"role": "user", "content": f"see data:image/jpeg;base64,{PNG} now"}])
+        compiled, _ = compress_and_compile(
+            store, Recipe(budget_tokens=100_000, output_format=to), mode="replan"
+        )
+        assert _shipped_media_types(compiled.request.payload.decode("utf-8")) == ["image/png"]
+    finally:
+        store.close()
