@@ -682,7 +682,10 @@ def run(
         ("format", result.transcript.format),
         ("messages", f"{compiled.total_messages:,}"),
         ("read", result.transcript.read.describe()),
-        (f"tokens before ({recipe.encoding})", f"{result.tokens_before:,}"),
+        (
+            f"tokens before ({recipe.encoding})",
+            f"{result.tokens_before:,} (the whole history as one {compiled.request.format} request)",
+        ),
         ("tokens after", f"{compiled.tokens:,} (budget {compiled.budget:,})"),
     ]
     if result.calibration:

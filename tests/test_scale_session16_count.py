@@ -99,3 +99,7 @@ def test_the_commands_say_what_they_count_and_the_figures_relate(tmp_path: Path)
     assert counted.stdout.splitlines() == [f"{total:>10}  tokens of 3 messages' text", STORE_COUNT_NOTE]
     assert "thinking included" in STORE_COUNT_NOTE and "no message or request framing" in STORE_COUNT_NOTE
     assert before == total + 3 * MESSAGE_OVERHEAD + REQUEST_OVERHEAD == total + 15
+    table = cli("run", transcript, "--budget", "4000")
+    assert table.exit_code == 0, table.output
+    squeezed = "".join(table.stdout.replace("│", " ").split())  # the table may wrap the value
+    assert f"{before}(thewholehistoryasoneopenairequest)" in squeezed
