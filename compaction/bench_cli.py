@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .formats._shown import printable
+
 __all__ = ["bench_command"]
 
 
@@ -101,4 +103,4 @@ def bench_command(
             f"{_shown(report.compile_file)}; compressing it first took {report.compress_s:.2f} s"
         )
     if plot_path:
-        click.echo(f"wrote {plot_path}")
+        click.echo(f"wrote {printable(str(plot_path))}")

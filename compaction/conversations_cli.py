@@ -12,6 +12,8 @@ import json
 
 import click
 
+from .formats._shown import printable
+
 __all__ = ["CONVERSATION_COMMANDS", "branch_command", "conversations_command", "edit_command", "pin_command"]
 
 _STORE_HELP = "SQLite store file, or a PostgreSQL store: postgresql://[user@]host[:port]/DATABASE?store=NAME."
@@ -39,7 +41,8 @@ def conversations_command(store_path: str, as_json: bool) -> None:
         click.echo(json.dumps([info.to_json() for info in infos]))
         return
     if not infos:
-        click.echo(f"{store_path}: no conversation yet (compaction import TRANSCRIPT --store {store_path})")
+        shown = printable(store_path)
+        click.echo(f"{shown}: no conversation yet (compaction import TRANSCRIPT --store {shown})")
         return
     width = max(len("conversation"), *(len(info.name) for info in infos))
     click.echo(f"{'conversation':<{width}}  {'messages':>8}  {'own':>8}  {'summaries':>9}  branch of")

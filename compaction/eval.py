@@ -34,6 +34,7 @@ from .errors import InvalidTranscript
 from .eval_baselines import BASELINES, Baseline, masking, own_summary, shown_note, truncation
 from .eval_probes import PROBE_KINDS, Probe, ProbeKind, RequestText, extract_probes, word_counts
 from .formats import FORMATS
+from .formats._shown import printable
 from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript
 from .recipe import Recipe, load_recipe
@@ -298,7 +299,7 @@ def mean_recall(reports: Sequence[EvalReport]) -> dict[str, dict[ProbeKind, tupl
 def _table(report: EvalReport) -> Any:
     from rich.table import Table
 
-    title = f"{report.transcript} ({report.format}, {report.messages:,} messages, budget {report.budget:,})"
+    title = f"{printable(str(report.transcript))} ({report.format}, {report.messages:,} messages, budget {report.budget:,})"
     table = Table(title=title, title_justify="left")
     table.add_column("probes")
     for s in report.strategies:

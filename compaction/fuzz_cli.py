@@ -7,6 +7,7 @@ import json
 import click
 
 from .errors import CompactionError
+from .formats._shown import printable
 
 __all__ = ["fuzz_command"]
 
@@ -65,7 +66,7 @@ def fuzz_command(
                 outcome = replay_case(replay_dir)
             except AssertionError as err:  # InvariantBroken: the case still fails
                 raise CompactionError(f"{replay_dir}: still fails: {err}") from None
-        click.echo(f"{replay_dir}: every invariant held ({', '.join(outcome.checked)})")
+        click.echo(f"{printable(str(replay_dir))}: every invariant held ({', '.join(outcome.checked)})")
         return
     with _errors(), _progress("fuzzing") as progress:
         recipe = load_recipe(recipe_path) if recipe_path else None

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from .errors import CompactionError
+from .formats._shown import printable
 from .inspect import TEXT_LIMIT, find_summary, inspect_store, message_text, terminal_safe, truncate
 from .outputs import REQUEST_FORMATS
 
@@ -94,7 +95,7 @@ def inspect_command(
     if html_path:
         shown = len(data.summaries)
         click.echo(
-            f"wrote {html_path}: {data.tokens:,} of {data.budget:,} tokens, {shown} summaries shown, "
+            f"wrote {printable(str(html_path))}: {data.tokens:,} of {data.budget:,} tokens, {shown} summaries shown, "
             f"live window from seq {data.live_start} of {data.total_messages:,} messages",
             err=as_json,
         )

@@ -19,6 +19,7 @@ import click
 
 from .errors import CompactionError, InvalidTranscript
 from .formats import FORMATS, ParsedTranscript, load_transcript
+from .formats._shown import printable
 from .outputs import REQUEST_FORMATS
 from .recipe import Recipe
 from .replay import Progress, ReplayReport, replay
@@ -81,7 +82,7 @@ def print_replay_table(report: ReplayReport) -> None:
     from rich.table import Table
 
     title = (
-        f"compaction replay: {report.source} ({report.format or 'messages'}, {report.messages:,} messages, "
+        f"compaction replay: {printable(str(report.source))} ({report.format or 'messages'}, {report.messages:,} messages, "
         f"{report.turns} turns, budget {report.budget:,}, {report.request_format} {report.model})"
     )
     table = Table(title=title)
@@ -240,4 +241,4 @@ def replay_command(
     if all(not t.fits for result in report.strategies for t in result.turns):
         click.echo(f"warning: no request of any strategy fit the budget of {report.budget:,} tokens; raise --budget", err=True)
     if plot_path:
-        click.echo(f"wrote {plot_path}")
+        click.echo(f"wrote {printable(str(plot_path))}")

@@ -372,3 +372,14 @@ def test_printable_escapes_only_what_does_not_print() -> None:
     assert printable("chat.jsonl") == "chat.jsonl"
     assert printable("a b\n\x1b[2J\u202e\u00e9.jsonl") == "a b\\n\\x1b[2J\\u202e\u00e9.jsonl"
     assert printable(printable("a\nb")) == "a\\nb"  # once escaped, it prints
+
+
+@pytest.mark.parametrize("command", ["replay", "eval"])
+def test_replay_and_eval_print_a_transcript_name_escaped_in_their_title(command: str, tmp_path: Path) -> None:
+    """Before: their table titles printed the file name raw (a line break split the title)."""
+    path = jsonl_with_bad_lines(tmp_path / "r\x1bx\n.jsonl", 6, set())
+    result = cli(command, path, "--budget", "4000")
+    assert result.exit_code == 0, result.stderr
+    title = "".join(result.stdout.split("┏")[0].split())  # rich wraps it, at a space or within a word
+    assert "".join(f"{tmp_path}/r\\x1bx\\n.jsonl (openai, 6 messages,".split()) in title
+    assert all(line.isprintable() for line in result.stdout.split("\n"))

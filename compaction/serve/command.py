@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..formats._shown import printable
+
 __all__ = ["serve_command", "serve_stats_command"]
 
 
@@ -70,4 +72,4 @@ def serve_stats_command(store_dir: str, json_out: bool) -> None:
     elif rows:
         click.echo(format_stats(rows))
     else:
-        click.echo(f"no conversations in {store_dir}", err=True)
+        click.echo(f"no conversations in {printable(str(store_dir))}", err=True)
