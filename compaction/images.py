@@ -221,6 +221,12 @@ class ImageDecider:
             return Decision(False, NOT_IN_TRANSCRIPT)
         if self.settings.policy != "placeholders":
             forced = site.forced_reason
+            limit = self.settings.max_side_pixels
+            if forced is None and limit is not None and max(site.width or 0, site.height or 0) > limit:
+                forced = (
+                    f"larger than the request format takes ({site.width}x{site.height} px; "
+                    f"at most {limit} px a side)"
+                )
             if forced is None and role != "user":
                 forced = (
                     f"in an {role} turn, which cannot carry images"

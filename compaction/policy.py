@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from .recipe import Recipe
     from .store.model import Caption
 
-__all__ = ["ImageSettings", "ImageBudget", "Decision", "CaptionLookup", "image_settings", "IMAGE_POLICIES"]
+__all__ = [
+    "ImageSettings",
+    "ImageBudget",
+    "Decision",
+    "CaptionLookup",
+    "image_settings",
+    "IMAGE_POLICIES",
+    "ANTHROPIC_MAX_SIDE_PIXELS",
+]
 
 
 class CaptionLookup(Protocol):
@@ -35,6 +43,12 @@ class CaptionLookup(Protocol):
     def get(self, sha256: str, /) -> Caption | None:
         """Return the caption row of the image ``sha256``, or ``None``."""
         ...
+
+
+#: The longest side of an image Anthropic Messages takes (pixels): "If you submit an image
+#: larger than 8000x8000 px, it will be rejected" (docs.anthropic.com, Vision, image size).
+#: The API refuses the whole request, so a larger image ships as its placeholder.
+ANTHROPIC_MAX_SIDE_PIXELS = 8000
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,9 @@ class ImageSettings:
         captions: where a replaced image's caption is looked up (by sha256) to be shown in
             its placeholder; ``None``: no captions.  One lookup serves the planner and the
             gate of a request, so both see the same captions; it is not part of equality.
+        max_side_pixels: the longest side (pixels) the request format takes; a larger image
+            is replaced whatever the caps (``None`` = no limit; Anthropic Messages:
+            :data:`ANTHROPIC_MAX_SIDE_PIXELS`).
 
     Raises:
         RecipeError: an unknown policy or a negative cap.
@@ -63,11 +80,12 @@ class ImageSettings:
     strip_depth_tokens: int | None = None
     assumed_url_image_bytes: int = 1_000_000
     captions: CaptionLookup | None = field(default=None, compare=False, repr=False)
+    max_side_pixels: int | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in IMAGE_POLICIES:
             raise RecipeError(f"image_policy must be 'live' or 'placeholders'; found {self.policy!r}")
-        for name in ("max_images", "max_bytes", "strip_depth_tokens"):
+        for name in ("max_images", "max_bytes", "strip_depth_tokens", "max_side_pixels"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise RecipeError(f"{name} must be a whole number >= 0 or None; found {value!r}")
@@ -136,10 +154,12 @@ def image_settings(recipe: Recipe, requests: Literal["live", "compression"]) -> 
             no depth cap).
     """
     live = requests == "live"
+    anthropic = recipe.output_format == "anthropic" if live else recipe.summarizer.kind == "anthropic"
     return ImageSettings(
         policy=recipe.image_policy,
         max_images=recipe.max_live_images if live else recipe.max_compression_images,
         max_bytes=recipe.max_live_image_bytes if live else recipe.max_compression_image_bytes,
         strip_depth_tokens=recipe.image_strip_depth_tokens if live else None,
         assumed_url_image_bytes=recipe.assumed_url_image_bytes,
+        max_side_pixels=ANTHROPIC_MAX_SIDE_PIXELS if anthropic else None,
     )

@@ -622,3 +622,41 @@ def test_a_data_uri_ships_the_media_type_of_its_bytes(to: str) -> None:
         assert _shipped_media_types(compiled.request.payload.decode("utf-8")) == ["image/png"]
     finally:
         store.close()
+
+
+# -- 6. an image larger than Anthropic takes ------------------------------------------------------------
+
+
+def _png_declaring(width: int, height: int) -> str:
+    """The base64 of a 1x1 PNG whose header declares ``width`` x ``height`` pixels (a size is
+    read from the header, never by decoding)."""
+    data = bytearray(_png(1, 1))
+    data[16:24] = struct.pack(">II", width, height)
+    return base64.b64encode(bytes(data)).decode()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    width=st.integers(1, 20_000),
+    height=st.integers(1, 20_000),
+    to=st.sampled_from(FORMATS),
+)
+def test_anthropic_gets_no_image_over_8000_px_a_side(width: int, height: int, to: str) -> None:
+    """Before: a 1280x12000 full-page screenshot shipped to Anthropic, which refuses the request."""
+    image = {"type": "image", "source": _image_source(_png_declaring(width, height))}
+    store = Store(":memory:")
+    try:
+        append_anthropic(store, [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}])
+        compiled, _ = compress_and_compile(
+            store, Recipe(budget_tokens=100_000, output_format=to), mode="replan"
+        )
+        shipped = compiled.request.payload.decode("utf-8")
+        too_large = to == "anthropic" and max(width, height) > 8000
+        assert compiled.request.images_replaced == (1 if too_large else 0)
+        assert (_shipped_media_types(shipped) == []) is too_large
+        if too_large:
+            assert (
+                f"reason: larger than the request format takes ({width}x{height} px; at most 8000 px a side)"
+            ) in shipped
+    finally:
+        store.close()
