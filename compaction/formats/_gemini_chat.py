@@ -165,7 +165,8 @@ def parse_recording(document: Any, ctx: Context) -> list[Draft]:
                 key = "gemini_notices" if kind in _NOTICES else "gemini_unknown_records"
                 if key == "gemini_unknown_records":
                     unknown[str(kind)] = unknown.get(str(kind), 0) + 1
-                target = drafts[-1].meta if drafts else early
+                # the message before it that has content: an empty one is left out later
+                target = next((d.meta for d in reversed(drafts) if d.content), early)
                 target.setdefault(key, []).append(record)
                 continue
             if kind == "user":
@@ -183,8 +184,9 @@ def parse_recording(document: Any, ctx: Context) -> list[Draft]:
         if isinstance(record.get("id"), str):
             made[0].source_id = record["id"]
         drafts.extend(made)
-    if drafts and early:
-        drafts[0].meta.update(early)
+    first = next((d for d in drafts if d.content), None)
+    if first is not None and early:
+        first.meta.update(early)
     for kind, count in unknown.items():
         ctx.note(
             f"{count} message record(s) of type {kind!r} (not user, gemini, info, warning or "

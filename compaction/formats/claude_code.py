@@ -64,6 +64,7 @@ from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
 from ._claude_code_tree import is_prompt
 from ._common import Context, Draft, Malformed, copy_draft, iter_jsonl
+from ._gemini_chat import is_chat_recording
 from ._sniff import Sample, TranscriptFormat
 
 __all__ = ["FORMAT", "NAME", "SessionReader", "parse", "sniff"]
@@ -427,9 +428,11 @@ class SessionReader:
 
 def sniff(sample: Sample) -> bool:
     """Claim JSONL whose first lines hold a Claude Code event: one with ``parentUuid``,
-    ``sessionId``, ``isSidechain`` or ``leafUuid``."""
+    ``sessionId``, ``isSidechain`` or ``leafUuid`` that is not a Gemini CLI chat recording."""
     keys = ("parentUuid", "sessionId", "isSidechain", "leafUuid")
-    return any(key in record for record in sample.entries for key in keys)
+    return any(
+        key in record and not is_chat_recording(record) for record in sample.entries for key in keys
+    )  # a Gemini CLI chat recording written on one line also has a 'sessionId
 
 
 FORMAT = TranscriptFormat(

@@ -143,7 +143,11 @@ class _Stream:
 def parse(text: str, ctx: Context) -> list[Draft]:
     """Parse a Gemini CLI stream-json transcript (JSONL) or chat recording (a JSON document
     with ``sessionId``, ``projectHash`` and ``messages``) into drafts."""
-    if not first_line_is_object(text):
+    if "\n" not in text.strip() and first_line_is_object(text):  # one line: a compact recording?
+        document = load_json_document(text, ctx)
+        if is_chat_recording(document):
+            return parse_recording(document, ctx)
+    elif not first_line_is_object(text):
         document = load_json_document(text, ctx)
         if not is_chat_recording(document):
             raise ctx.error(
