@@ -334,20 +334,26 @@ def decide_and_price(
 
 
 def _with_sniffed_media_type(block: Block, site: ImageSite) -> Block:
-    """Return a kept image block whose base64 source names the media type its bytes have.
+    """Return a kept image block as the providers take it: inline bytes under the media type
+    they have.
 
     A transcript may declare ``image/jpeg`` for PNG bytes; the providers check the bytes
     against the declared type and refuse the whole request (Anthropic: "Image does not match
     the provided media type").  The bytes' own type (:func:`~compaction.imageinfo.sniff_media_type`,
-    from their magic number) ships instead; the store keeps the block as it came.
+    from their magic number) ships instead.  A ``url`` source holding a ``data:`` URI ships
+    as the base64 source it is (Anthropic fetches a URL source and takes no ``data:`` URI).
+    The store keeps the block as it came.
     """
     source = block.get("source")
-    if (
-        not isinstance(source, dict)
-        or source.get("type") != "base64"
-        or site.media_type is None
-        or source.get("media_type") == site.media_type
-    ):
+    if not isinstance(source, dict) or site.media_type is None:
+        return block
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        match = DATA_URI_RE.fullmatch(source["url"])
+        if match is None:
+            return block
+        inline = {"type": "base64", "media_type": site.media_type, "data": canonical_base64(match.group(2))}
+        return {**block, "source": inline}
+    if source.get("type") != "base64" or source.get("media_type") == site.media_type:
         return block
     return {**block, "source": {**source, "media_type": site.media_type}}
 

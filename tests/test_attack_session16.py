@@ -660,3 +660,23 @@ def test_anthropic_gets_no_image_over_8000_px_a_side(width: int, height: int, to
             ) in shipped
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("to", FORMATS)
+def test_a_url_source_holding_a_data_uri_ships_as_inline_bytes(to: str) -> None:
+    """Before: Anthropic got {"type": "url", "url": "data:image/jpeg;base64,..."}, a URL it cannot fetch."""
+    image = {"type": "image", "source": {"type": "url", "url": f"data:image/jpeg;base64,{PNG}"}}
+    store = Store(":memory:")
+    try:
+        append_anthropic(store, [{"role": "user", "content": [{"type": "text", "text": "look"}, image]}])
+        compiled, _ = compress_and_compile(
+            store, Recipe(budget_tokens=100_000, output_format=to), mode="replan"
+        )
+        shipped = compiled.request.payload.decode("utf-8")
+        assert compiled.request.images_replaced == 0
+        assert _shipped_media_types(shipped) == ["image/png"]
+        if to == "anthropic":
+            assert '"type":"url"' not in shipped and "data:image" not in shipped
+            assert f'"data":"{PNG}"' in shipped
+    finally:
+        store.close()
