@@ -444,3 +444,21 @@ def test_gemini_recording_answers_every_call_once_after_its_turn(turns: list[lis
         )
     else:
         assert parsed.problems == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["stats", "heartbeat", "future_event"]), min_size=1, max_size=6))
+def test_gemini_stream_names_event_types_it_skips(kinds: list[str]) -> None:
+    rows = [{"type": "init", "timestamp": "t", "session_id": "s", "model": "gemini-3-pro"}]
+    rows.append({"type": "message", "timestamp": "t", "role": "user", "content": "hi"})
+    rows += [{"type": kind, "timestamp": "t"} for kind in kinds]
+    rows.append({"type": "message", "timestamp": "t", "role": "assistant", "content": "hello", "delta": True})
+    parsed = parse_text("\n".join(json.dumps(r) for r in rows) + "\n", "gemini-cli", name="stream.jsonl")
+    assert [m.role for m in parsed.messages] == ["user", "assistant"]
+    assert len(parsed.problems) == len(set(kinds))
+    for kind in set(kinds):
+        first = 3 + kinds.index(kind)
+        assert any(
+            p.startswith(f"stream.jsonl:{first}: {kinds.count(kind)} event(s) of type {kind!r}")
+            for p in parsed.problems
+        )

@@ -15,7 +15,8 @@ The events (``JsonStreamEventType`` in google-gemini/gemini-cli,
   statistics) make no message: they are kept in the ``meta`` of the message before them
   (``gemini_errors``, ``gemini_result``), so nothing the stream said is lost.
 
-A line with another ``type`` is ignored.  A ``message`` without string ``content``, a
+A line with another ``type`` is skipped, and the report names it (one note per type: how
+many, and their lines).  A ``message`` without string ``content``, a
 ``tool_use`` without ``tool_name`` / ``tool_id`` or a ``tool_result`` without ``tool_id`` is
 malformed.
 
@@ -76,6 +77,7 @@ class _Stream:
         self.model: str | None = None
         self.open: Draft | None = None  # the assistant message chunks and calls still join
         self.early: dict[str, Any] = {}  # notes from before the first message
+        self.unknown: dict[str, list[int]] = {}  # an event type this reader does not know -> its lines
 
     def _assistant(self, line: int, timestamp: Any) -> Draft:
         if self.open is None:
@@ -138,6 +140,8 @@ class _Stream:
         elif kind == "result":
             self.open = None
             self._note("gemini_result", {k: event[k] for k in ("status", "error", "stats") if k in event})
+        else:
+            self.unknown.setdefault(str(kind), []).append(line)
 
 
 def parse(text: str, ctx: Context) -> list[Draft]:
@@ -163,6 +167,14 @@ def parse(text: str, ctx: Context) -> list[Draft]:
             ctx.problem(str(err), line=line)
     if stream.drafts and stream.early:
         stream.drafts[0].meta.update(stream.early)
+    for kind, lines in stream.unknown.items():
+        shown_lines = ", ".join(map(str, lines[:5])) + (
+            f" and {len(lines) - 5} more" if len(lines) > 5 else ""
+        )
+        ctx.note(
+            f"{len(lines)} event(s) of type {kind!r} (not one this reader knows) skipped: lines {shown_lines}",
+            line=lines[0],
+        )
     return stream.drafts
 
 
