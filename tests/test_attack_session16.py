@@ -29,6 +29,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,7 +41,7 @@ import pytest
 from cli_runner import cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from serve_support import live_server
+from serve_support import free_port, live_server
 
 from compaction import InvalidMessage, Recipe, Store, append_anthropic, compress_and_compile
 from compaction.blocks import Message, unknown_block_text
@@ -680,3 +681,64 @@ def test_a_url_source_holding_a_data_uri_ships_as_inline_bytes(to: str) -> None:
             assert f'"data":"{PNG}"' in shipped
     finally:
         store.close()
+
+
+# -- 7. a key in the upstream URL ------------------------------------------------------------------------
+
+URL_KEY = "sk-URLKEYqrstuvwx9876543210ABCDEF"
+
+
+def test_a_key_in_the_upstream_url_is_never_logged(tmp_path: Path) -> None:
+    """Before: the start-up line said 'forwarding to http://gw:sk-...@127.0.0.1:PORT/v1' on stderr."""
+    upstream = _Upstream(200, None)
+    host_port = upstream.url.removeprefix("http://").removesuffix("/v1")
+    port = free_port()
+    command = [
+        *COMPACTION,
+        "serve",
+        "--upstream",
+        f"http://gw:{URL_KEY}@{host_port}/v1",
+        "--port",
+        str(port),
+        "--store-dir",
+        str(tmp_path / "stores"),
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+    finally:
+        process.terminate()
+        _out, err = process.communicate(timeout=15)
+        upstream.close()
+    log = err.decode()
+    assert f"forwarding to http://gw:***@{host_port}/v1, stores in " in log
+    assert URL_KEY[:12] not in log and URL_KEY[-12:] not in log
+
+
+@pytest.mark.parametrize("url", [f"ftp://gw:{URL_KEY}@host/v1", f"http://gw:{URL_KEY}@host/v1?x=1"])
+def test_a_refused_upstream_url_is_shown_without_its_key(tmp_path: Path, url: str) -> None:
+    result = cli("serve", "--upstream", url, "--store-dir", tmp_path / "stores")
+    assert result.exit_code == 1
+    line = _one_error_line(result.stderr)
+    assert line.startswith("compaction: error: --upstream must be ") and "gw:***@host/v1" in line
+    assert URL_KEY[:12] not in line and URL_KEY[-12:] not in line
+
+
+def test_an_unreadable_upstream_url_is_one_line() -> None:
+    result = cli("serve", "--upstream", "http://[::1/v1")
+    assert result.exit_code == 1
+    assert _one_error_line(result.stderr) == (
+        "compaction: error: --upstream must be an http(s) base URL such as https://api.openai.com/v1; "
+        "found 'an unreadable URL'"
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from ..recipe import Recipe
 from .app import ServeSettings, create_app
-from .forwarding import Limits, check_upstream_url
+from .forwarding import Limits, check_upstream_url, shown_url
 from .stores import DEFAULT_OPEN_CONVERSATIONS
 
 __all__ = ["run_server", "is_loopback"]
@@ -82,5 +82,5 @@ def run_server(
     limits = Limits(timeout_seconds=timeout_seconds, max_request_bytes=max_request_bytes)
     settings = ServeSettings(upstream, Path(store_dir), recipe or Recipe(), budget, limits, open_conversations)
     app = create_app(settings)
-    log.info("forwarding to %s, stores in %s, listening on http://%s:%d/v1", settings.upstream, store_dir, host, port)
+    log.info("forwarding to %s, stores in %s, listening on http://%s:%d/v1", shown_url(settings.upstream), store_dir, host, port)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")

@@ -31,6 +31,7 @@ __all__ = [
     "Upstream",
     "check_upstream_url",
     "credentials",
+    "shown_url",
     "request_headers",
     "response_headers",
 ]
@@ -73,14 +74,35 @@ def check_upstream_url(url: str) -> str:
         >>> check_upstream_url("http://localhost:11434/v1/")
         'http://localhost:11434/v1'
     """
-    parts = urlsplit(url) if isinstance(url, str) else None
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        shown = shown_url(url) if isinstance(url, str) else url
+    except ValueError:  # a port that is not a number, a bracket left open
+        parts, shown = None, "an unreadable URL"
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidArgument(
-            f"--upstream must be an http(s) base URL such as https://api.openai.com/v1; found {url!r}"
+            f"--upstream must be an http(s) base URL such as https://api.openai.com/v1; found {shown!r}"
         )
     if parts.query or parts.fragment:
-        raise InvalidArgument(f"--upstream must be a base URL without a query or fragment; found {url!r}")
+        raise InvalidArgument(f"--upstream must be a base URL without a query or fragment; found {shown!r}")
     return url.rstrip("/")
+
+
+def shown_url(url: str) -> str:
+    """Return ``url`` as it may be logged or shown: a password in it replaced by ``***``.
+
+    A gateway may take basic credentials in the upstream URL (``https://user:KEY@host/v1``);
+    the key never reaches a log line or an error message.
+
+    Example:
+        >>> shown_url("https://me:sk-abc123@gw.example/v1")
+        'https://me:***@gw.example/v1'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
 def credentials(headers: Mapping[str, str]) -> list[str]:
