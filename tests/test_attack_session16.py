@@ -742,3 +742,73 @@ def test_an_unreadable_upstream_url_is_one_line() -> None:
         "compaction: error: --upstream must be an http(s) base URL such as https://api.openai.com/v1; "
         "found 'an unreadable URL'"
     )
+
+
+# -- 8. a tool call whose arguments hold a "type" ----------------------------------------------------------
+
+SCHEMA_INPUT = {
+    "type": ["string", "null"],
+    "items": {"type": "image_url", "image_url": {"url": "https://example.com/y.png"}},
+    "example": {"type": "image", "source": {"type": "url", "url": "https://example.com/z.png"}},
+}
+
+
+@pytest.mark.parametrize("to", FORMATS)
+@pytest.mark.parametrize("vision", [True, False])
+def test_tool_arguments_shaped_like_blocks_ship_unchanged(to: str, vision: bool) -> None:
+    """Before, to Anthropic: {"type": [...]} in a tool input crashed the gate (TypeError, a
+    traceback from the CLI), and {"type": "image"} in one was counted as an image input, so
+    every compile failed ("the body carries 1 image inputs, the gate kept 0")."""
+    store = Store(":memory:")
+    try:
+        append_anthropic(
+            store,
+            [
+                {"role": "user", "content": "write the schema"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "toolu_1", "name": "schema", "input": SCHEMA_INPUT}
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+                },
+            ],
+        )
+        recipe = Recipe(budget_tokens=100_000, output_format=to, vision=vision)
+        compiled, _ = compress_and_compile(store, recipe, mode="replan")
+        body = json.loads(compiled.request.payload)
+        assert compiled.request.images_replaced == 0
+        shipped_inputs = [
+            json.loads(call["function"]["arguments"]) if "function" in call else call.get("input")
+            for message in body.get("messages", body.get("input", []))
+            for call in (message.get("tool_calls") or message.get("content") or [message])
+            if isinstance(call, dict) and ("function" in call or call.get("type") == "tool_use")
+        ] + [
+            json.loads(item["arguments"])
+            for item in body.get("input", [])
+            if item.get("type") == "function_call"
+        ]
+        assert shipped_inputs == [SCHEMA_INPUT]
+    finally:
+        store.close()
+
+
+def test_the_cli_compiles_a_schema_shaped_tool_input_for_anthropic(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    turns = [
+        {"role": "user", "content": "write the schema"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "s", "input": SCHEMA_INPUT}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+        {"role": "user", "content": "thanks"},
+    ]
+    path.write_text("\n".join(json.dumps(t) for t in turns) + "\n", "utf-8")
+    result = cli("run", path, "--budget", "5000", "--to", "anthropic", "--out", tmp_path / "body.json")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads((tmp_path / "body.json").read_text("utf-8"))
+    assert body["messages"][1]["content"][0]["input"] == SCHEMA_INPUT

@@ -120,19 +120,25 @@ def count_body_images(value: Any, image_types: frozenset[str]) -> int:
     """Return the image inputs in a rendered body fragment.
 
     Counts objects whose ``type`` is in ``image_types`` (not looking inside them) and
-    ``data:image/...;base64,`` URIs inside any string, at any depth.
+    ``data:image/...;base64,`` URIs inside any string, at any depth.  A ``tool_use`` block's
+    ``input`` is the call's arguments, not content: an object in it whose ``type`` says
+    ``image`` (a JSON schema, an image described to a tool) is no image input, and a
+    ``type`` that is not a string (``{"type": ["string", "null"]}``) is no block type; only
+    the ``data:`` URIs in its strings count there.
     """
     count = 0
-    stack = [value]
+    stack: list[tuple[Any, bool]] = [(value, False)]  # (item, inside a tool call's arguments)
     while stack:
-        item = stack.pop()
+        item, arguments = stack.pop()
         if isinstance(item, dict):
-            if item.get("type") in image_types:
+            kind = item.get("type")
+            if not arguments and isinstance(kind, str) and kind in image_types:
                 count += 1
                 continue
-            stack.extend(item.values())
+            tool_call = not arguments and kind == "tool_use"
+            stack.extend((child, arguments or (tool_call and key == "input")) for key, child in item.items())
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend((child, arguments) for child in item)
         elif isinstance(item, str) and ";base64," in item:
             count += len(DATA_URI_RE.findall(item))
     return count
