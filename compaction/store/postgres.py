@@ -430,8 +430,20 @@ class PostgresStore(usage.UsageRecords, SummaryQueries):
     def _contains(self, haystack: str, needle: str) -> str:
         return f"strpos({haystack}, {needle}) > 0"
 
-    def _snapshot(self) -> AbstractContextManager[Any]:
-        return self._db.transaction()
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Run the block's reads in one ``REPEATABLE READ`` transaction: one snapshot for all of them.
+
+        A plain transaction is ``READ COMMITTED``, where each statement takes a snapshot of
+        its own, so a read's bound (:meth:`next_seq`) and its rows could see two states of
+        the store, as on SQLite (see its ``_snapshot``).  Inside a transaction already open
+        (a write's) the block reads in that one, as a savepoint.
+        """
+        idle = self._db.info.transaction_status == self._pg.pq.TransactionStatus.IDLE
+        with self._db.transaction():
+            if idle:  # the first statement of the transaction: its isolation can still be set
+                self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
 
     def _limit(self, limit: int) -> int | None:
         return None if limit < 0 else limit  # LIMIT NULL: all, as SQLite's LIMIT -1

@@ -11,7 +11,9 @@ of hooks for what differs:
 * :meth:`CommonQueries._contains`: the SQL of "``needle`` occurs in ``haystack``"
   (``instr`` or ``strpos``);
 * :meth:`CommonQueries._snapshot`: a read that must see one state of the store (a
-  transaction on PostgreSQL, where each statement otherwise autocommits; nothing on SQLite);
+  ``REPEATABLE READ`` transaction on PostgreSQL, a deferred ``BEGIN`` on SQLite: each
+  statement of their autocommit connections otherwise sees the store as it is when it
+  starts, so a read's bound and its rows could see two states);
 * :meth:`CommonQueries._limit`: a ``LIMIT`` argument (SQLite takes a negative one as "all",
   PostgreSQL takes ``NULL``);
 * :meth:`CommonQueries._insert_ignoring` / :meth:`CommonQueries._insert_replacing`: an
@@ -180,7 +182,7 @@ class CommonQueries(ConversationScope):
         raise NotImplementedError
 
     def _snapshot(self) -> AbstractContextManager[Any]:
-        """Return a context in which the reads see one state of the store (none needed: SQLite)."""
+        """Return a context in which the reads see one state of the store (the backend's read transaction)."""
         return nullcontext()
 
     def _limit(self, limit: int) -> int | None:
@@ -304,6 +306,17 @@ class CommonQueries(ConversationScope):
             row = self._newest_row("seq")
         return 0 if row is None else int(row[0]) + 1
 
+    def _bound(self, end: int | None) -> int:
+        """Return the end of a read of ``[start, end)``: ``end`` capped at :meth:`next_seq` (inside the read's snapshot).
+
+        Taken in the same snapshot as the rows it bounds (:meth:`_snapshot`), so the rows a
+        read returns and the range its check expects are of one state of the store: a bound
+        read at another moment than the rows made a read past the newest message expect
+        rows another connection appended after the rows were read.
+        """
+        newest = self.next_seq()
+        return newest if end is None else min(end, newest)
+
     def _newest_row(self, columns: str) -> tuple[Any, ...] | None:
         """Return ``columns`` of the newest message row this conversation shows, else ``None`` (inside a read).
 
@@ -389,7 +402,7 @@ class CommonQueries(ConversationScope):
         check_ints(start=start)
         check_optional_ints(end=end)
         with self._reading("reading messages"), self._snapshot():
-            end = self.next_seq() if end is None else end
+            end = self._bound(end)
             rows = self._message_query(start, end)
             self._check_dense([int(r[0]) for r in rows], start, end)
             return [message for message, _key in self._from_rows(rows)]
@@ -453,7 +466,7 @@ class CommonQueries(ConversationScope):
         holds = " OR ".join(self._contains("COALESCE(r.content, m.content)", m) for _ in dropped) or self._FALSE
         with self._reading("reading message facts"):
             with self._snapshot():
-                end = self.next_seq() if end is None else end
+                end = self._bound(end)
                 join, where, args = self._shown_rows(start, end)
                 rows = self._db.execute(
                     "SELECT m.seq, m.role, COALESCE(r.tool_uses, m.tool_uses), COALESCE(r.tool_results, m.tool_results),"
@@ -467,7 +480,7 @@ class CommonQueries(ConversationScope):
                     f" WHERE {where} AND m.seq >= {m} AND m.seq < {m} ORDER BY m.seq",
                     (*(f'"{t}"' for t in sorted(dropped)), key, plain, *args, start, end),
                 ).fetchall()
-            self._check_dense([int(r[0]) for r in rows], start, end)
+                self._check_dense([int(r[0]) for r in rows], start, end)
             missing = [(int(r[0]), int(r[7])) for r in rows if r[5] is None]
             counted = self._count_missing(missing, encoding, dropped)
             if missing:
@@ -521,7 +534,7 @@ class CommonQueries(ConversationScope):
         check_optional_ints(end=end)
         m = self._mark
         with self._reading("reading the user turns"), self._snapshot():
-            end = self.next_seq() if end is None else end
+            end = self._bound(end)
             join, where, args = self._shown_rows(start, end)
             content = "COALESCE(r.content, m.content)"
             spaced = self._contains(content, "'\"type\": \"text\"'")

@@ -424,18 +424,50 @@ class SQLiteStore(usage.UsageRecords, SummaryQueries):
     def _append(self, batch: list[Message], chain_seed: str | None) -> int:
         return append_batch(_SQLiteRows(self), batch, chain_seed)
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Run the block's reads in one read transaction, so they all see one state of the store.
+
+        Outside a transaction each statement of an autocommit connection reads the store as
+        it is when the statement starts, so a read's bound (:meth:`next_seq`) and its rows
+        taken by two statements could see two states: an append committed by another
+        connection in between (to this conversation) made a read with an ``end`` past the
+        newest message expect rows its own statement could not see, and report a message
+        "missing" that was only newer (``tests/test_store_read_race_session16.py``).  A
+        deferred ``BEGIN`` takes WAL's snapshot at the first read and keeps it until the
+        ``COMMIT``; inside a transaction already open (a write's, or the caller's on a
+        connection it gave) the block reads in that one.  Nothing is written in the block.
+        """
+        db = self._db
+        if db.in_transaction:
+            yield
+            return
+        db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            if db.in_transaction:
+                self._quietly("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
     def _check_dense(self, seqs: list[int], start: int, end: int) -> None:
-        """Raise StoreError when a stored message is missing in ``[start, end)`` (seqs are dense by contract)."""
-        end = min(end, self.next_seq())
-        if len(seqs) == max(0, end - max(start, 0)):
+        """Raise StoreError unless ``seqs`` are exactly the seqs of ``[start, end)`` (seqs are dense by contract).
+
+        ``end`` is the read's bound, at most :meth:`next_seq` as read in the same snapshot as
+        the rows (:meth:`_snapshot`), so any difference is in the file itself, not a write
+        of another connection meanwhile.
+        """
+        expected = max(0, end - max(start, 0))
+        if len(seqs) == expected:
             return
         present = set(seqs)
         hole = next((seq for seq in range(max(start, 0), end) if seq not in present), None)
-        if hole is None:  # more rows than the range holds: a seq read twice, or one past the newest
+        if hole is None:  # more rows than the range holds: a seq stored twice
             raise StoreError(
-                f"{self.path}: {len(seqs)} message rows were read for the {max(0, end - max(start, 0))} seqs of "
-                f"[{max(start, 0)}, {end}) (the newest message is {end - 1}); the store changed during the read "
-                "or was edited outside compaction: read again, or restore it from a copy"
+                f"{self.path}: {len(seqs)} message rows were read for the {expected} seqs of "
+                f"[{max(start, 0)}, {end}) in one snapshot of the store: "
+                "a message is stored twice, so the store was edited outside compaction; restore it from a copy"
             )
         raise StoreError(
             f"{self.path}: message {hole} is missing from the store (messages are numbered without gaps); "
