@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from compaction import load_transcript
 from compaction.blocks import Message
-from compaction.formats import parse_text
+from compaction.formats import detect_format, parse_text
 from tests.cli_runner import cli
 
 DATA = Path(__file__).parent / "data" / "formats" / "real_s16"
@@ -462,3 +462,13 @@ def test_gemini_stream_names_event_types_it_skips(kinds: list[str]) -> None:
             p.startswith(f"stream.jsonl:{first}: {kinds.count(kind)} event(s) of type {kind!r}")
             for p in parsed.problems
         )
+
+
+def test_a_gemini_recording_on_one_line_is_detected_as_gemini_not_claude_code(tmp_path: Path) -> None:
+    source = DATA / "gemini-cli__codemie-code__session-2026-01-16T11-01-file-ops.json"
+    compact = tmp_path / "session.json"
+    compact.write_text(json.dumps(json.loads(source.read_text("utf-8"))), "utf-8")  # one line
+    assert detect_format(compact) == detect_format(source) == "gemini-cli"
+    assert [m.content for m in load_transcript(compact).messages] == [
+        m.content for m in load_transcript(source).messages
+    ]

@@ -203,7 +203,7 @@ def sniff(sample: Sample) -> bool:
     chat recording document (:func:`~compaction.formats._gemini_chat.is_chat_recording`)."""
     if any(_is_gemini_event(record) for record in sample.entries):
         return True
-    return not sample.jsonl and is_chat_recording(sample.document)
+    return is_chat_recording(sample.document)
 
 
 FORMAT = TranscriptFormat(
