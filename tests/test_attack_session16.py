@@ -812,3 +812,63 @@ def test_the_cli_compiles_a_schema_shaped_tool_input_for_anthropic(tmp_path: Pat
     assert result.exit_code == 0, result.stderr
     body = json.loads((tmp_path / "body.json").read_text("utf-8"))
     assert body["messages"][1]["content"][0]["input"] == SCHEMA_INPUT
+
+
+# -- 9. a list or object where a name was expected --------------------------------------------------------
+
+
+def _openhands_with_object_observation(path: Path) -> Path:
+    """The shipped OpenHands output's first record, its first observation's kind made an object."""
+    shipped = Path(__file__).parent.parent / "examples" / "openhands__multi-swe-bench__output.jsonl"
+    first = next(line for line in shipped.read_text("utf-8").splitlines() if line.strip())
+    record = json.loads(first)
+    index = next(i for i, event in enumerate(record["history"]) if "observation" in event)
+    record["history"][index]["observation"] = {"kind": "run"}
+    path.write_text(json.dumps(record) + "\n", "utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "fmt", "expected"),
+    [
+        (
+            "lc1.json",
+            [{"type": [], "data": {"content": "x"}}],
+            "langchain",
+            "lc1.json: messages[0]: unknown message type []; expected human, ai, system, tool or chat",
+        ),
+        (
+            "lc2.json",
+            [
+                {
+                    "type": "ai",
+                    "data": {"content": [{"type": "tool_call", "id": {"a": 1}, "name": "f", "args": {}}]},
+                }
+            ],
+            "langchain",
+            "lc2.json: messages[0]: content[0]: a tool_call part's 'id' must be a string; found dict",
+        ),
+        (
+            "oh.jsonl",
+            None,
+            "openhands",
+            "oh.jsonl:1: history[3]: an observation must be a string naming its kind; found dict",
+        ),
+    ],
+)
+def test_an_object_where_a_name_goes_is_one_clear_line(
+    tmp_path: Path, name: str, content: Any, fmt: str, expected: str
+) -> None:
+    """Before: TypeError: unhashable type (a traceback) from a set lookup of the object."""
+    path = tmp_path / name
+    if content is None:
+        _openhands_with_object_observation(path)
+    else:
+        path.write_text(json.dumps(content), "utf-8")
+    result = cli("import", path, "--store", tmp_path / "s.db", "--format", fmt)
+    assert result.exit_code == 1
+    line = _one_error_line(result.stderr)
+    assert (
+        line
+        == f"compaction: error: {tmp_path}/{expected}; fix it, or skip such lines with --lenient (lenient=True in Python)"
+    )

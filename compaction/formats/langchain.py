@@ -99,7 +99,7 @@ def _fields(message: Any) -> tuple[str, dict[str, Any]]:
         kind = _CLASSES.get(kind.removesuffix("Chunk"), kind)
     data = message.get("data")
     fields = data if isinstance(data, dict) else message
-    if kind not in _TYPES:
+    if not isinstance(kind, str) or kind not in _TYPES:  # a list or object is no type (nor hashable)
         raise Malformed(f"unknown message type {kind!r}; expected human, ai, system, tool or chat")
     return str(kind), fields
 
@@ -135,6 +135,8 @@ def _content(content: Any, call_ids: set[str]) -> list[Block]:
                 blocks.append(_image(part))
             elif kind in ("tool_use", "tool_call"):
                 call_id = part.get("id")
+                if call_id is not None and not isinstance(call_id, str):  # an object is no id (nor hashable)
+                    raise Malformed(f"a {kind} part's 'id' must be a string; found {type(call_id).__name__}")
                 if call_id not in call_ids:
                     arguments = part.get("input") if kind == "tool_use" else part.get("args")
                     blocks.append(

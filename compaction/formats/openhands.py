@@ -131,6 +131,10 @@ def _event_draft(event: Any, converter: OpenAIConverter, responses: set[str]) ->
         return Draft("assistant", text_blocks(event.get("message")))
     if "observation" in event:
         observation = event["observation"]
+        if not isinstance(observation, str):  # an object is no kind of observation (nor hashable)
+            raise Malformed(
+                f"an observation must be a string naming its kind; found {type(observation).__name__}"
+            )
         if isinstance(metadata, dict):
             call_id = metadata.get("tool_call_id")
             if not isinstance(call_id, str):
