@@ -383,3 +383,33 @@ def test_replay_and_eval_print_a_transcript_name_escaped_in_their_title(command:
     title = "".join(result.stdout.split("┏")[0].split())  # rich wraps it, at a space or within a word
     assert "".join(f"{tmp_path}/r\\x1bx\\n.jsonl (openai, 6 messages,".split()) in title
     assert all(line.isprintable() for line in result.stdout.split("\n"))
+
+
+@settings(max_examples=8, deadline=None)
+@example(total=2)
+@example(total=9)
+@given(total=st.integers(2, 12))
+def test_a_strict_format_under_which_every_line_fails_says_all_of_them_fail(
+    total: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Before: without --lenient, the error named the first line and told to skip such lines with
+    --lenient, which then imported nothing: now it says all N lines fail, so --lenient would not help."""
+    path = chat_lines_without_roles(tmp_path_factory.mktemp("strict") / "events.jsonl", total)
+    result = cli("run", path, "--budget", "4000", "--format", "openai")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"compaction: error: {path}:1: unknown role None; expected system, developer, user, assistant, tool "
+        f"or function; all {total:,} lines that might hold a chat message (an object with a 'role' and its "
+        "'content') fail as 'openai' (the first is said here), so --lenient would import nothing\n"
+    )
+    with pytest.raises(InvalidTranscript) as caught:
+        load_transcript(path, format="openai")
+    assert (caught.value.path, caught.value.line) == (str(path), 1)
+
+
+def test_a_strict_format_under_which_some_lines_read_still_says_to_skip_them(tmp_path: Path) -> None:
+    path = jsonl_with_bad_lines(tmp_path / "chat.jsonl", 6, {1, 3})
+    result = cli("run", path, "--budget", "4000", "--format", "openai")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"compaction: error: {path}:1: invalid JSON: ")
+    assert result.stderr.endswith("; fix it, or skip such lines with --lenient (lenient=True in Python)\n")

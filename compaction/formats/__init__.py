@@ -282,8 +282,9 @@ def load_transcript(path: str | Path, format: str | None = None, lenient: bool =
     except InvalidTranscript as err:
         if chosen is None or isinstance(err, (TranscriptUnreadable, LenientLoss)):
             raise
+        said = _when_every_line_fails(err, path, chosen) if not lenient and err.line is not None else err
         raise _with_detected_hint(
-            err, chosen, head, name, lambda: _decode(_read_all(path, name), name)
+            said, chosen, head, name, lambda: _decode(_read_all(path, name), name)
         ) from err
 
     def nothing_read(given: TranscriptFormat) -> InvalidTranscript:
@@ -349,6 +350,39 @@ def _parsed(
         unknown_blocks=unknown_block_counts(messages),
         read=ReadTally.of(ctx, len(messages)),
     )
+
+
+#: What a strict parse's error adds after what is wrong with the line (``Context.problem``).
+_LENIENT_HINT = "; fix it, or skip such lines with --lenient (lenient=True in Python)"
+
+
+def _when_every_line_fails(
+    err: InvalidTranscript, path: str | Path, chosen: TranscriptFormat
+) -> InvalidTranscript:
+    """Return ``err`` (a strict parse's first malformed line under a format the caller named), or,
+    when no line of the file reads as that format (a lenient parse of it reads nothing), the same
+    error saying so: all N lines fail, so skipping them with ``--lenient`` would import nothing.
+
+    The file is parsed again, leniently, only when the strict parse has already failed."""
+    try:
+        load_transcript(path, format=chosen.name, lenient=True)
+    except NothingRead as nothing:
+        if not nothing.skipped:
+            return err
+        text = str(err)
+        where = f"{err.path}:{err.line}: " if err.path is not None else ""
+        what = text[len(where) :] if text.startswith(where) else text
+        what = what.replace(_LENIENT_HINT, "")
+        every = InvalidTranscript(
+            f"{what}; all {nothing.skipped:,} lines that might hold {chosen.holds} fail as {chosen.name!r} "
+            "(the first is said here), so --lenient would import nothing",
+            path=err.path,
+            line=err.line,
+        )
+        return every
+    except InvalidTranscript:
+        return err
+    return err
 
 
 def _with_detected_hint(
