@@ -426,19 +426,20 @@ def _check_one_block(block: Any, where: str) -> list[Any] | None:
         else:
             raise InvalidMessage(f"{where}: tool_result content must be a string or a list of blocks")
     for value in block.values():
-        number = _non_finite_number(value) if value is not inner else None
+        if value is inner:
+            continue  # the blocks a tool result holds are checked as blocks
+        # the depth first: it refuses a value that holds itself, which no walk may follow
+        if isinstance(value, _CONTAINERS) and json_depth(value, MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1:
+            raise InvalidMessage(  # the block is a level
+                f"{where}: the {kind} block's JSON nests more than {MAX_JSON_DEPTH} levels deep "
+                f"(objects and arrays, the block included); at most {MAX_JSON_DEPTH} are allowed"
+            )
+        number = _non_finite_number(value)
         if number is not None:
             raise InvalidMessage(
                 f"{where}: the {kind} block holds the number {number!r}, which JSON cannot carry "
                 "(1e999 overflows to it, and NaN and Infinity are no JSON): a provider refuses the "
                 "request; write the value as a string"
-            )
-        if value is inner or not isinstance(value, _CONTAINERS):
-            continue  # the blocks a tool result holds are checked as blocks
-        if json_depth(value, MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1:  # the block is a level
-            raise InvalidMessage(
-                f"{where}: the {kind} block's JSON nests more than {MAX_JSON_DEPTH} levels deep "
-                f"(objects and arrays, the block included); at most {MAX_JSON_DEPTH} are allowed"
             )
     return inner
 
@@ -451,15 +452,17 @@ def _non_finite_number(value: Any) -> float | None:
     The walk is iterative; the blocks a tool result holds are checked as blocks of their own.
     """
     pending = [value]
+    seen: set[int] = set()  # a container met again (one value shared by several keys) is walked once
     while pending:
         current = pending.pop()
         if isinstance(current, float):
             if not math.isfinite(current):
                 return current
-        elif isinstance(current, dict):
-            pending.extend(current.values())
-        elif isinstance(current, (list, tuple)):
-            pending.extend(current)
+        elif isinstance(current, (dict, list, tuple)):
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            pending.extend(current.values() if isinstance(current, dict) else current)
     return None
 
 
