@@ -350,7 +350,14 @@ def fifo(tmp_path: Path, transcript: Path) -> Iterator[Path]:
     """A named pipe a writer fills with the transcript (the writer is freed at the end)."""
     path = tmp_path / "pipe.jsonl"
     os.mkfifo(path)
-    writer = threading.Thread(target=lambda: path.write_bytes(transcript.read_bytes()), daemon=True)
+
+    def write() -> None:
+        try:
+            path.write_bytes(transcript.read_bytes())
+        except BrokenPipeError:  # the reader below (or the command) closed it unread: expected
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
     writer.start()
     yield path
     if writer.is_alive():  # nobody opened it: open it once so the writer returns

@@ -31,7 +31,9 @@ SHIPPED = sorted(
     path
     for folder in (ROOT / "examples", ROOT / "tests" / "data" / "formats", ROOT / "tests" / "data" / "cases")
     for path in folder.rglob("*")
-    if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".traj") and path.name != "README.md"
+    if path.is_file()
+    and path.suffix in (".json", ".jsonl", ".md", ".traj")
+    and path.name not in ("README.md", "SOURCE.md")  # notes on the files, not transcripts
 )
 
 #: Files malformed upstream (or on purpose, as test input): the 1-based lines that are bad.
@@ -46,6 +48,11 @@ UNKNOWN_ON_PURPOSE = {
     "trajectory__subagent-tool-calls.json",  # an invented `citation_marker` block
     "unknown-block-types.json",  # Anthropic server-tool blocks in an OpenAI-bound request
     "openai-responses__agent-input-items.json",  # a hosted `web_search_call` item
+    # real Anthropic request logs (session 16) whose point is Anthropic-only blocks: web_fetch
+    # server tools, MCP tool use and results, a `compaction` block; bound for OpenAI Chat here
+    "anthropic__pydantic-ai__compaction-round-trip.json",
+    "anthropic__pydantic-ai__mcp-servers.json",
+    "anthropic__pydantic-ai__web-fetch-tool.json",
 }
 
 
