@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .._files import special_file_kind
 from ..errors import EncodingDataMissing
 from .chat_templates import CHAT_TEMPLATE_NAMES, CHAT_TEMPLATES, detect_template, framing_counts
 
@@ -50,6 +51,9 @@ __all__ = [
 HF_PREFIX = "hf:"
 #: Tokenizers kept loaded at once (a Llama 3 ``tokenizer.json`` takes about 30 MB parsed).
 MAX_LOADED = 4
+#: The largest tokenizer.json read (bytes): real ones are 2-30 MB (Llama 3 about 9, Qwen 2.5
+#: about 7); a bigger file is refused rather than read whole into memory.
+MAX_TOKENIZER_BYTES = 512 << 20
 
 #: ``owner/name`` with no file extension: a Hugging Face Hub model id, not a path.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -187,13 +191,24 @@ def load_tokenizer(encoding: str) -> LocalTokenizer:
         raise TokenizerFileError(f"{encoding!r} is not an hf: encoding (hf:/path/to/tokenizer.json)")
     raw_path, template = _split(encoding)
     path = _resolve(encoding, raw_path)
+    kind = special_file_kind(path)
+    if kind is not None:  # /dev/zero was read until memory ran out; a FIFO blocked
+        raise TokenizerFileError(
+            f"encoding {encoding!r}: the tokenizer file {path} is {kind}, not a regular file; "
+            "name a tokenizer.json file"
+        )
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(MAX_TOKENIZER_BYTES + 1)
     except OSError as err:
         raise TokenizerFileError(
             f"encoding {encoding!r}: cannot read the tokenizer file {path} ({err.strerror or err})"
         ) from err
+    if len(data) > MAX_TOKENIZER_BYTES:
+        raise TokenizerFileError(
+            f"encoding {encoding!r}: the tokenizer file {path} is over {MAX_TOKENIZER_BYTES >> 20} MB, "
+            "more than any tokenizer.json; name the model's tokenizer.json"
+        )
     digest = hashlib.sha256(data).hexdigest()
     tokenizer = _parse(encoding, path, data)
     detected = template is None
