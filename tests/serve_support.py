@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -117,6 +118,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_until_serving(process: subprocess.Popen[Any], port: int, seconds: float = 30) -> None:
+    """Return once the ``compaction serve`` ``process`` answers ``/healthz`` on ``port`` (200).
+
+    Raises:
+        AssertionError: the process exited first (its stderr in the message, when piped), or
+            ``seconds`` passed.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.1)
 
 
 @contextmanager

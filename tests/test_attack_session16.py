@@ -29,7 +29,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,7 +40,7 @@ import pytest
 from cli_runner import cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from serve_support import free_port, live_server
+from serve_support import free_port, live_server, wait_until_serving
 
 from compaction import InvalidMessage, Recipe, Store, append_anthropic, compress_and_compile
 from compaction.blocks import Message, unknown_block_text
@@ -714,16 +713,7 @@ def test_a_key_in_the_upstream_url_is_never_logged(tmp_path: Path) -> None:
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
+        wait_until_serving(process, port)
     finally:
         process.terminate()
         _out, err = process.communicate(timeout=15)

@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,7 +25,14 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_support import RecordingUpstream, _openai_bytes, conversations, free_port, stored_messages
+from serve_support import (
+    RecordingUpstream,
+    _openai_bytes,
+    conversations,
+    free_port,
+    stored_messages,
+    wait_until_serving,
+)
 
 from compaction.serve.ledger import Ledger
 
@@ -98,16 +104,7 @@ def serving(upstream: str, store_dir: Path) -> Iterator[tuple[subprocess.Popen[b
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
+        wait_until_serving(process, port)
         yield process, f"http://127.0.0.1:{port}/v1"
     finally:
         if process.poll() is None:

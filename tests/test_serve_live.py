@@ -23,7 +23,7 @@ import httpx
 import pytest
 from fake_anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from fake_openai_server import FakeOpenAI, Raw, fake_openai  # noqa: F401  (fixture)
-from serve_support import conversations, free_port, live_server, stored_messages
+from serve_support import conversations, free_port, live_server, stored_messages, wait_until_serving
 
 from compaction.serve import Limits, ServeSettings, create_app
 from compaction.serve.ledger import Ledger
@@ -284,16 +284,7 @@ def test_the_command_serves_and_logs_without_the_key(tmp_path: Path, fake_openai
                "--port", str(port), "--store-dir", str(tmp_path / "stores"), "--budget", "4000"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
+        wait_until_serving(process, port)
         body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"the key {KEY} leaked"}]}
         answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=10,
                             headers={"Authorization": f"Bearer {KEY}", "X-Compaction-Conversation": "cli-1"})
