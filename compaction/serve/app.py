@@ -49,6 +49,7 @@ from ..calibration import record_proxy_usage
 from ..errors import CompactionError, OverBudget, StoreError
 from ..pipeline import compress_and_compile
 from ..recipe import Recipe, SummarizerSettings
+from ..summarizers._secrets import scrub_key
 from ..tokens.counting import blocks_text_tokens
 from ._errors import BadRequest, ServeError, UpstreamError
 from .answers import SSEAssembler, Usage, answer_from_body, usage_from_body
@@ -122,6 +123,13 @@ class _Prepared:
     tokens: int
     events: int
     tokens_in: int
+
+
+def _scrubbed(text: str, keys: Sequence[str]) -> str:
+    """Return ``text`` with every credential in ``keys`` redacted (an error shown or logged)."""
+    for key in keys:
+        text = scrub_key(text, key)
+    return text
 
 
 def error_body(api: str, status: int, code: str, message: str) -> dict[str, Any]:
@@ -238,18 +246,19 @@ class _Proxy:
     # -- one request ------------------------------------------------------------------------
     async def handle(self, request: Request, api: Api) -> Response:
         record = RequestRecord(api)
+        keys = credentials(request.headers, request.url.query)
         try:
-            response = await self._handle(request, api, record)
+            response = await self._handle(request, api, record, keys)
         except ServeError as err:
-            response = self._error(api, record, err.status, err.code, str(err))
+            response = self._error(api, record, err.status, err.code, _scrubbed(str(err), keys))
         except OverBudget as err:
-            response = self._error(api, record, 413, "context_too_large", str(err))
+            response = self._error(api, record, 413, "context_too_large", _scrubbed(str(err), keys))
         except StoreError as err:
-            response = self._error(api, record, 500, "store_error", str(err))
+            response = self._error(api, record, 500, "store_error", _scrubbed(str(err), keys))
         except (ValueError, TypeError) as err:  # the library refusing the client's input
-            response = self._error(api, record, 400, "bad_request", str(err))
+            response = self._error(api, record, 400, "bad_request", _scrubbed(str(err), keys))
         except CompactionError as err:
-            response = self._error(api, record, 500, "compaction_error", str(err))
+            response = self._error(api, record, 500, "compaction_error", _scrubbed(str(err), keys))
         if not isinstance(response, StreamingResponse):
             self._finish(record)
         return response
@@ -296,10 +305,9 @@ class _Proxy:
         start = scrub_messages(conversation_start(messages), keys)
         return _Parsed(body, messages, conversation_id(api, start, header_conversation(header)), budget, keys=keys)
 
-    async def _handle(self, request: Request, api: Api, record: RequestRecord) -> Response:
+    async def _handle(self, request: Request, api: Api, record: RequestRecord, keys: list[str]) -> Response:
         began = time.monotonic()
         data = await self._read_body(request)
-        keys = credentials(request.headers)
         header = request.headers.get(CONVERSATION_HEADER)
         parsed = await anyio.to_thread.run_sync(self._parse, api, data, keys, header)
         body, messages, base, budget = parsed.body, parsed.messages, parsed.base, parsed.budget
@@ -385,7 +393,8 @@ class _Proxy:
                 await self._store_answer(record, resolved, keys, assembler.answer())
             except CompactionError as err:
                 record.error = "answer_not_stored"
-                logger.warning("conversation %s: the answer was not stored: %s", record.conversation, err)
+                logger.warning("conversation %s: the answer was not stored: %s", record.conversation,
+                               _scrubbed(str(err), keys))
 
         try:
             try:
@@ -399,7 +408,7 @@ class _Proxy:
                     yield chunk
             except UpstreamError as err:
                 record.error = err.code
-                yield _stream_error(api, err.code, str(err))
+                yield _stream_error(api, err.code, _scrubbed(str(err), keys))
                 return
             if not stored:
                 await store()

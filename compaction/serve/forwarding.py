@@ -15,14 +15,17 @@ network the proxy uses is the configured upstream.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import httpx
 
+from ..credentials import CREDENTIAL_TOKENS, QUERY_CREDENTIAL_NAMES
 from ..errors import InvalidArgument
 from ._errors import UpstreamError, UpstreamTimeout
 
@@ -31,6 +34,8 @@ __all__ = [
     "Upstream",
     "check_upstream_url",
     "credentials",
+    "query_credentials",
+    "redact_query_credentials",
     "shown_url",
     "request_headers",
     "response_headers",
@@ -105,8 +110,75 @@ def shown_url(url: str) -> str:
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
-def credentials(headers: Mapping[str, str]) -> list[str]:
-    """Return the credentials a request carries (the bearer token, ``x-api-key``, ``api-key``)."""
+_CREDENTIAL_SHAPE = re.compile(CREDENTIAL_TOKENS)
+
+
+def query_credentials(query: str) -> list[str]:
+    """Return the credentials in a request's query string (``key=``, ``api-key=``, ``access_token=``...).
+
+    A parameter counts when its name, lower-cased with ``-`` read as ``_``, is one of
+    :data:`compaction.credentials.QUERY_CREDENTIAL_NAMES`, or when its value holds a
+    credential-shaped token (:data:`compaction.credentials.CREDENTIAL_TOKENS`).  Each value is
+    given both percent-decoded and as sent, so either spelling is scrubbed.
+
+    Example:
+        >>> query_credentials("alt=sse&key=AIzaSECRET0123456789")
+        ['AIzaSECRET0123456789']
+    """
+    found: list[str] = []
+    for piece in query.split("&"):
+        raw_name, _, raw_value = piece.partition("=")
+        pairs = parse_qsl(piece, keep_blank_values=True)
+        name, value = pairs[0] if pairs else (raw_name, raw_value)
+        if not value.strip():
+            continue
+        if name.strip().lower().replace("-", "_") in QUERY_CREDENTIAL_NAMES or _CREDENTIAL_SHAPE.search(value):
+            found.extend(v for v in dict.fromkeys((value.strip(), raw_value.strip())) if v)
+    return found
+
+
+# a credential parameter in a URL's query: ``?key=VALUE`` / ``&api-key=VALUE`` (group 1 kept)
+_QUERY_PARAMETER = re.compile(
+    r"([?&](?:" + "|".join(sorted((re.escape(n).replace("_", "[-_]") for n in QUERY_CREDENTIAL_NAMES),
+                                  key=len, reverse=True)) + r")=)[^&#\s\"'<>]+",
+    re.IGNORECASE,
+)
+
+
+def redact_query_credentials(text: str) -> str:
+    """Return ``text`` with every query-string credential in it replaced by ``[redacted]``.
+
+    The value of each credential parameter (``?key=``, ``&api-key=``...) of any URL in the
+    text, and any credential-shaped token, are replaced; the rest is kept.
+
+    Example:
+        >>> redact_query_credentials("POST https://g.example/v1/x?alt=sse&key=abc123 200")
+        'POST https://g.example/v1/x?alt=sse&key=[redacted] 200'
+    """
+    return _CREDENTIAL_SHAPE.sub("[redacted]", _QUERY_PARAMETER.sub(r"\1[redacted]", text))
+
+
+class _RedactQueryCredentials(logging.Filter):
+    """Redact query-string credentials from httpx's request log lines (it logs each URL at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = redact_query_credentials(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        return True
+
+
+def _guard_http_log() -> None:
+    """Put :class:`_RedactQueryCredentials` on the ``httpx`` logger once."""
+    log = logging.getLogger("httpx")
+    if not any(isinstance(f, _RedactQueryCredentials) for f in log.filters):
+        log.addFilter(_RedactQueryCredentials())
+
+
+def credentials(headers: Mapping[str, str], query: str = "") -> list[str]:
+    """Return the credentials a request carries: the bearer token, ``x-api-key``, ``api-key``,
+    and any in the query string (:func:`query_credentials`)."""
     found = []
     auth = headers.get("authorization", "")
     if auth:
@@ -115,7 +187,7 @@ def credentials(headers: Mapping[str, str]) -> list[str]:
     for name in ("x-api-key", "api-key"):
         if headers.get(name, "").strip():
             found.append(headers[name].strip())
-    return found
+    return found + [key for key in query_credentials(query) if key not in found]
 
 
 def request_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -157,6 +229,7 @@ class Upstream:
         self.base_url = check_upstream_url(base_url)
         self.limits = limits or Limits()
         lim = self.limits
+        _guard_http_log()  # httpx logs each request's URL, a client's ?key= included
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(
                 connect=lim.connect_seconds, read=lim.stream_idle_seconds, write=lim.timeout_seconds,

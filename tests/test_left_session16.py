@@ -1,0 +1,105 @@
+"""Session 16's defects: a key in the proxy's query string, serve's usage exit code, the
+"loud JSON text" warning for the format compiled, and budgets larger than a model's window."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from serve_support import openai_answer
+from serve_support import settings as serve_settings
+
+from compaction.credentials import CREDENTIAL_TOKENS
+from compaction.serve import create_app
+from compaction.serve.forwarding import query_credentials
+
+OPENAI = "/v1/chat/completions"
+GEMINI_KEY = "AIzaSyQ7secretGEMINIkey0123456789abcdEF"
+AZURE_KEY = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+TOKEN = "ya29.a0AfH6SMBsecretOAUTHtoken42"
+
+
+def _stored_bytes(store_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in store_dir.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    ("query", "secret"),
+    [
+        (f"key={GEMINI_KEY}", GEMINI_KEY),
+        (f"api-key={AZURE_KEY}", AZURE_KEY),
+        (f"api-version=2024-06-01&api_key={AZURE_KEY}", AZURE_KEY),
+        (f"access_token={quote(TOKEN)}", TOKEN),
+    ],
+)
+def test_query_string_key_is_forwarded_but_never_stored_logged_or_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, query: str, secret: str
+) -> None:
+    sent: list[httpx.Request] = []
+
+    async def upstream(request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        sent.append(request)
+        return httpx.Response(200, json=openai_answer("done"))
+
+    app = create_app(serve_settings(tmp_path), transport=httpx.MockTransport(upstream))
+    # an agent that echoes its own call into the history (a curl line in a tool result)
+    body = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": f"I ran curl 'https://x.example/v1?{query}' and it failed"}]}
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client:
+            return await client.post(f"{OPENAI}?{query}", json=body, headers={"x-compaction-conversation": "q1"})
+
+    with caplog.at_level(logging.DEBUG):
+        answer = asyncio.run(go())
+    assert answer.status_code == 200, answer.text
+    assert sent[0].url.query.decode() == query  # forwarded as the client sent it
+    assert secret not in json.loads(sent[0].content)["messages"][0]["content"]
+    stored = _stored_bytes(tmp_path / "stores")
+    assert b"[redacted]" in stored
+    assert secret.encode() not in stored and secret[:12].encode() not in stored
+    assert secret not in caplog.text and secret not in answer.text
+
+
+def test_query_string_key_kept_out_of_an_error_shown(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"cannot connect to {request.url}")
+
+    app = create_app(serve_settings(tmp_path), transport=httpx.MockTransport(broken))
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client:
+            return await client.post(f"{OPENAI}?key={GEMINI_KEY}", json=body)
+
+    with caplog.at_level(logging.DEBUG):
+        answer = asyncio.run(go())
+    assert answer.status_code == 502
+    assert "cannot reach the upstream" in answer.text and "[redacted]" in answer.text
+    assert GEMINI_KEY not in answer.text and GEMINI_KEY not in caplog.text
+    assert GEMINI_KEY.encode() not in _stored_bytes(tmp_path / "stores")
+
+
+_names = st.sampled_from(["key", "KEY", "api-key", "Api_Key", "apikey", "access_token", "access-token", "token"])
+_values = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEF0123456789-._~", min_size=4, max_size=40)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_names, _values, st.lists(st.tuples(st.sampled_from(["alt", "api-version", "beta"]), _values), max_size=3))
+def test_query_credentials_finds_every_credential_parameter(name: str, value: str, others: list[tuple[str, str]]) -> None:
+    pieces = [f"{k}={v}" for k, v in others] + [f"{name}={value}"]
+    found = query_credentials("&".join(pieces))
+    assert value in found
+    # an ordinary parameter whose value is not credential-shaped is not taken for a key
+    for _, other in others:
+        if other != value and not re.search(CREDENTIAL_TOKENS, other):
+            assert other not in found
