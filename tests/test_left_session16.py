@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from cli_runner import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from serve_support import openai_answer
@@ -103,3 +104,24 @@ def test_query_credentials_finds_every_credential_parameter(name: str, value: st
     for _, other in others:
         if other != value and not re.search(CREDENTIAL_TOKENS, other):
             assert other not in found
+
+
+# -- 2. serve --upstream <bad URL> is a usage error ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ftp://host/v1", "must be an http(s) base URL such as https://api.openai.com/v1; found 'ftp://host/v1'"),
+        ("http://[::1/v1", "must be an http(s) base URL such as https://api.openai.com/v1; found 'an unreadable URL'"),
+        ("https://host/v1?x=1", "must be a base URL without a query or fragment; found 'https://host/v1?x=1'"),
+        ("not a url", "must be an http(s) base URL such as https://api.openai.com/v1; found 'not a url'"),
+    ],
+)
+def test_serve_refuses_a_bad_upstream_with_exit_2_and_one_error_line(tmp_path: Path, url: str, said: str) -> None:
+    result = cli("serve", "--upstream", url, "--store-dir", tmp_path / "stores")
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: Invalid value for '--upstream': {said}"]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "stores").exists()  # refused before any work

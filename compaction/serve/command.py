@@ -9,8 +9,22 @@ from ..formats._shown import printable
 __all__ = ["serve_command", "serve_stats_command"]
 
 
+def _upstream_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an --upstream that is not an http(s) base URL as a usage error (exit 2), before any work."""
+    if value is None:
+        return value
+    from ..errors import InvalidArgument
+    from .forwarding import check_upstream_url
+
+    try:
+        check_upstream_url(value)
+    except InvalidArgument as err:  # the message shows the URL with any password masked
+        raise click.BadParameter(str(err).removeprefix("--upstream "), ctx, param) from err
+    return value
+
+
 @click.command("serve")
-@click.option("--upstream", required=True, help="Upstream base URL ending in /v1 (https://api.openai.com/v1, "
+@click.option("--upstream", required=True, callback=_upstream_url, help="Upstream base URL ending in /v1 (https://api.openai.com/v1, "
               "https://api.anthropic.com/v1, http://localhost:11434/v1).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
