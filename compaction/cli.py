@@ -27,7 +27,7 @@ from .events import compile_current
 from .formats import FORMATS, NothingRead, load_transcript
 from .formats._shown import printable
 from .model_names import model_name_problem, shown_model_name
-from .outputs import REQUEST_FORMATS
+from .outputs import REQUEST_FORMATS, request_format
 from .pipeline import (
     NothingReadable,
     append_transcript,
@@ -642,9 +642,10 @@ def run(
     unknown_tokens = sum(tokens for _count, tokens in unknown_shipped.values())
     if compiled.tokens and unknown_tokens / compiled.tokens > 0.01:
         kinds = ", ".join(f"{count} {kind}" for kind, (count, _tokens) in unknown_shipped.items())
+        title = request_format(compiled.request.format).title
         click.echo(
-            f"warning: blocks of types no request format knows take {unknown_tokens:,} tokens "
-            f"({unknown_tokens / compiled.tokens:.1%} of the request): {kinds}; they ship as loud JSON text",
+            f"warning: blocks of types the {title} request format does not take ship as loud JSON text, "
+            f"{unknown_tokens:,} tokens ({unknown_tokens / compiled.tokens:.1%} of the request): {kinds}",
             err=True,
         )
     report = {

@@ -165,23 +165,27 @@ def _mark_cache_points(
 
 
 def unknown_blocks_shipped(request: GatedRequest, encoding: str) -> dict[str, tuple[int, int]]:
-    """Return ``{block type: (count, tokens)}`` of the blocks of unknown type a gated request ships.
+    """Return ``{block type: (count, tokens)}`` of the blocks of unknown type a gated request ships as text.
 
     An unknown type (none of :data:`~compaction.blocks.KNOWN_BLOCK_TYPES`) is kept verbatim in
     the store and shipped by the request format's loud default rule (its JSON as text), which
     costs budget without telling the model much; ``compaction run`` reports the share and warns
-    past 1%.  Blocks the format drops are not shipped and not counted; blocks inside a
+    past 1%.  Blocks the format drops are not shipped and not counted; blocks the format's API
+    takes as they are (its ``native_block_types`` at a message's top level: Anthropic's
+    server-tool and MCP blocks; ``native_result_block_types`` inside a ``tool_result``) are
+    not shipped as text and not counted; blocks inside a
     ``tool_result`` count too.  Tokens are each block's own (:func:`block_text_tokens`).
     """
     fmt = request_format(request.format)
     found: dict[str, tuple[int, int]] = {}
-    pending = [block for _role, blocks in request.messages for block in blocks]
+    pending = [(block, True) for _role, blocks in request.messages for block in blocks]
     while pending:
-        block = pending.pop()
+        block, top = pending.pop()
         kind = str(block.get("type"))
         if kind == "tool_result" and isinstance(block.get("content"), list):
-            pending.extend(b for b in block["content"] if isinstance(b, dict))
-        if kind in KNOWN_BLOCK_TYPES or kind in fmt.dropped_block_types:
+            pending.extend((b, False) for b in block["content"] if isinstance(b, dict))
+        native = fmt.native_block_types if top else fmt.native_result_block_types
+        if kind in KNOWN_BLOCK_TYPES or kind in fmt.dropped_block_types or kind in native:
             continue
         count, tokens = found.get(kind, (0, 0))
         found[kind] = (count + 1, tokens + block_text_tokens(block, encoding))

@@ -176,7 +176,7 @@ def test_run_reports_unknown_blocks_shipped_and_warns_past_one_percent() -> None
     tokens = shipped["web_search_call"]["tokens"]
     assert 0 < tokens < report["tokens_after"]
     assert tokens / report["tokens_after"] > 0.01
-    assert "warning: blocks of types no request format knows take" in result.stderr
+    assert "warning: blocks of types the OpenAI Chat Completions request format does not take ship as loud JSON text" in result.stderr
     clean = runner().invoke(main, ["run", str(EXAMPLES / "swe-agent__marshmallow-1867__function-calling.traj"),
                                    "--budget", "8000", "--json"])
     assert clean.exit_code == 0 and json.loads(clean.stdout)["unknown_blocks_shipped"] == {}

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from serve_support import openai_answer
 from serve_support import settings as serve_settings
 
+from compaction import Message, Recipe, Store, compile_request
 from compaction.credentials import CREDENTIAL_TOKENS
 from compaction.serve import create_app
 from compaction.serve.forwarding import query_credentials
+from compaction.wire import unknown_blocks_shipped
 
 OPENAI = "/v1/chat/completions"
 GEMINI_KEY = "AIzaSyQ7secretGEMINIkey0123456789abcdEF"
@@ -125,3 +127,58 @@ def test_serve_refuses_a_bad_upstream_with_exit_2_and_one_error_line(tmp_path: P
     assert errors == [f"Error: Invalid value for '--upstream': {said}"]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "stores").exists()  # refused before any work
+
+
+# -- 3. the "loud JSON text" warning says what happens for the format compiled -------------------------
+
+MCP_SAMPLE = Path(__file__).parent / "data" / "formats" / "real_s16" / "anthropic__pydantic-ai__mcp-servers.json"
+
+
+def test_run_to_anthropic_ships_mcp_blocks_natively_without_a_warning(tmp_path: Path) -> None:
+    out = tmp_path / "request.json"
+    result = cli("run", MCP_SAMPLE, "--to", "anthropic", "--budget", "100000", "--json", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "loud JSON text" not in result.stderr and "warning" not in result.stderr
+    assert json.loads(result.stdout)["unknown_blocks_shipped"] == {}
+    shipped = [b["type"] for m in json.loads(out.read_text())["messages"] if isinstance(m["content"], list)
+               for b in m["content"]]
+    assert shipped.count("mcp_tool_use") == 2 and shipped.count("mcp_tool_result") == 2
+
+
+@pytest.mark.parametrize(("to", "title"), [("openai", "OpenAI Chat Completions"), ("openai-responses", "OpenAI Responses")])
+def test_run_to_openai_warns_that_mcp_blocks_ship_as_text(tmp_path: Path, to: str, title: str) -> None:
+    result = cli("run", MCP_SAMPLE, "--to", to, "--budget", "100000", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    shipped = report["unknown_blocks_shipped"]
+    assert sorted(shipped) == ["mcp_tool_result", "mcp_tool_use"]
+    assert shipped["mcp_tool_use"]["count"] == 2 and shipped["mcp_tool_result"]["count"] == 2
+    tokens = sum(v["tokens"] for v in shipped.values())
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert line == (
+        f"warning: blocks of types the {title} request format does not take ship as loud JSON text, "
+        f"{tokens:,} tokens ({tokens / report['tokens_after']:.1%} of the request): 2 mcp_tool_result, 2 mcp_tool_use"
+    )
+
+
+def test_anthropic_counts_only_what_it_ships_as_text_inside_a_tool_result() -> None:
+    store = Store(":memory:")
+    store.append([
+        Message("user", ({"type": "text", "text": "search"},)),
+        Message("assistant", (
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}},
+            {"type": "tool_use", "id": "t1", "name": "fetch", "input": {"url": "https://x"}},
+        )),
+        Message("user", ({"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "search_result", "source": "https://x", "title": "x", "content": [{"type": "text", "text": "a"}]},
+            {"type": "server_tool_use", "id": "srvtoolu_2", "name": "web_search", "input": {}},
+            {"type": "web_page", "url": "https://x"},
+        ]},)),
+    ])
+    anthropic = unknown_blocks_shipped(
+        compile_request(store, Recipe(budget_tokens=5000, output_format="anthropic")).request, "o200k_base")
+    # the top-level server_tool_use and the nested search_result ship natively; a server_tool_use
+    # inside a tool_result and the unknown web_page ship as text
+    assert {k: v[0] for k, v in anthropic.items()} == {"server_tool_use": 1, "web_page": 1}
+    openai = unknown_blocks_shipped(compile_request(store, Recipe(budget_tokens=5000)).request, "o200k_base")
+    assert {k: v[0] for k, v in openai.items()} == {"search_result": 1, "server_tool_use": 2, "web_page": 1}

@@ -226,6 +226,9 @@ class AnthropicMessages(RequestFormat):
     #: Another provider's encrypted reasoning (Codex ``encrypted_content``): Anthropic can
     #: decrypt only its own ``redacted_thinking``.
     dropped_block_types: ClassVar[frozenset[str]] = frozenset({"encrypted_reasoning"})
+    #: Anthropic's own server-tool and MCP blocks ship as they are (:data:`ANTHROPIC_BLOCK_TYPES`).
+    native_block_types: ClassVar[frozenset[str]] = ANTHROPIC_BLOCK_TYPES
+    native_result_block_types: ClassVar[frozenset[str]] = RESULT_BLOCK_TYPES
 
     def render_conversation(self, system: str | None, messages: Sequence[WireMessage]) -> dict[str, Any]:
         out: list[dict[str, Any]] = []

@@ -270,6 +270,12 @@ class RequestFormat(ABC):
     #: :meth:`text_tokens` does not count them).  Any other block ships, as itself or as a
     #: loud text stand-in.
     dropped_block_types: ClassVar[frozenset[str]] = frozenset()
+    #: Block types beyond :data:`~compaction.blocks.KNOWN_BLOCK_TYPES` the shape's API takes as
+    #: they are at a message's top level (Anthropic's server-tool and MCP blocks); any other
+    #: unknown type ships as the loud text of its JSON.
+    native_block_types: ClassVar[frozenset[str]] = frozenset()
+    #: The same inside a ``tool_result``'s content (Anthropic's ``search_result``, ``document``).
+    native_result_block_types: ClassVar[frozenset[str]] = frozenset()
 
     def text_tokens(self, blocks: Sequence[Block], encoding: str) -> int:
         """Return the tokens of one message's blocks as this shape ships them, images aside (tokens).
