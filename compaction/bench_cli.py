@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .formats._shown import printable
+from .model_windows import MAX_BUDGET_TOKENS
 
 __all__ = ["bench_command"]
 
@@ -39,7 +40,7 @@ def _check_methods(_ctx: click.Context, _param: click.Parameter, value: str) -> 
 @click.option("--encoding", type=click.Choice(["o200k_base", "cl100k_base"]), default="o200k_base", show_default=True)
 @click.option("--method", "methods", default="exact,fast,estimate", show_default=True, callback=_check_methods,
               help="Methods to run, comma-separated (tiktoken always runs, as the reference).")
-@click.option("--budget", type=click.IntRange(min=1), default=16000, show_default=True,
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), default=16000, show_default=True,
               help="Budget the compile latency is measured at (tokens).")
 @click.option("--max-mb", type=click.FloatRange(min=0.001), default=8.0, show_default=True,
               help="Count at most this many MB of text (bounds the run).")

@@ -27,6 +27,7 @@ from .events import compile_current
 from .formats import FORMATS, NothingRead, load_transcript
 from .formats._shown import printable
 from .model_names import model_name_problem, shown_model_name
+from .model_windows import MAX_BUDGET_TOKENS, known_window
 from .outputs import REQUEST_FORMATS, request_format
 from .pipeline import (
     NothingReadable,
@@ -113,11 +114,36 @@ def _require_budget(recipe: Recipe) -> Recipe:
 
     The commands that compile a request (run, compile, inspect, eval, replay) check this before
     any work, so a missing ``--budget`` is a usage error like a missing required option, not
-    the library's :class:`~compaction.errors.OverBudget` after an import (exit 1).
+    the library's :class:`~compaction.errors.OverBudget` after an import (exit 1); so is a
+    budget over :data:`~compaction.model_windows.MAX_BUDGET_TOKENS`.  A budget over the named
+    model's known window is warned about (:func:`_warn_budget_over_window`).
     """
     if recipe.budget_tokens is None:
         raise click.UsageError("a token budget is required: give --budget N, or budget_tokens in the --recipe file")
+    if recipe.budget_tokens > MAX_BUDGET_TOKENS:  # a recipe file's (--budget is checked by its type)
+        raise click.UsageError(
+            f"budget_tokens {recipe.budget_tokens:,} is absurd: at most {MAX_BUDGET_TOKENS:,} tokens, "
+            "about 100 times the largest context window known"
+        )
+    _warn_budget_over_window(recipe)
     return recipe
+
+
+def _warn_budget_over_window(recipe: Recipe) -> None:
+    """Warn in one line on stderr when the budget exceeds the named model's known context window.
+
+    Only a model named (``--model`` or the recipe's ``model``) whose window
+    :func:`compaction.model_windows.known_window` knows is checked; the budget is kept (a user
+    may know a larger window than the table), so this never fails.
+    """
+    window = known_window(recipe.model)
+    budget = recipe.budget_tokens
+    if window is not None and budget is not None and budget > window:
+        click.echo(
+            f"warning: the budget of {budget:,} tokens exceeds the {window:,}-token context window of "
+            f"{printable(recipe.model or '')} by {budget - window:,} tokens; a request that fills it would be refused",
+            err=True,
+        )
 
 
 def _refuse_both(budget: int | None, name: str) -> None:
@@ -336,7 +362,7 @@ def import_command(
 @recipe_option
 @click.option(
     "--budget",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS),
     help="Compress as much as a request of N tokens needs (then check that it fits).",
 )
 @click.option(
@@ -450,7 +476,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @main.command("compile")
 @store_option
 @recipe_option
-@click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request.")
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), help="Token budget of the request.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
 @click.option("--model", callback=_model_name, help="Model named in the request (also selects image pricing).")
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
@@ -568,7 +594,7 @@ def stats(
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--budget",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS),
     help="Token budget of the request (required here or in the recipe).",
 )
 @recipe_option

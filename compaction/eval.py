@@ -35,6 +35,7 @@ from .eval_baselines import BASELINES, Baseline, masking, own_summary, shown_not
 from .eval_probes import PROBE_KINDS, Probe, ProbeKind, RequestText, extract_probes, word_counts
 from .formats import FORMATS
 from .formats._shown import printable
+from .model_windows import MAX_BUDGET_TOKENS
 from .outputs import REQUEST_FORMATS
 from .pipeline import compress_and_compile, import_transcript
 from .recipe import Recipe, load_recipe
@@ -349,7 +350,7 @@ def print_tables(reports: Sequence[EvalReport], console: Any = None) -> None:
 @click.argument("transcripts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--budget",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS),
     help="Token budget of every request (required here or in the recipe).",
 )
 @click.option(

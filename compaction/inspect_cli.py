@@ -14,6 +14,7 @@ import click
 from .errors import CompactionError
 from .formats._shown import printable
 from .inspect import TEXT_LIMIT, find_summary, inspect_store, message_text, terminal_safe, truncate
+from .model_windows import MAX_BUDGET_TOKENS
 from .outputs import REQUEST_FORMATS
 
 __all__ = ["inspect_command", "show_command"]
@@ -35,7 +36,7 @@ def _model_name(context: click.Context, param: click.Parameter, value: str | Non
 
 @click.command("inspect")
 @click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite store file, or a postgresql:// store URL.")
-@click.option("--budget", type=click.IntRange(min=1), help="Token budget of the request (default: the recipe's).")
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), help="Token budget of the request (default: the recipe's).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format.")
 @click.option("--model", callback=_model_name, help="Model named in the request (also selects image pricing).")

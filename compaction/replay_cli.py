@@ -20,6 +20,7 @@ import click
 from .errors import CompactionError, InvalidTranscript
 from .formats import FORMATS, ParsedTranscript, load_transcript
 from .formats._shown import printable
+from .model_windows import MAX_BUDGET_TOKENS
 from .outputs import REQUEST_FORMATS
 from .recipe import Recipe
 from .replay import Progress, ReplayReport, replay
@@ -166,7 +167,7 @@ def _replay_parsed(
 
 @click.command("replay")
 @click.argument("transcript", type=click.Path(exists=True, dir_okay=False))
-@click.option("--budget", type=click.IntRange(min=1), help="Token budget of every request (or budget_tokens in the recipe).")
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), help="Token budget of every request (or budget_tokens in the recipe).")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False), help="Recipe (TOML) with the settings.")
 @click.option("--to", "output_format", type=click.Choice(list(REQUEST_FORMATS)), help="Request format (default openai).")
 @click.option("--model", callback=_model_name, help="Model named in the requests (also selects image pricing).")

@@ -747,10 +747,13 @@ def test_missing_budget_and_invalid_recipe_values_from_the_api(tmp_path: Path) -
 
 
 def test_huge_budget_fits_everything(tmp_path: Path) -> None:
-    result = cli("run", write(tmp_path / "good.json", GOOD), "--budget", str(10**30), "--json")
+    # session 16: a budget over 100,000,000 tokens is refused as absurd (exit 2); the cap fits all
+    absurd = cli("run", write(tmp_path / "good.json", GOOD), "--budget", str(10**30), "--json")
+    assert absurd.exit_code == 2 and "Error: Invalid value for '--budget'" in absurd.stderr
+    result = cli("run", write(tmp_path / "good.json", GOOD), "--budget", str(10**8), "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["budget"] == 10**30 and report["tokens_after"] == report["tokens_before"]
+    assert report["budget"] == 10**8 and report["tokens_after"] == report["tokens_before"]
 
 
 # -- count ----------------------------------------------------------------------------------------------

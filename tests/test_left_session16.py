@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import logging
 import re
 from pathlib import Path
 from urllib.parse import quote
 
+import click
 import httpx
 import pytest
 from cli_runner import cli
@@ -19,7 +22,10 @@ from serve_support import openai_answer
 from serve_support import settings as serve_settings
 
 from compaction import Message, Recipe, Store, compile_request
+from compaction.cli import _require_budget, main
 from compaction.credentials import CREDENTIAL_TOKENS
+from compaction.model_windows import DEFAULT_WINDOW, MAX_BUDGET_TOKENS, WINDOWS, known_window
+from compaction.serve import budget as serve_budget
 from compaction.serve import create_app
 from compaction.serve.forwarding import query_credentials
 from compaction.wire import unknown_blocks_shipped
@@ -182,3 +188,98 @@ def test_anthropic_counts_only_what_it_ships_as_text_inside_a_tool_result() -> N
     assert {k: v[0] for k, v in anthropic.items()} == {"server_tool_use": 1, "web_page": 1}
     openai = unknown_blocks_shipped(compile_request(store, Recipe(budget_tokens=5000)).request, "o200k_base")
     assert {k: v[0] for k, v in openai.items()} == {"search_result": 1, "server_tool_use": 2, "web_page": 1}
+
+
+# -- 4. budgets: absurd ones refused, ones over the model's window warned about ---------------------------
+
+TINY = Path(__file__).parent / "data" / "cases" / "tool-pair-at-window-edge.json"
+
+
+def _budget_commands() -> list[list[str]]:
+    found: list[list[str]] = []
+
+    def walk(group: click.Group, prefix: list[str]) -> None:
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                walk(command, [*prefix, name])
+            elif any("--budget" in getattr(p, "opts", []) for p in command.params):
+                found.append([*prefix, name])
+
+    walk(main, [])
+    return sorted(found)
+
+
+def test_every_budget_command_is_checked() -> None:
+    assert {" ".join(c) for c in _budget_commands()} == {
+        "bench", "compile", "compress", "eval", "fleet compress", "inspect", "replay", "run", "serve",
+    }
+
+
+@pytest.mark.parametrize("command", _budget_commands(), ids=" ".join)
+@pytest.mark.parametrize("value", ["99999999999999999999", "100000001", "0", "-5", "1.5", "abc", ""])
+def test_every_budget_option_refuses_what_is_not_a_sane_token_count(command: list[str], value: str) -> None:
+    result = cli(*command, "--budget", value)
+    assert result.exit_code == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert line.startswith("Error: Invalid value for '--budget': ")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_budget_at_the_cap_is_taken() -> None:
+    result = cli("run", TINY, "--budget", str(MAX_BUDGET_TOKENS), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["budget"] == MAX_BUDGET_TOKENS
+
+
+def test_a_recipe_budget_over_the_cap_is_a_usage_error(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("budget_tokens = 999999999999\n")
+    result = cli("run", TINY, "--recipe", recipe)
+    assert result.exit_code == 2
+    assert "Error: budget_tokens 999,999,999,999 is absurd: at most 100,000,000 tokens" in result.stderr
+
+
+def test_run_warns_when_the_budget_exceeds_the_named_models_window(tmp_path: Path) -> None:
+    result = cli("run", TINY, "--budget", "200000", "--model", "gpt-4o", "--json")
+    assert result.exit_code == 0, result.stderr  # warned, not refused: the user may know better
+    assert [line for line in result.stderr.splitlines() if "context window" in line] == [
+        "warning: the budget of 200,000 tokens exceeds the 128,000-token context window of gpt-4o "
+        "by 72,000 tokens; a request that fills it would be refused"
+    ]
+    assert json.loads(result.stdout)["budget"] == 200_000
+    # the recipe's model counts as named
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('model = "claude-sonnet-4-5"\nbudget_tokens = 250000\n')
+    from_recipe = cli("run", TINY, "--recipe", recipe, "--to", "anthropic")
+    assert from_recipe.exit_code == 0, from_recipe.stderr
+    assert "exceeds the 200,000-token context window of claude-sonnet-4-5 by 50,000 tokens" in from_recipe.stderr
+    # within the window, or a model the table does not know: no word
+    for args in (["--model", "gpt-4o", "--budget", "128000"], ["--model", "qwen2.5:7b", "--budget", "200000"]):
+        quiet = cli("run", TINY, *args)
+        assert quiet.exit_code == 0 and "context window" not in quiet.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(WINDOWS)), st.text(alphabet="-.0123456789abcdefgmnoprstuv", max_size=12),
+       st.integers(1, MAX_BUDGET_TOKENS))
+def test_the_window_warning_is_said_exactly_when_the_budget_exceeds_the_window(
+    prefix: str, suffix: str, budget: int
+) -> None:
+    model = prefix + suffix
+    window = known_window(model)
+    assert window is not None and window >= WINDOWS[prefix]  # the longest known prefix wins
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        _require_budget(Recipe(budget_tokens=budget, model=model))
+    if budget > window:
+        assert err.getvalue() == (
+            f"warning: the budget of {budget:,} tokens exceeds the {window:,}-token context window of {model} "
+            f"by {budget - window:,} tokens; a request that fills it would be refused\n"
+        )
+    else:
+        assert err.getvalue() == ""
+
+
+def test_serve_budget_uses_the_shared_window_table() -> None:
+    assert serve_budget.WINDOWS is WINDOWS and serve_budget.model_window("gpt-4o-mini") == 128_000
+    assert known_window("qwen2.5:7b") is None and serve_budget.model_window("qwen2.5:7b") == DEFAULT_WINDOW

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from ..model_windows import MAX_BUDGET_TOKENS
+
 __all__ = ["fleet_command"]
 
 
@@ -48,7 +50,7 @@ def fleet_command() -> None:
 )
 @click.option(
     "--budget",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS),
     help="Compress each conversation as much as a request of N tokens needs (as compaction compress --budget).",
 )
 @click.option(

@@ -2,57 +2,24 @@
 
 The windows are the providers' documented context lengths (input plus output, tokens) for
 model families, matched by the longest prefix of the model's name (a gateway's
-``provider/`` prefix is dropped).  A model not in the table gets :data:`DEFAULT_WINDOW`, a
-small window, so an unknown local model is never overrun: pass ``--budget`` for it.
+``provider/`` prefix is dropped): :mod:`compaction.model_windows`, shared with the CLI.  A
+model not in the table gets :data:`DEFAULT_WINDOW`, a small window, so an unknown local model
+is never overrun: pass ``--budget`` for it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..model_windows import DEFAULT_WINDOW, WINDOWS, model_window
 from ._errors import BadRequest
 
 __all__ = ["WINDOWS", "DEFAULT_WINDOW", "DEFAULT_OUTPUT_RESERVE", "MIN_BUDGET", "model_window", "request_budget"]
 
-#: Context windows by model-name prefix (tokens).
-WINDOWS: dict[str, int] = {
-    "gpt-4.1": 1_047_576,
-    "gpt-5": 400_000,
-    "gpt-4o": 128_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4": 8_192,
-    "gpt-3.5-turbo": 16_385,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4": 200_000,
-    "claude": 200_000,
-    "gemini": 1_048_576,
-}
-#: The window assumed for a model not in :data:`WINDOWS` (tokens).
-DEFAULT_WINDOW = 8_192
 #: Output reserved when the request names no ``max_tokens`` (tokens; at most a quarter of the window).
 DEFAULT_OUTPUT_RESERVE = 4_096
 #: The smallest budget a request may be compiled under (tokens).
 MIN_BUDGET = 256
-
-
-def model_window(model: str | None) -> int:
-    """Return the context window of ``model`` in tokens (:data:`DEFAULT_WINDOW` when unknown).
-
-    Example:
-        >>> model_window("openai/gpt-4o-mini")
-        128000
-        >>> model_window("qwen2.5:7b")
-        8192
-    """
-    if not isinstance(model, str):
-        return DEFAULT_WINDOW
-    name = model.rsplit("/", 1)[-1].lower()
-    best = ""
-    for prefix in WINDOWS:
-        if name.startswith(prefix) and len(prefix) > len(best):
-            best = prefix
-    return WINDOWS[best] if best else DEFAULT_WINDOW
 
 
 def _max_output(body: dict[str, Any]) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..formats._shown import printable
+from ..model_windows import MAX_BUDGET_TOKENS
 
 __all__ = ["serve_command", "serve_stats_command"]
 
@@ -31,7 +32,7 @@ def _upstream_url(ctx: click.Context, param: click.Parameter, value: str | None)
 @click.option("--store-dir", default="compaction-serve", show_default=True, type=click.Path(file_okay=False),
               help="Directory of the conversation stores and the request ledger.")
 @click.option("--recipe", "recipe_path", type=click.Path(exists=True, dir_okay=False), help="Recipe TOML file.")
-@click.option("--budget", type=click.IntRange(min=1),
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS),
               help="Input budget in tokens for every request (default: the model's window minus max_tokens).")
 @click.option("--timeout", "timeout_seconds", default=600.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds for a whole non-streamed answer, or for a stream's headers.")
