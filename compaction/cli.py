@@ -7,6 +7,7 @@ machine reads the output.
 
 from __future__ import annotations
 
+import difflib
 import json
 import sqlite3
 import sys
@@ -36,7 +37,7 @@ from .pipeline import (
     compress_and_compile,
     run_pipeline,
 )
-from .recipe import Recipe, load_recipe
+from .recipe import ENCODING_NAMES, Recipe, load_recipe
 from .store import HistoryStore, compaction_claim, describe_sqlite_error, open_store
 from .store.factory import conversation_holding
 from .summarizers._focus import focus_text
@@ -177,6 +178,24 @@ def _model_name(_context: click.Context, _param: click.Parameter, value: str | N
     if value is not None and problem:
         raise click.BadParameter(f"expected a model name, found {shown_model_name(value)}: {problem}")
     return value
+
+
+def _encoding_name(_context: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Check ``--encoding`` of run and compile: a name that is neither a known encoding nor
+    ``hf:PATH`` is a usage error naming the option (exit 2), with the nearest known name.
+
+    It was passed on to the recipe, whose error named ``<replace>`` and the recipe key
+    ``encoding`` rather than the option typed (an ``hf:`` file is loaded, and refused with its
+    path, where the recipe is made).
+    """
+    if value is None or value in ENCODING_NAMES or value.startswith("hf:"):
+        return value
+    near = difflib.get_close_matches(value, ENCODING_NAMES, n=1, cutoff=0.5)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise click.BadParameter(
+        f"unknown encoding {shown_model_name(value)}: expected {' or '.join(ENCODING_NAMES)}, "
+        f"or hf:/path/to/tokenizer.json{hint}"
+    )
 
 
 #: ``--encoding`` of run and compile (count has its own default).
@@ -482,7 +501,7 @@ def _write_request(compiled: CompiledRequest, out: str | None) -> None:
 @click.option("--vision", type=BOOL, help="false: replace every image by a placeholder.")
 @click.option("--max-live-images", type=click.IntRange(min=0), help="Ship at most K images (newest first).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the request JSON here (default: stdout).")
-@click.option("--encoding", help=ENCODING_HELP)
+@click.option("--encoding", callback=_encoding_name, help=ENCODING_HELP)
 @tools_option
 @conversation_option
 def compile_command(
@@ -621,7 +640,7 @@ def stats(
 )
 @click.option("--lenient", is_flag=True, help="Skip malformed lines or messages and report how many.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--encoding", help=ENCODING_HELP)
+@click.option("--encoding", callback=_encoding_name, help=ENCODING_HELP)
 @tools_option
 @focus_option
 @conversation_option

@@ -111,6 +111,12 @@ def describe_sqlite_error(err: sqlite3.Error, path: str) -> str:
         return f"the file is damaged or is not an SQLite database ({text})"
     if isinstance(err, sqlite3.ProgrammingError) and "closed" in text:
         return f"the store was closed ({text})"
+    if name == "SQLITE_CANTOPEN" or "unable to open database file" in text:
+        directory = os.path.dirname(os.path.abspath(path)) if path != ":memory:" else ""
+        if directory and not os.path.isdir(directory):
+            return f"its directory {directory} does not exist ({text}); create it first, or name a store in one that does"
+        if directory and not os.access(directory, os.W_OK | os.X_OK):
+            return f"this user cannot write in its directory {directory} ({text})"
     return text
 
 
