@@ -27,7 +27,7 @@ from compaction.credentials import CREDENTIAL_TOKENS
 from compaction.model_windows import DEFAULT_WINDOW, MAX_BUDGET_TOKENS, WINDOWS, known_window
 from compaction.serve import budget as serve_budget
 from compaction.serve import create_app
-from compaction.serve.forwarding import query_credentials
+from compaction.serve.forwarding import query_credentials, redact_query_credentials
 from compaction.wire import unknown_blocks_shipped
 
 OPENAI = "/v1/chat/completions"
@@ -112,6 +112,16 @@ def test_query_credentials_finds_every_credential_parameter(name: str, value: st
     for _, other in others:
         if other != value and not re.search(CREDENTIAL_TOKENS, other):
             assert other not in found
+
+
+@settings(max_examples=200, deadline=None)
+@given(_names, st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEF0123456789-._~%", min_size=8, max_size=40),
+       st.sampled_from(["", "alt=sse&", "api-version=2024-06-01&"]))
+def test_a_logged_url_never_keeps_a_query_credential(name: str, value: str, before: str) -> None:
+    line = f'HTTP Request: POST https://gw.example/v1/chat/completions?{before}{name}={value} "HTTP/1.1 200 OK"'
+    shown = redact_query_credentials(line)
+    assert value not in shown
+    assert shown == line.replace(f"{name}={value}", f"{name}=[redacted]")
 
 
 # -- 2. serve --upstream <bad URL> is a usage error ----------------------------------------------------
