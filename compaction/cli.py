@@ -693,6 +693,15 @@ def run(
             f"{unknown_tokens:,} tokens ({unknown_tokens / compiled.tokens:.1%} of the request): {kinds}",
             err=True,
         )
+    if result.held and result.added and result.added == len(result.transcript.messages):
+        # no message of the transcript was in the conversation: most likely another transcript
+        click.echo(
+            f"warning: none of the {result.added:,} messages of {printable(transcript)} was in the store's "
+            f"conversation, which held {result.held:,} messages: they were appended after those, and the "
+            "request compiles both; to keep another transcript apart give --conversation NAME "
+            "(compaction import puts each transcript in its own)",
+            err=True,
+        )
     report = {
         "transcript": transcript,
         "format": result.transcript.format,

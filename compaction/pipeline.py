@@ -106,6 +106,7 @@ class RunResult:
         ticks: one report per compression round.
         seconds: wall time of the run.
         calibration: the correction the budget was divided by (``None``: none applied).
+        held: messages the store's conversation held before this run (``0``: a new one).
     """
 
     transcript: ParsedTranscript
@@ -116,6 +117,7 @@ class RunResult:
     ticks: list[TickReport] = field(default_factory=list)
     seconds: float = 0.0
     calibration: Correction | None = None
+    held: int = 0
 
 
 def import_transcript(
@@ -352,6 +354,7 @@ def run_pipeline(
     require_budget(recipe.budget_tokens)
     store = open_store(store_path, encoding=recipe.encoding, conversation=conversation)
     try:
+        held = store.next_seq()
         parsed, added = import_transcript(store, transcript, format=format, lenient=lenient)
         if not parsed.messages and parsed.skipped:
             raise NothingReadable(transcript, parsed.skipped, parsed.problems)
@@ -365,6 +368,7 @@ def run_pipeline(
             levels[summary.level] = levels.get(summary.level, 0) + 1
         store.check_location()
         applied = correction if compiled.budget != recipe.budget_tokens else None
-        return RunResult(parsed, added, compiled, before, levels, ticks, time.perf_counter() - started, applied)
+        seconds = time.perf_counter() - started
+        return RunResult(parsed, added, compiled, before, levels, ticks, seconds, applied, held)
     finally:
         store.close()

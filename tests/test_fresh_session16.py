@@ -79,3 +79,33 @@ def test_python_m_compaction_without_its_dependencies_says_what_to_do() -> None:
     assert line.endswith(
         "run it with the Python it was installed into (source .venv/bin/activate), or install it here: pip install -e ."
     )
+
+
+def _lines(path: Path, *texts: str) -> Path:
+    roles = ("user", "assistant")
+    path.write_text(
+        "".join(f'{{"role":"{roles[i % 2]}","content":"{text}"}}\n' for i, text in enumerate(texts)), "utf-8"
+    )
+    return path
+
+
+def test_run_into_a_store_of_another_transcript_warns_that_it_appends(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.db")
+    first = _lines(tmp_path / "a.jsonl", "fix the parser", "done")
+    other = _lines(tmp_path / "b.jsonl", "write a poem", "roses")
+    grown = _lines(tmp_path / "a2.jsonl", "fix the parser", "done", "now the tests", "green")
+    quiet = runner().invoke(main, ["run", str(first), "--budget", "1000", "--store", store])
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+    mixed = runner().invoke(main, ["run", str(other), "--budget", "1000", "--store", store])
+    assert mixed.exit_code == 0
+    assert (
+        f"warning: none of the 2 messages of {other} was in the store's conversation, which held 2 messages: "
+        "they were appended after those, and the request compiles both; to keep another transcript apart "
+        "give --conversation NAME (compaction import puts each transcript in its own)"
+    ) in mixed.stderr.replace("\n", " ")
+    # the same session grown: its first messages are there, so only the new ones are appended, quietly
+    before = runner().invoke(main, ["run", str(first), "--budget", "1000", "--store", str(tmp_path / "t.db")])
+    grew = runner().invoke(main, ["run", str(grown), "--budget", "1000", "--store", str(tmp_path / "t.db")])
+    again = runner().invoke(main, ["run", str(grown), "--budget", "1000", "--store", str(tmp_path / "t.db")])
+    assert before.exit_code == grew.exit_code == again.exit_code == 0
+    assert "warning" not in before.stderr + grew.stderr + again.stderr
