@@ -174,8 +174,15 @@ def json_depth(value: Any, limit: int) -> int:
         return 0
     deepest = 1
     pending: list[tuple[Any, int]] = [(value, 1)]  # depth first: a cycle is found at once
+    # the deepest level each container was walked at: one met again no deeper (a value shared
+    # by several keys, not parsed JSON) has nothing new below it, so the walk stays within
+    # containers x limit steps, where walking every path was exponential in the depth
+    walked: dict[int, int] = {}
     while pending:
         current, depth = pending.pop()
+        if walked.get(id(current), 0) >= depth:
+            continue
+        walked[id(current)] = depth
         if depth > deepest:
             if depth > limit:
                 return limit + 1
