@@ -359,7 +359,8 @@ def test_a_file_name_with_a_control_character_is_printed_escaped(
         "skipped 1 malformed line:",
         f"  {escaped}:2: invalid JSON: Unterminated string starting at column 34",
     ]
-    assert f"compaction run: {escaped}" in " ".join(lines(lenient.stdout))
+    # the table's title wraps where the temporary path is long: compared without the white space
+    assert "".join(f"compaction run: {escaped}".split()) in "".join(" ".join(lines(lenient.stdout)).split())
     imported = cli("import", path, "--store", folder / f"s{control}.db", "--lenient", "--conversation", "c")
     assert imported.exit_code == 0, imported.stderr
     assert lines(imported.stdout)[0].startswith(f"{escaped}: openai, 4 lines: 3 messages, 1 line skipped; ")
