@@ -43,6 +43,7 @@ from ._json_damage import describe as describe_json_error
 from ._shown import printable, shown
 
 __all__ = [
+    "line_list",
     "MAX_RECORD_DEPTH",
     "Context",
     "LenientLoss",
@@ -542,6 +543,14 @@ def _clip(value: Any, limit: int = 60) -> str:
 
 
 # -- block helpers -----------------------------------------------------------------------------
+
+
+def line_list(lines: Sequence[int], shown: int = 5) -> str:
+    """Return where a skipped kind of record was: ``"line 4"``, ``"lines 4, 9, 12"``, or the
+    first ``shown`` and a count of the rest (``"lines 1, 2, 3, 4, 5 and 7 more"``)."""
+    listed = ", ".join(map(str, lines[:shown]))
+    more = f" and {len(lines) - shown} more" if len(lines) > shown else ""
+    return f"line{'' if len(lines) == 1 else 's'} {listed}{more}"
 
 
 def text_blocks(text: Any) -> list[Block]:

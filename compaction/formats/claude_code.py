@@ -63,7 +63,7 @@ from typing import Any
 from ..blocks import MAX_JSON_DEPTH, canonical_json, json_depth
 from . import anthropic
 from ._claude_code_tree import is_prompt
-from ._common import Context, Draft, Malformed, copy_draft, iter_jsonl
+from ._common import Context, Draft, Malformed, copy_draft, iter_jsonl, line_list
 from ._gemini_chat import is_chat_recording
 from ._sniff import Sample, TranscriptFormat
 
@@ -415,12 +415,9 @@ class SessionReader:
         if self.chain is not None:
             self.chain.report_sidechains()
         for kind, lines in self.unknown_types.items():
-            shown_lines = ", ".join(map(str, lines[:5])) + (
-                f" and {len(lines) - 5} more" if len(lines) > 5 else ""
-            )
             self.ctx.note(
                 f"{len(lines)} event(s) of type {kind!r} (not a message type this reader knows) "
-                f"skipped: lines {shown_lines}",
+                f"skipped: {line_list(lines)}",
                 line=lines[0],
             )
         return drafts

@@ -51,6 +51,7 @@ from ._common import (
     Malformed,
     image_from_url,
     iter_jsonl,
+    line_list,
     parse_arguments,
     text_blocks,
     tool_result,
@@ -270,11 +271,8 @@ def parse(text: str | bytes | Iterable[bytes], ctx: Context) -> list[Draft]:
             ctx.problem(str(err), line=line)
     rollout.flush_events()
     for what, lines in rollout.skipped.items():
-        shown_lines = ", ".join(map(str, lines[:5])) + (
-            f" and {len(lines) - 5} more" if len(lines) > 5 else ""
-        )
         ctx.note(
-            f"{len(lines)} {what} (no conversation item this reader knows) skipped: lines {shown_lines}",
+            f"{len(lines)} {what} (no conversation item this reader knows) skipped: {line_list(lines)}",
             line=lines[0],
         )
     if rollout.pending and rollout.drafts:

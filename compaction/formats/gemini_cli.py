@@ -35,6 +35,7 @@ from ._common import (
     Malformed,
     first_line_is_object,
     iter_jsonl,
+    line_list,
     load_json_document,
     parse_arguments,
     tool_result,
@@ -168,11 +169,8 @@ def parse(text: str, ctx: Context) -> list[Draft]:
     if stream.drafts and stream.early:
         stream.drafts[0].meta.update(stream.early)
     for kind, lines in stream.unknown.items():
-        shown_lines = ", ".join(map(str, lines[:5])) + (
-            f" and {len(lines) - 5} more" if len(lines) > 5 else ""
-        )
         ctx.note(
-            f"{len(lines)} event(s) of type {kind!r} (not one this reader knows) skipped: lines {shown_lines}",
+            f"{len(lines)} event(s) of type {kind!r} (not one this reader knows) skipped: {line_list(lines)}",
             line=lines[0],
         )
     return stream.drafts
